@@ -1,0 +1,15 @@
+"""The one place where TileLang API differences between releases live."""
+import tilelang
+import tilelang.language as T
+
+VERSION = tilelang.__version__
+
+# T.Tensor is the annotation in current releases; very old ones only had T.Buffer.
+Tensor = getattr(T, "Tensor", None) or T.Buffer
+
+
+def compile(func, target):
+    """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a"."""
+    if target == "auto":
+        return tilelang.compile(func, target="auto")
+    return tilelang.compile(func, target={"kind": "cuda", "arch": target})

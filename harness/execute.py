@@ -1,0 +1,296 @@
+"""Run cases in worker subprocesses, with timeouts, and append each verdict as it ends.
+
+An illegal memory access poisons a CUDA context and a barrier bug hangs forever, so every
+case runs in a worker process: the parent gives each stage a deadline, kills a worker that
+misses it (HANG), replaces one that dies (CRASH), and goes on. Workers keep compiled kernels
+in memory (keyed by the family's static key) and TileLang keeps them on disk
+(TILELANG_CACHE_DIR), so a second run of the same configurations compiles nothing.
+
+Worker protocol (JSON lines): parent -> worker: a case; worker -> parent:
+{"event": "stage", "stage": "run"} when compiling is done, then {"event": "result", ...}.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import case as case_mod
+from harness import kernels, oracle
+
+
+# ----------------------------------------------------------------------------- one case
+def result_of(case, verdict, stage, message="", **extra) -> dict:
+    r = {"case_id": case.id, "case": case_mod.to_dict(case), "verdict": verdict, "stage": stage,
+         "message": message, "tensor": "", "region": ""}
+    r.update(extra)
+    return r
+
+
+def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
+    """Compile (cached), run, compare to the references, and return one result dict."""
+    fam = kernels.family(case.family)
+    reason = fam.unsupported(case)
+    if reason:
+        return result_of(case, "UNSUPPORTED", "plan", reason)
+    key = fam.static_key(case)
+    seconds = {}
+    if key not in cache:
+        t0 = time.perf_counter()
+        try:
+            cache[key] = fam.build(case, target)
+        except Exception as e:  # the compiler rejected an ordinary program: that is a finding
+            return result_of(case, "COMPILE_ERROR", "compile", _last_line(e),
+                             seconds={"compile": time.perf_counter() - t0}, traceback=_tb(e))
+        seconds["compile"] = time.perf_counter() - t0
+    if target != "auto":
+        return result_of(case, "COMPILED", "compile", seconds=seconds, cached=not seconds)
+    on_stage("run")
+    return _run_and_judge(case, fam, cache[key], seconds)
+
+
+def _run_and_judge(case, fam, kernel, seconds) -> dict:
+    import torch
+    from harness import reference
+
+    stage = "inputs"
+    try:
+        inputs = reference.make_inputs(case, "cuda")
+        stage = "run"
+        t0 = time.perf_counter()
+        try:
+            outputs = fam.run(kernel, case, inputs)
+            torch.cuda.synchronize()
+        except Exception as e:
+            if _is_cuda_fault(e):
+                return result_of(case, "CRASH", "run", _last_line(e), seconds=seconds, fatal=True)
+            raise
+        seconds["run"] = time.perf_counter() - t0
+        stage = "judge"
+        checks = judge(case, inputs, outputs)
+    except Exception as e:
+        return result_of(case, "HARNESS_ERROR", stage, _last_line(e), seconds=seconds, traceback=_tb(e))
+    bad = oracle.first_failure(checks)
+    extra = {"seconds": seconds, "checks": [oracle.as_dict(c) for c in checks]}
+    if bad is None:
+        return result_of(case, "PASS", "judge", **extra)
+    msg = f"{bad.tensor}: max error {bad.error:.4g} > tolerance {bad.tolerance:.4g} at {bad.where['index']}"
+    return result_of(case, bad.verdict, "judge", msg, tensor=bad.tensor, region=bad.region, **extra)
+
+
+def judge(case, inputs, outputs) -> list:
+    import torch
+    from harness import reference
+
+    dtype = reference.DTYPES[case.dtype]
+    ref = reference.forward(case, inputs, torch.float64)
+    base = reference.forward(case, inputs, dtype)
+    left, right = case.bounds
+    seen = reference.visible(case.seqlen_q, case.seqlen_k, left, right, device=inputs["q"].device)
+    locate = oracle.region_locator(case, seen.any(dim=1), seen.any(dim=0))
+    got = {"O": reference.to_canonical(outputs["O"], case.layout), "LSE": outputs["LSE"]}
+    return [oracle.check(name, got[name], ref[name], base[name], dtype, oracle.K_FORWARD, locate)
+            for name in ("O", "LSE")]
+
+
+def _is_cuda_fault(e) -> bool:
+    text = f"{type(e).__name__} {e}"
+    return any(s in text for s in ("CUDA error", "AcceleratorError", "illegal", "unspecified launch failure",
+                                   "misaligned address", "CUDA_ERROR"))
+
+
+def _last_line(e) -> str:
+    lines = [l for l in str(e).strip().splitlines() if l.strip()]
+    return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
+
+
+def _tb(e) -> str:
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
+
+
+# ----------------------------------------------------------------------------- the worker process
+def worker_main(target: str) -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
+
+    def send(msg):
+        proto.write(json.dumps(msg) + "\n")
+
+    cache: dict = {}
+    for line in sys.stdin:
+        case = case_mod.from_json(line)
+        result = run_case(case, target, cache, on_stage=lambda s: send({"event": "stage", "stage": s}))
+        send({"event": "result", **result})
+        if result.get("fatal"):
+            return  # the CUDA context is poisoned: the parent starts a fresh worker
+
+
+# ----------------------------------------------------------------------------- the parent's pool
+@dataclass
+class Timeouts:
+    compile: float = 600.0  # worker start + compile
+    run: float = 60.0       # inputs + kernel + judge
+
+
+class _Worker:
+    def __init__(self, slot, target, gpu, log_dir, env):
+        self.slot, self.target, self.gpu = slot, target, gpu
+        self.log_path = Path(log_dir) / f"worker-{slot}.log"
+        env = dict(env)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--target", target],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=env, start_new_session=True)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.buf = b""
+        self.case = None
+        self.stage = None
+        self.deadline = None
+        self.key = None
+
+    def assign(self, case, timeouts):
+        self.case, self.stage = case, "compile"
+        self.deadline = time.monotonic() + timeouts.compile
+        self.proc.stdin.write((case_mod.to_json(case) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.log.close()
+
+    def log_tail(self, n=2000) -> str:
+        self.log.flush()
+        data = self.log_path.read_bytes()[-n:].decode(errors="replace")
+        lines = [l for l in data.splitlines() if l.strip()]
+        interesting = [l for l in lines if any(w in l for w in ("rror", "Fault", "fault", "Abort", "illegal"))]
+        return (interesting or lines or [""])[-1][:500]
+
+
+class Pool:
+    """`workers` subprocesses (spread over `gpus`), fed cases grouped by compiled kernel."""
+
+    def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts = Timeouts(), gpus=None, env=None):
+        self.n, self.target, self.timeouts = workers, target, timeouts
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.gpus = gpus or [None]
+        self.env = env if env is not None else os.environ
+        self.started = 0  # worker processes started, replacements included
+
+    def _spawn(self, slot):
+        self.started += 1
+        return _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
+
+    def run(self, cases, deadline=None):
+        """Yield one result dict per case, in completion order. Stops dispatching at `deadline`."""
+        groups = OrderedDict()
+        for c in cases:
+            groups.setdefault(kernels.family(c.family).static_key(c), []).append(c)
+        sel = selectors.DefaultSelector()
+        workers = {}
+        owners = {}  # static key -> slot that took it first
+        try:
+            for slot in range(min(self.n, len(cases))):
+                workers[slot] = self._spawn(slot)
+            idle = list(workers)
+            busy = 0
+            while True:
+                for slot in list(idle):
+                    if deadline is not None and time.monotonic() > deadline:
+                        break
+                    key = self._pick(groups, owners, slot)
+                    if key is None:
+                        break
+                    w = workers[slot]
+                    if w.proc.poll() is not None:  # died between cases
+                        w.kill()
+                        w = workers[slot] = self._spawn(slot)
+                    w.assign(groups[key].pop(0), self.timeouts)
+                    if not groups[key]:
+                        del groups[key]
+                    sel.register(w.proc.stdout, selectors.EVENT_READ, slot)
+                    idle.remove(slot)
+                    busy += 1
+                if busy == 0:
+                    return
+                timeout = max(0.0, min(workers[s].deadline for s in workers if workers[s].case) - time.monotonic())
+                events = sel.select(timeout)
+                now = time.monotonic()
+                for key_obj, _ in events:
+                    slot = key_obj.data
+                    w = workers[slot]
+                    done = self._read(w)
+                    if done is not None:
+                        sel.unregister(w.proc.stdout)
+                        w.case = None
+                        if done.pop("fatal", False):  # poisoned context: start afresh now
+                            w.kill()
+                            workers[slot] = self._spawn(slot)
+                        idle.append(slot)
+                        busy -= 1
+                        yield done
+                for slot, w in workers.items():
+                    if w.case is not None and now > w.deadline:
+                        sel.unregister(w.proc.stdout)
+                        limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
+                        r = result_of(w.case, "HANG", w.stage, f"no answer within {limit:.0f} s ({w.stage})")
+                        w.kill()
+                        workers[slot] = self._spawn(slot)
+                        idle.append(slot)
+                        busy -= 1
+                        yield r
+        finally:
+            for w in workers.values():
+                w.kill()
+
+    @staticmethod
+    def _pick(groups, owners, slot):
+        """Prefer a group this worker compiled, then an unowned one, then the largest."""
+        mine = [k for k in groups if owners.get(k) == slot]
+        if mine:
+            return mine[0]
+        free = [k for k in groups if k not in owners]
+        if free:
+            owners[free[0]] = slot
+            return free[0]
+        return max(groups, key=lambda k: len(groups[k]), default=None)
+
+    def _read(self, w):
+        """Consume worker output; return its result when the case ended, else None."""
+        try:
+            chunk = os.read(w.proc.stdout.fileno(), 1 << 16)
+        except BlockingIOError:
+            return None
+        if not chunk:  # EOF: the worker died in the middle of the case
+            w.proc.wait()
+            code = w.proc.returncode
+            msg = w.log_tail() or f"worker exited with status {code}"
+            r = result_of(w.case, "CRASH", w.stage, f"worker died (status {code}): {msg}")
+            w.kill()
+            return r
+        w.buf += chunk
+        result = None
+        while b"\n" in w.buf:
+            line, w.buf = w.buf.split(b"\n", 1)
+            msg = json.loads(line)
+            if msg["event"] == "stage":
+                w.stage = msg["stage"]
+                w.deadline = time.monotonic() + self.timeouts.run
+            elif msg["event"] == "result":
+                msg.pop("event")
+                result = msg
+        return result

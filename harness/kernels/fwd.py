@@ -1,0 +1,131 @@
+"""FlashAttention-2 style forward kernel: MHA/GQA, causal/sliding window, sinks, BHSD/BSHD.
+
+Sequence lengths and batch are symbolic, so one compiled kernel serves every length of a
+static configuration (see `static_key`). Masking follows FlashAttention's bottom-right
+alignment: with shift = seqlen_k - seqlen_q, query i sees key j iff
+i + shift - left <= j <= i + shift + right (a bound of -1 is unbounded).
+"""
+import math
+
+import tilelang.language as T
+
+from harness import compat
+
+LOG2E = 1.4426950408889634
+
+
+def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout,
+            block_m, block_n, num_stages, threads):
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    seq_k = T.symbolic("seq_k")
+    group = heads // kv_heads
+    scale = LOG2E / math.sqrt(head_dim)
+    accum = "float32"
+    neg_inf = -T.infinity(accum)
+    bshd = layout == "bshd"
+    q_shape = [batch, seq_q, heads, head_dim] if bshd else [batch, heads, seq_q, head_dim]
+    k_shape = [batch, seq_k, kv_heads, head_dim] if bshd else [batch, kv_heads, seq_k, head_dim]
+    v_shape = [batch, seq_k, kv_heads, head_dim_v] if bshd else [batch, kv_heads, seq_k, head_dim_v]
+    o_shape = [batch, seq_q, heads, head_dim_v] if bshd else [batch, heads, seq_q, head_dim_v]
+
+    @T.prim_func
+    def main(
+        Q: compat.Tensor(q_shape, dtype),
+        K: compat.Tensor(k_shape, dtype),
+        V: compat.Tensor(v_shape, dtype),
+        Sinks: compat.Tensor([heads], accum),
+        Out: compat.Tensor(o_shape, dtype),
+        Lse: compat.Tensor([batch, heads, seq_q], accum),
+    ):
+        with T.Kernel(T.ceildiv(seq_q, block_m), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_m, head_dim], dtype)
+            k_s = T.alloc_shared([block_n, head_dim], dtype)
+            v_s = T.alloc_shared([block_n, head_dim_v], dtype)
+            o_s = T.alloc_shared([block_m, head_dim_v], dtype)
+            acc_s = T.alloc_fragment([block_m, block_n], accum)
+            p_cast = T.alloc_fragment([block_m, block_n], dtype)
+            acc_o = T.alloc_fragment([block_m, head_dim_v], accum)
+            row_max = T.alloc_fragment([block_m], accum)
+            row_max_prev = T.alloc_fragment([block_m], accum)
+            row_scale = T.alloc_fragment([block_m], accum)
+            row_sum = T.alloc_fragment([block_m], accum)
+            denom = T.alloc_fragment([block_m], accum)
+            lse_f = T.alloc_fragment([block_m], accum)
+
+            kvh = by // group
+            shift = seq_k - seq_q
+            q0 = bx * block_m
+            if bshd:
+                T.copy(Q[bz, q0:q0 + block_m, by, :], q_s)
+            else:
+                T.copy(Q[bz, by, q0:q0 + block_m, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(denom, 0)
+            T.fill(row_max, neg_inf)
+
+            # Only key blocks that some row of this query block may see.
+            lo = 0
+            hi = T.ceildiv(seq_k, block_n)
+            if left >= 0:
+                lo = T.max(0, T.floordiv(q0 + shift - left, block_n))
+            if right >= 0:
+                hi = T.max(0, T.min(hi, T.ceildiv(q0 + block_m + shift + right, block_n)))
+            for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
+                k0 = kb * block_n
+                if bshd:
+                    T.copy(K[bz, k0:k0 + block_n, kvh, :], k_s)
+                else:
+                    T.copy(K[bz, kvh, k0:k0 + block_n, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_m, block_n):
+                    qi = q0 + i
+                    kj = k0 + j
+                    seen = kj < seq_k
+                    if left >= 0:
+                        seen = seen and kj >= qi + shift - left
+                    if right >= 0:
+                        seen = seen and kj <= qi + shift + right
+                    acc_s[i, j] = T.if_then_else(seen, acc_s[i, j], neg_inf)
+                T.copy(row_max, row_max_prev)
+                T.reduce_max(acc_s, row_max, dim=1, clear=False)
+                for i in T.Parallel(block_m):
+                    # A row that has seen no key yet keeps max = -inf; scale its (zero) state by 0.
+                    row_scale[i] = T.if_then_else(
+                        row_max_prev[i] == neg_inf, 0, T.exp2((row_max_prev[i] - row_max[i]) * scale))
+                for i, j in T.Parallel(block_m, block_n):
+                    acc_s[i, j] = T.if_then_else(
+                        row_max[i] == neg_inf, 0, T.exp2((acc_s[i, j] - row_max[i]) * scale))
+                T.reduce_sum(acc_s, row_sum, dim=1)
+                for i in T.Parallel(block_m):
+                    denom[i] = denom[i] * row_scale[i] + row_sum[i]
+                for i, j in T.Parallel(block_m, head_dim_v):
+                    acc_o[i, j] *= row_scale[i]
+                T.copy(acc_s, p_cast)
+                if bshd:
+                    T.copy(V[bz, k0:k0 + block_n, kvh, :], v_s)
+                else:
+                    T.copy(V[bz, kvh, k0:k0 + block_n, :], v_s)
+                T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+
+            if sinks:
+                # The sink is one more logit (already scaled) with no value row.
+                for i in T.Parallel(block_m):
+                    denom[i] += T.if_then_else(
+                        row_max[i] == neg_inf, T.exp2(Sinks[by] * LOG2E),
+                        T.exp2(Sinks[by] * LOG2E - row_max[i] * scale))
+            for i, j in T.Parallel(block_m, head_dim_v):
+                acc_o[i, j] = T.if_then_else(denom[i] == 0, 0, acc_o[i, j] / denom[i])
+            for i in T.Parallel(block_m):
+                lse_f[i] = T.if_then_else(
+                    row_max[i] == neg_inf, T.log2(denom[i]),
+                    T.log2(denom[i]) + row_max[i] * scale) / LOG2E
+            T.copy(acc_o, o_s)
+            if bshd:
+                T.copy(o_s, Out[bz, q0:q0 + block_m, by, :])
+            else:
+                T.copy(o_s, Out[bz, by, q0:q0 + block_m, :])
+            T.copy(lse_f, Lse[bz, by, q0:q0 + block_m])
+
+    return main

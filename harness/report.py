@@ -1,0 +1,71 @@
+"""Results (JSON lines) -> pandas tables -> markdown and CSV."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from harness import oracle
+
+
+def load(path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def frame(results: list[dict]) -> pd.DataFrame:
+    rows = [{"case_id": r["case_id"], "family": r["case"]["family"], "variant": r["case"]["variant"],
+             "verdict": r["verdict"], "stage": r["stage"], "tensor": r.get("tensor", ""),
+             "region": r.get("region", ""), "message": r.get("message", ""),
+             "compile_s": (r.get("seconds") or {}).get("compile"), "run_s": (r.get("seconds") or {}).get("run")}
+            for r in results]
+    return pd.DataFrame(rows, columns=["case_id", "family", "variant", "verdict", "stage", "tensor", "region",
+                                       "message", "compile_s", "run_s"])
+
+
+def verdict_table(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return pd.DataFrame()
+    t = df.pivot_table(index=["family", "variant"], columns="verdict", values="case_id", aggfunc="count", fill_value=0)
+    t["total"] = t.sum(axis=1)
+    return t.reset_index()
+
+
+def failure_table(results: list[dict]) -> pd.DataFrame:
+    """One row per distinct failure signature, with a count and one example case id."""
+    rows = {}
+    for r in results:
+        if r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR":
+            sig = oracle.signature(r)
+            row = rows.setdefault(sig, {"family": sig[0], "variant": sig[1], "verdict": sig[2], "stage": sig[3],
+                                        "tensor": sig[4], "region": sig[5], "message": r.get("message", "")[:120],
+                                        "count": 0, "example": r["case_id"]})
+            row["count"] += 1
+    return pd.DataFrame(list(rows.values()))
+
+
+def markdown(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "(none)\n"
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(results: list[dict]) -> str:
+    df = frame(results)
+    return ("## Verdicts\n\n" + markdown(verdict_table(df)) +
+            "\n## Distinct failures\n\n" + markdown(failure_table(results)))
+
+
+def write(out_dir, results: list[dict]) -> str:
+    out_dir = Path(out_dir)
+    text = summary(results)
+    (out_dir / "summary.md").write_text(text)
+    frame(results).to_csv(out_dir / "results.csv", index=False)
+    return text

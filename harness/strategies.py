@@ -1,0 +1,99 @@
+"""Hypothesis strategies that build valid forward Cases, biased toward where kernels break.
+
+Static fields (what a compiled kernel depends on) and dynamic fields (lengths, batch, seed)
+are drawn separately, so a campaign can run several lengths through one compiled kernel.
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from harness.case import DTYPES, LAYOUTS, Case
+from harness.kernels import fwd_family
+
+PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
+# Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
+WINDOW_BOUNDS = (-1, 0, 1, 3, 17, 63, 64, 65, 129, 4096)
+
+
+def lengths(block: int) -> st.SearchStrategy[int]:
+    """Sequence lengths around tile edges, primes, and values not divisible by 8."""
+    edges = sorted({1, block - 1, block, block + 1, 2 * block - 1, 2 * block + 1, 3 * block + 7})
+    return st.one_of(
+        st.sampled_from(edges),
+        st.sampled_from(PRIMES),
+        st.integers(1, 4 * block).filter(lambda n: n % 8 != 0),
+        st.integers(1, 700),
+    )
+
+
+@st.composite
+def dynamic(draw, block_m: int, block_n: int) -> dict:
+    """The fields one compiled kernel serves without recompiling."""
+    seqlen_q = draw(lengths(block_m))
+    how = draw(st.sampled_from(("equal", "free", "free", "shorter_q", "shorter_k")))
+    if how == "equal":
+        seqlen_k = seqlen_q
+    else:
+        seqlen_k = draw(lengths(block_n))
+        if how == "shorter_q" and seqlen_k < seqlen_q or how == "shorter_k" and seqlen_k > seqlen_q:
+            seqlen_q, seqlen_k = seqlen_k, seqlen_q
+    return {"batch": draw(st.integers(1, 3)), "seqlen_q": seqlen_q, "seqlen_k": seqlen_k,
+            "seed": draw(st.integers(0, 2**31 - 1))}
+
+
+def windows() -> st.SearchStrategy[tuple]:
+    return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
+
+
+@st.composite
+def static_fwd(draw) -> Case:
+    """A forward case with every static field drawn and placeholder lengths."""
+    kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4)))
+    group = draw(st.sampled_from((1, 1, 2, 4, 5, 8)))
+    head_dim = draw(st.sampled_from(fwd_family.HEAD_DIMS))
+    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fwd_family.HEAD_DIMS)))
+    tiles = [t for t in fwd_family.TILES if fwd_family.fits(*t, head_dim, head_dim_v) is None]
+    block_m, block_n, num_stages, threads = draw(st.sampled_from(tiles))
+    return Case(
+        family="fwd", heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim, head_dim_v=head_dim_v,
+        dtype=draw(st.sampled_from(DTYPES)), causal=draw(st.booleans()), window=draw(windows()),
+        sinks=draw(st.booleans()), layout=draw(st.sampled_from(LAYOUTS)),
+        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads,
+    )
+
+
+@st.composite
+def fwd_cases(draw) -> Case:
+    c = draw(static_fwd())
+    return c.replace(**draw(dynamic(c.block_m, c.block_n))).validate()
+
+
+@st.composite
+def fwd_kernel_batches(draw, per_kernel: int) -> list[Case]:
+    """One static configuration and `per_kernel` length variants of it (one compile, many runs)."""
+    c = draw(static_fwd())
+    return [c.replace(**draw(dynamic(c.block_m, c.block_n))).validate() for _ in range(per_kernel)]
+
+
+CASES = {"fwd": fwd_cases}
+BATCHES = {"fwd": fwd_kernel_batches}
+
+
+def draw(family: str, n: int, seed: int, per_kernel: int = 1) -> list[Case]:
+    """n distinct cases, reproducible from `seed`, in groups of `per_kernel` sharing a kernel."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    out: dict[str, Case] = {}
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=max(1, -(-n // per_kernel)) * 2, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(BATCHES[family](per_kernel))
+    def collect(batch):
+        for c in batch:
+            if len(out) < n:
+                out.setdefault(c.id, c)
+
+    collect()
+    return list(out.values())
