@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 FAMILIES = ("fwd",)
 DTYPES = ("float16", "bfloat16")

@@ -59,11 +59,10 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
 
 def _run_and_judge(case, fam, kernel, seconds) -> dict:
     import torch
-    from harness import reference
 
     stage = "inputs"
     try:
-        inputs = reference.make_inputs(case, "cuda")
+        inputs = fam.make_inputs(case, "cuda")
         stage = "run"
         t0 = time.perf_counter()
         try:
@@ -75,7 +74,7 @@ def _run_and_judge(case, fam, kernel, seconds) -> dict:
             raise
         seconds["run"] = time.perf_counter() - t0
         stage = "judge"
-        checks = judge(case, inputs, outputs)
+        checks = judge(case, fam, inputs, outputs)
     except Exception as e:
         return result_of(case, "HARNESS_ERROR", stage, _last_line(e), seconds=seconds, traceback=_tb(e))
     bad = oracle.first_failure(checks)
@@ -86,19 +85,19 @@ def _run_and_judge(case, fam, kernel, seconds) -> dict:
     return result_of(case, bad.verdict, "judge", msg, tensor=bad.tensor, region=bad.region, **extra)
 
 
-def judge(case, inputs, outputs) -> list:
+def judge(case, fam, inputs, outputs) -> list:
+    """Every tensor the family produces, against the float64 reference and the same-dtype baseline."""
     import torch
     from harness import reference
 
     dtype = reference.DTYPES[case.dtype]
-    ref = reference.forward(case, inputs, torch.float64)
-    base = reference.forward(case, inputs, dtype)
+    ref = fam.reference(case, inputs, torch.float64)
+    base = fam.reference(case, inputs, dtype)
+    got = fam.canonical(case, outputs)
     left, right = case.bounds
     seen = reference.visible(case.seqlen_q, case.seqlen_k, left, right, device=inputs["q"].device)
     locate = oracle.region_locator(case, seen.any(dim=1), seen.any(dim=0))
-    got = {"O": reference.to_canonical(outputs["O"], case.layout), "LSE": outputs["LSE"]}
-    return [oracle.check(name, got[name], ref[name], base[name], dtype, oracle.K_FORWARD, locate)
-            for name in ("O", "LSE")]
+    return [oracle.check(name, got[name], ref[name], base[name], dtype, k, locate) for name, k in fam.TENSORS]
 
 
 def _is_cuda_fault(e) -> bool:

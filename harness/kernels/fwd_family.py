@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from harness import oracle
+
 HEAD_DIMS = (32, 64, 96, 128, 256)
 TILES = (  # (block_m, block_n, num_stages, threads)
     (64, 64, 1, 128),
@@ -54,6 +56,26 @@ def build(case, target: str):
     func = fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                        left, right, case.sinks, case.layout, *tile(case))
     return compat.compile(func, target)
+
+
+# (tensor, k of the tolerance rule) in the order they are judged.
+TENSORS = (("O", oracle.K_FORWARD), ("LSE", oracle.K_FORWARD))
+
+
+def reference(case, inputs, dtype) -> dict:
+    """Canonical O [b,h,sq,dv] and LSE [b,h,sq] computed in `dtype`."""
+    from harness import reference as ref
+    return ref.forward(case, inputs, dtype)
+
+
+def canonical(case, outputs) -> dict:
+    from harness import reference as ref
+    return {"O": ref.to_canonical(outputs["O"], case.layout), "LSE": outputs["LSE"]}
+
+
+def make_inputs(case, device) -> dict:
+    from harness import reference as ref
+    return ref.make_inputs(case, device)
 
 
 def run(kernel, case, inputs) -> dict:
