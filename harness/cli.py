@@ -103,8 +103,12 @@ def progress(results, total, elapsed):
     width = 30
     filled = width * len(results) // max(total, 1)
     text = " ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {len(results)}/{total} {text} "
-          f"{len(results) / max(elapsed, 1e-9):.2f}/s", end="", file=sys.stderr, flush=True)
+    line = (f"[{'#' * filled}{'.' * (width - filled)}] {len(results)}/{total} {text} "
+            f"{len(results) / max(elapsed, 1e-9):.2f}/s")
+    if sys.stderr.isatty():
+        print("\r" + line, end="", file=sys.stderr, flush=True)
+    elif len(results) % max(1, total // 10) == 0 or len(results) == total:  # logs: ten lines, not one per case
+        print(line, file=sys.stderr, flush=True)
 
 
 def main(argv=None) -> int:
