@@ -10,7 +10,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-FAMILIES = ("fwd",)
+from harness import kernels
+
 DTYPES = ("float16", "bfloat16")
 LAYOUTS = ("bhsd", "bshd")
 
@@ -62,8 +63,8 @@ class Case:
                      "head_dim_v", "block_m", "block_n", "threads"):
             if getattr(self, name) < 1:
                 raise CaseError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.family not in FAMILIES:
-            raise CaseError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if self.family not in kernels.names():
+            raise CaseError(f"family must be one of {kernels.names()}, got {self.family!r}")
         if self.dtype not in DTYPES:
             raise CaseError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.layout not in LAYOUTS:

@@ -58,16 +58,13 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
 
 
 def _run_and_judge(case, fam, kernel, seconds) -> dict:
-    import torch
-
     stage = "inputs"
     try:
         inputs = fam.make_inputs(case, "cuda")
         stage = "run"
         t0 = time.perf_counter()
         try:
-            outputs = fam.run(kernel, case, inputs)
-            torch.cuda.synchronize()
+            outputs = fam.run(kernel, case, inputs)  # returns after the device finished
         except Exception as e:
             if _is_cuda_fault(e):
                 return result_of(case, "CRASH", "run", _last_line(e), seconds=seconds, fatal=True)
@@ -164,11 +161,12 @@ class _Worker:
         self.proc.stdin.flush()
 
     def kill(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        if self.proc.poll() is None:  # never signal a reaped pid: it may belong to someone else now
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
         self.log.close()
 
     def log_tail(self, n=2000) -> str:
@@ -180,7 +178,10 @@ class _Worker:
 
 
 class Pool:
-    """`workers` subprocesses (spread over `gpus`), fed cases grouped by compiled kernel."""
+    """`workers` subprocesses (spread over `gpus`), fed cases grouped by compiled kernel.
+
+    Workers outlive a call to run() (their compiled kernels stay warm); close() ends them.
+    """
 
     def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts = Timeouts(), gpus=None, env=None):
         self.n, self.target, self.timeouts = workers, target, timeouts
@@ -189,10 +190,33 @@ class Pool:
         self.gpus = gpus or [None]
         self.env = env if env is not None else os.environ
         self.started = 0  # worker processes started, replacements included
+        self.workers: dict[int, _Worker] = {}
+        self.owners = {}  # static key -> slot that compiled it
 
-    def _spawn(self, slot):
-        self.started += 1
-        return _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        for w in self.workers.values():
+            w.kill()
+        self.workers.clear()
+
+    def _fresh(self, slot) -> "_Worker":
+        """The worker in `slot`, started or replaced if it is missing or dead."""
+        w = self.workers.get(slot)
+        if w is None or w.proc.poll() is not None:
+            if w is not None:
+                w.kill()
+            self.started += 1
+            w = self.workers[slot] = _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
+            self.owners = {k: s for k, s in self.owners.items() if s != slot}  # its kernels died with it
+        return w
+
+    def run_one(self, case) -> dict:
+        return next(iter(self.run([case])))
 
     def run(self, cases, deadline=None):
         """Yield one result dict per case, in completion order. Stops dispatching at `deadline`."""
@@ -200,71 +224,63 @@ class Pool:
         for c in cases:
             groups.setdefault(kernels.family(c.family).static_key(c), []).append(c)
         sel = selectors.DefaultSelector()
-        workers = {}
-        owners = {}  # static key -> slot that took it first
+        idle = list(range(min(self.n, len(cases))))
+        busy = {}
         try:
-            for slot in range(min(self.n, len(cases))):
-                workers[slot] = self._spawn(slot)
-            idle = list(workers)
-            busy = 0
             while True:
                 for slot in list(idle):
                     if deadline is not None and time.monotonic() > deadline:
                         break
-                    key = self._pick(groups, owners, slot)
+                    key = self._pick(groups, slot)
                     if key is None:
                         break
-                    w = workers[slot]
-                    if w.proc.poll() is not None:  # died between cases
-                        w.kill()
-                        w = workers[slot] = self._spawn(slot)
+                    w = self._fresh(slot)
                     w.assign(groups[key].pop(0), self.timeouts)
                     if not groups[key]:
                         del groups[key]
                     sel.register(w.proc.stdout, selectors.EVENT_READ, slot)
                     idle.remove(slot)
-                    busy += 1
-                if busy == 0:
+                    busy[slot] = w
+                if not busy:
                     return
-                timeout = max(0.0, min(workers[s].deadline for s in workers if workers[s].case) - time.monotonic())
-                events = sel.select(timeout)
-                now = time.monotonic()
-                for key_obj, _ in events:
+                wait = max(0.0, min(w.deadline for w in busy.values()) - time.monotonic())
+                for key_obj, _ in sel.select(wait):
                     slot = key_obj.data
-                    w = workers[slot]
+                    w = busy[slot]
                     done = self._read(w)
-                    if done is not None:
-                        sel.unregister(w.proc.stdout)
-                        w.case = None
-                        if done.pop("fatal", False):  # poisoned context: start afresh now
-                            w.kill()
-                            workers[slot] = self._spawn(slot)
-                        idle.append(slot)
-                        busy -= 1
-                        yield done
-                for slot, w in workers.items():
-                    if w.case is not None and now > w.deadline:
+                    if done is None:
+                        continue
+                    sel.unregister(w.proc.stdout)
+                    w.case = None
+                    del busy[slot]
+                    idle.append(slot)
+                    if done.pop("fatal", False):  # poisoned CUDA context: never reuse this worker
+                        w.kill()
+                    yield done
+                now = time.monotonic()
+                for slot, w in list(busy.items()):
+                    if now > w.deadline:
                         sel.unregister(w.proc.stdout)
                         limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
-                        r = result_of(w.case, "HANG", w.stage, f"no answer within {limit:.0f} s ({w.stage})")
+                        r = result_of(w.case, "HANG", w.stage, f"no answer within {limit:g} s ({w.stage})")
                         w.kill()
-                        workers[slot] = self._spawn(slot)
+                        w.case = None
+                        del busy[slot]
                         idle.append(slot)
-                        busy -= 1
                         yield r
         finally:
-            for w in workers.values():
+            for w in busy.values():  # abandoned mid-case: their answers would be stale
                 w.kill()
+            sel.close()
 
-    @staticmethod
-    def _pick(groups, owners, slot):
+    def _pick(self, groups, slot):
         """Prefer a group this worker compiled, then an unowned one, then the largest."""
-        mine = [k for k in groups if owners.get(k) == slot]
+        mine = [k for k in groups if self.owners.get(k) == slot]
         if mine:
             return mine[0]
-        free = [k for k in groups if k not in owners]
+        free = [k for k in groups if k not in self.owners]
         if free:
-            owners[free[0]] = slot
+            self.owners[free[0]] = slot
             return free[0]
         return max(groups, key=lambda k: len(groups[k]), default=None)
 

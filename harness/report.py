@@ -69,3 +69,14 @@ def write(out_dir, results: list[dict]) -> str:
     (out_dir / "summary.md").write_text(text)
     frame(results).to_csv(out_dir / "results.csv", index=False)
     return text
+
+
+def explain(result: dict) -> str:
+    """A failed result in a few lines: verdict, where, and each tensor's error against its tolerance."""
+    lines = [f"{result['verdict']} at {result['stage']}: {result.get('message', '')}",
+             f"case {result['case_id']}: {json.dumps(result['case'], sort_keys=True)}"]
+    for c in result.get("checks") or []:
+        lines.append(f"  {c['tensor']:6} {'ok ' if c['ok'] else 'BAD'} error {c['error']:.4g} "
+                     f"tolerance {c['tolerance']:.4g} (baseline {c['base_error']:.4g}, atol {c['atol']:.4g})"
+                     + (f" region {c['region']} {c['where']}" if not c["ok"] else ""))
+    return "\n".join(lines)

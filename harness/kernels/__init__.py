@@ -10,8 +10,13 @@ Every family exposes the same interface through `family(name)`:
 from __future__ import annotations
 
 import importlib
+import os
 
-_MODULES = {"fwd": "harness.kernels.fwd_family"}
+_MODULES = {"fwd": "harness.kernels.fwd_family", "bwd": "harness.kernels.bwd_family"}
+# Test doubles register through the environment ("name=module,...") so worker processes see them.
+for _item in filter(None, os.environ.get("HARNESS_EXTRA_FAMILIES", "").split(",")):
+    _name, _module = _item.split("=", 1)
+    _MODULES[_name] = _module
 
 
 def family(name: str):

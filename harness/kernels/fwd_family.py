@@ -87,4 +87,5 @@ def run(kernel, case, inputs) -> dict:
     out = torch.full(o_shape, float("nan"), dtype=q.dtype, device=q.device)
     lse = torch.full((b, case.heads, case.seqlen_q), float("nan"), dtype=torch.float32, device=q.device)
     kernel(q, inputs["k"], inputs["v"], inputs["sinks"], out, lse)
+    torch.cuda.synchronize()
     return {"O": out, "LSE": lse}

@@ -1,0 +1,47 @@
+"""Hypothesis profiles, the gpu/compile markers, and one GPU per xdist worker."""
+import os
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", max_examples=8, **_COMMON)
+settings.register_profile("ci", max_examples=60, **_COMMON)
+settings.register_profile("nightly", max_examples=1000, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def _gpus() -> int:
+    try:
+        import torch
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0
+
+
+def _tilelang_error():
+    try:
+        import tilelang  # noqa: F401
+        return None
+    except Exception as e:
+        return f"TileLang does not import here: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def pytest_configure(config):
+    # One GPU per xdist worker; our worker subprocesses inherit the variable.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    gpus = _gpus()
+    if worker.startswith("gw") and gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % gpus)
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_reason = None if _gpus() else "needs a CUDA GPU (none visible)"
+    tl_reason = _tilelang_error()
+    nvcc_reason = None if shutil.which("nvcc") else "needs nvcc on the PATH"
+    for item in items:
+        if "gpu" in item.keywords and (gpu_reason or tl_reason):
+            item.add_marker(pytest.mark.skip(reason=gpu_reason or tl_reason))
+        elif "compile" in item.keywords and (tl_reason or nvcc_reason):
+            item.add_marker(pytest.mark.skip(reason=tl_reason or nvcc_reason))

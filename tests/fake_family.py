@@ -1,0 +1,51 @@
+"""A kernel family that misbehaves on purpose, to test the worker pool's isolation.
+
+seqlen_q selects the behaviour: 1 passes, 2 hangs while compiling, 3 kills its process while
+compiling, 4 hangs while running, 5 dies while running, 6 raises a CUDA fault while running.
+"""
+import os
+import time
+
+import torch
+
+from harness import oracle
+
+TENSORS = (("O", oracle.K_FORWARD),)
+
+
+def unsupported(case):
+    return None
+
+
+def static_key(case):
+    return ("fake", case.seqlen_q)
+
+
+def build(case, target):
+    if case.seqlen_q == 2:
+        time.sleep(3600)
+    if case.seqlen_q == 3:
+        os._exit(3)
+    return "kernel"
+
+
+def make_inputs(case, device):
+    return {"q": torch.ones(1, 1, 1, 1)}
+
+
+def reference(case, inputs, dtype):
+    return {"O": torch.ones(1, 1, 1, 1, dtype=dtype)}
+
+
+def canonical(case, outputs):
+    return outputs
+
+
+def run(kernel, case, inputs):
+    if case.seqlen_q == 4:
+        time.sleep(3600)
+    if case.seqlen_q == 5:
+        os._exit(5)
+    if case.seqlen_q == 6:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    return {"O": torch.ones(1, 1, 1, 1)}

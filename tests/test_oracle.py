@@ -1,0 +1,84 @@
+import torch
+
+from harness import oracle
+from harness.case import Case
+
+
+def locate_nowhere(name, index):
+    return "interior"
+
+
+def judge(out, ref, base, k=oracle.K_FORWARD, dtype=torch.float16):
+    return oracle.check("O", out, ref, base, dtype, k, locate_nowhere)
+
+
+def test_rule_is_k_times_baseline_error_plus_floor():
+    ref = torch.zeros(1, 1, 4, 2, dtype=torch.float64)
+    base = ref.clone()
+    base[0, 0, 0, 0] = 0.01
+    c = judge(ref + 0.02, ref, base)
+    atol = oracle.atol_floor(ref, torch.float16)
+    assert c.tolerance == 2 * 0.01 + atol
+    assert c.ok
+    bad = judge(ref + 0.0201 + atol, ref, base)
+    assert not bad.ok and bad.verdict == "MISMATCH"
+
+
+def test_gradients_get_k_3():
+    ref = torch.zeros(1, 1, 2, 2, dtype=torch.float64)
+    base = ref + 0.01
+    assert judge(ref + 0.029, ref, base, k=oracle.K_GRADIENT).ok
+    assert not judge(ref + 0.029, ref, base, k=oracle.K_FORWARD).ok
+
+
+def test_zero_error_baseline_uses_the_dtype_floor():
+    # FlashAttention's floor: rounding of x + 0.3 - 0.3 in the dtype, over the reference's values.
+    ref = torch.linspace(-2, 2, 64, dtype=torch.float64).reshape(1, 1, 8, 8)
+    c = judge(ref, ref, ref.clone())
+    r = ref.to(torch.float16)
+    assert c.ok and c.base_error == 0
+    assert c.atol == 2 * (r + 0.3 - 0.3 - r).abs().max().item() > 0
+    assert judge(ref + c.atol / 2, ref, ref.clone()).ok
+    assert not judge(ref + 2 * c.atol, ref, ref.clone()).ok
+
+
+def test_exact_zero_reference_with_zero_floor_demands_exact_zero():
+    ref = torch.zeros(1, 1, 2, 2, dtype=torch.float64)
+    assert judge(ref.clone(), ref, ref.clone()).ok
+    assert not judge(ref + 1e-3, ref, ref.clone()).ok
+
+
+def test_minus_inf_reference_must_be_matched_exactly():
+    ref = torch.tensor([[[float("-inf"), 1.0]]], dtype=torch.float64)
+    assert oracle.check("LSE", ref.clone(), ref, ref.clone(), torch.float16, 2, locate_nowhere).ok
+    got = torch.tensor([[[0.0, 1.0]]], dtype=torch.float64)
+    c = oracle.check("LSE", got, ref, ref.clone(), torch.float16, 2, locate_nowhere)
+    assert c.verdict == "MISMATCH" and c.where["index"] == [0, 0, 0]
+
+
+def test_nan_output_is_nonfinite_even_when_small_errors_elsewhere():
+    ref = torch.ones(1, 2, 2, 2, dtype=torch.float64)
+    out = ref.clone()
+    out[0, 1, 1, 0] = float("nan")
+    c = judge(out, ref, ref.clone())
+    assert c.verdict == "NONFINITE" and c.where["index"] == [0, 1, 1, 0] and c.where["bad_heads"] == [1]
+
+
+def test_regions():
+    case = Case(seqlen_q=70, seqlen_k=3, causal=True, block_m=64, block_n=64)
+    seen = torch.zeros(70, 3, dtype=torch.bool)
+    seen[67:] = True  # only the last three queries see a key
+    locate = oracle.region_locator(case, seen.any(1), seen.any(0))
+    assert locate("O", (0, 0, 5, 0)) == "empty_rows"
+    assert locate("O", (0, 0, 68, 0)) == "tail_q_tile"
+    case = Case(seqlen_q=64, seqlen_k=64, block_m=64, block_n=64)
+    all_seen = torch.ones(64, dtype=torch.bool)
+    assert oracle.region_locator(case, all_seen, all_seen)("O", (0, 0, 10, 0)) == "interior"
+
+
+def test_signature_ignores_numbers_and_paths():
+    r1 = {"case": {"family": "fwd", "variant": "default"}, "verdict": "COMPILE_ERROR", "stage": "compile",
+          "message": "InternalError: /tmp/a/b.cu:12: block_K (72) at 0x7f00"}
+    r2 = dict(r1, message="InternalError: /opt/x.cu:99: block_K (104) at 0xdead")
+    assert oracle.signature(r1) == oracle.signature(r2)
+    assert oracle.signature(r1) != oracle.signature(dict(r1, verdict="CRASH"))

@@ -1,0 +1,42 @@
+"""The strategies produce valid, supported cases and reach the edges they promise."""
+from collections import Counter
+
+from harness import kernels, strategies
+from harness.kernels import fwd_family
+
+CASES = strategies.draw("fwd", 400, seed=1, per_kernel=1)
+
+
+def test_every_case_is_valid_and_supported():
+    for c in CASES:
+        c.validate()
+        assert kernels.family(c.family).unsupported(c) is None, c
+
+
+def test_lengths_hit_tile_edges_and_odd_values():
+    def edges(c):
+        return {1, c.block_m - 1, c.block_m, c.block_m + 1}
+    assert any(c.seqlen_q == 1 for c in CASES)
+    assert sum(c.seqlen_q in edges(c) for c in CASES) > 20
+    assert any(c.seqlen_q % 8 and c.seqlen_q > 64 for c in CASES)
+    assert any(c.seqlen_q > c.seqlen_k for c in CASES) and any(c.seqlen_q < c.seqlen_k for c in CASES)
+    assert any(c.seqlen_q == c.seqlen_k for c in CASES)
+
+
+def test_features_and_configs_are_all_reached():
+    assert {c.dtype for c in CASES} == {"float16", "bfloat16"}
+    assert {c.layout for c in CASES} == {"bhsd", "bshd"}
+    assert any(c.kv_heads == 1 and c.heads > 1 for c in CASES)     # MQA
+    assert any(1 < c.kv_heads < c.heads for c in CASES)            # GQA
+    assert any(c.heads == c.kv_heads for c in CASES)               # MHA
+    assert any(c.causal for c in CASES) and any(c.sinks for c in CASES)
+    windows = Counter(b for c in CASES for b in c.window)
+    assert windows[0] and windows[4096] and windows[-1]
+    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in CASES} == set(fwd_family.TILES)
+    assert {c.head_dim for c in CASES} == set(fwd_family.HEAD_DIMS)
+
+
+def test_draw_is_reproducible_and_groups_share_a_kernel():
+    a = strategies.draw("fwd", 12, seed=3, per_kernel=4)
+    assert [c.id for c in a] == [c.id for c in strategies.draw("fwd", 12, seed=3, per_kernel=4)]
+    assert len({fwd_family.static_key(c) for c in a}) <= 3 + 1  # groups of 4 (a duplicate may shift one)
