@@ -13,3 +13,10 @@ def compile(func, target):
     if target == "auto":
         return tilelang.compile(func, target="auto")
     return tilelang.compile(func, target={"kind": "cuda", "arch": target})
+
+
+def kernel_source(kernel) -> str:
+    """The generated CUDA source of a compiled kernel (or of the first of a tuple of kernels)."""
+    if isinstance(kernel, (tuple, list)):
+        return "\n".join(kernel_source(k) for k in kernel)
+    return kernel.get_kernel_source()

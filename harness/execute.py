@@ -52,9 +52,15 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
                              seconds={"compile": time.perf_counter() - t0}, traceback=_tb(e))
         seconds["compile"] = time.perf_counter() - t0
     if target != "auto":
-        return result_of(case, "COMPILED", "compile", seconds=seconds, cached=not seconds)
+        return result_of(case, "COMPILED", "compile", seconds=seconds, hazards=hazards(cache[key]))
     on_stage("run")
     return _run_and_judge(case, fam, cache[key], seconds)
+
+
+def hazards(kernel) -> list[str]:
+    """What the compile-only checks see in the generated code (harness.codegen)."""
+    from harness import codegen, compat
+    return [f"{f.check}: {f.message}" for f in codegen.check(compat.kernel_source(kernel))]
 
 
 def _run_and_judge(case, fam, kernel, seconds) -> dict:

@@ -47,6 +47,17 @@ def failure_table(results: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()))
 
 
+def hazard_table(results: list[dict]) -> pd.DataFrame:
+    """Distinct generated-code hazards (compile-only checks), with how many cases showed each."""
+    rows = {}
+    for r in results:
+        for h in r.get("hazards") or []:
+            text = oracle.normalize(h)
+            row = rows.setdefault(text, {"hazard": h[:160], "cases": 0, "example": r["case_id"]})
+            row["cases"] += 1
+    return pd.DataFrame(list(rows.values()))
+
+
 def markdown(df: pd.DataFrame) -> str:
     if df.empty:
         return "(none)\n"
@@ -60,7 +71,8 @@ def markdown(df: pd.DataFrame) -> str:
 def summary(results: list[dict]) -> str:
     df = frame(results)
     return ("## Verdicts\n\n" + markdown(verdict_table(df)) +
-            "\n## Distinct failures\n\n" + markdown(failure_table(results)))
+            "\n## Distinct failures\n\n" + markdown(failure_table(results)) +
+            "\n## Generated-code hazards\n\n" + markdown(hazard_table(results)))
 
 
 def write(out_dir, results: list[dict]) -> str:

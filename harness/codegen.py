@@ -1,0 +1,72 @@
+"""Compile-only checks on generated CUDA: hazards that need no GPU to see.
+
+unwaited_async_loads: a TMA load issued before a loop whose barrier is waited on only inside
+that loop. When the loop can run zero times (its bound is symbolic), no thread ever waits for
+the load: the kernel reads or reuses the destination while the copy is still in flight (and
+may exit with it pending). Where the destination shares shared memory with another buffer,
+the late copy overwrites that buffer.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_FOR = re.compile(r"^\s*for \(int (\w+) = 0; \1 < (.+); \+\+\1\)")
+_WAIT = re.compile(r"mbarrier\[(\d+)\]\.wait\(")
+_TMA_LOAD = re.compile(r"tl::tma_load\(\w+, mbarrier\[(\d+)\], \(&\(\(\(\w+\*\)(\w+)\)")
+_BUFFER = re.compile(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)")
+
+
+@dataclass
+class Finding:
+    check: str
+    line: int
+    message: str
+
+
+def _scopes(source: str):
+    """Yield (line number, line, enclosing for-loop conditions) with brace-depth tracking."""
+    stack = []  # one entry per open brace: the loop condition if that brace opened a for, else None
+    for n, line in enumerate(source.splitlines(), 1):
+        loops = [c for c in stack if c is not None]
+        yield n, line, loops
+        m = _FOR.match(line)
+        for ch in line:
+            if ch == "{":
+                stack.append(m.group(2) if m else None)
+                m = None
+            elif ch == "}" and stack:
+                stack.pop()
+
+
+def _may_skip(condition: str) -> bool:
+    """A loop may run zero times unless its bound is a positive literal."""
+    return not re.fullmatch(r"\d+", condition.strip()) or int(condition) == 0
+
+
+def unwaited_async_loads(source: str) -> list[Finding]:
+    offsets = {name: int(off) for name, off in _BUFFER.findall(source)}
+    loads, waits = {}, {}
+    for n, line, loops in _scopes(source):
+        for barrier, dest in _TMA_LOAD.findall(line):
+            if not loops:
+                loads.setdefault(barrier, (n, dest))
+        for barrier in _WAIT.findall(line):
+            waits.setdefault(barrier, []).append(loops)
+    findings = []
+    for barrier, (n, dest) in loads.items():
+        seen = waits.get(barrier, [])
+        if any(not any(_may_skip(c) for c in loops) for loops in seen):
+            continue  # some wait is reached on every path
+        aliases = sorted(b for b, off in offsets.items() if b != dest and off == offsets.get(dest))
+        where = "never waited on" if not seen else "waited on only inside a loop that may run zero times"
+        alias = f"; {dest} shares shared memory with {', '.join(aliases)}" if aliases else ""
+        findings.append(Finding("unwaited_async_loads", n, f"TMA load into {dest} on mbarrier[{barrier}] {where}{alias}"))
+    return findings
+
+
+CHECKS = (unwaited_async_loads,)
+
+
+def check(source: str) -> list[Finding]:
+    return [f for c in CHECKS for f in c(source)]

@@ -1,0 +1,48 @@
+"""The generated-code checks on small CUDA excerpts shaped like TileLang's output."""
+from harness import codegen
+
+HEADER = """
+  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));
+  void* q_s = ((void*)((char*)buf_dyn_shmem + 0));
+  void* k_s = ((void*)((char*)buf_dyn_shmem + 8192));
+  if (tl::tl_shuffle_elect<256>()) {
+    mbarrier[8].arrive_and_expect_tx(8192);
+    tl::tma_load(Q_desc, mbarrier[8], (&(((half_t*)q_s)[0])), 0, 0, 0, 0);
+  }
+"""
+
+WAIT_IN_FIRST_ITERATION = HEADER + """
+  for (int kb_1 = 0; kb_1 < max(0, (seq_k + 63) >> 6); ++kb_1) {
+    if (kb_1 == 0) {
+      mbarrier[8].wait(0);
+    }
+  }
+"""
+
+WAIT_BEFORE_LOOP = HEADER + """
+  mbarrier[8].wait(0);
+  for (int kb_1 = 0; kb_1 < max(0, (seq_k + 63) >> 6); ++kb_1) {
+  }
+"""
+
+WAIT_IN_FIXED_LOOP = HEADER + """
+  for (int i = 0; i < 4; ++i) {
+    mbarrier[8].wait(0);
+  }
+"""
+
+
+def test_wait_only_in_a_possibly_empty_loop_is_flagged_with_the_alias():
+    [f] = codegen.check(WAIT_IN_FIRST_ITERATION)
+    assert f.check == "unwaited_async_loads" and f.line == 7
+    assert "mbarrier[8]" in f.message and "q_s shares shared memory with o_s" in f.message
+
+
+def test_never_waited_load_is_flagged():
+    [f] = codegen.check(HEADER)
+    assert "never waited on" in f.message
+
+
+def test_waits_reached_on_every_path_are_fine():
+    assert codegen.check(WAIT_BEFORE_LOOP) == []
+    assert codegen.check(WAIT_IN_FIXED_LOOP) == []
