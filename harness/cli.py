@@ -1,4 +1,4 @@
-"""harness run | env"""
+"""harness run | repro | minimize | env"""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness import kernels, oracle, report
+from harness import case as case_mod
+from harness import kernels, oracle, record, report
+from harness.environment import environment, importable
 
 
 def gpu_count() -> int:
@@ -21,33 +23,8 @@ def gpu_count() -> int:
 
 def cmd_env(args) -> int:
     for k, v in environment().items():
-        print(f"{k:10} {v}")
+        print(f"{k:16} {v}")
     return 0
-
-
-def environment() -> dict:
-    import platform
-    import shutil
-    import subprocess
-
-    env = {"python": platform.python_version()}
-    try:
-        import tilelang
-        env["tilelang"] = f"{tilelang.__version__} ({os.path.dirname(tilelang.__file__)})"
-    except Exception as e:  # an old release without a driver fails to import: say so
-        env["tilelang"] = f"not importable: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    import torch
-    env["torch"] = torch.__version__
-    env["cuda"] = str(torch.version.cuda)
-    if torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0)
-        env["gpu"] = f"{p.name} sm_{p.major}{p.minor} x{torch.cuda.device_count()}"
-    else:
-        env["gpu"] = "none (compile-only: numerics need a GPU)"
-    nvcc = shutil.which("nvcc")
-    env["nvcc"] = (subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-                   if nvcc else "not found")
-    return env
 
 
 def cmd_run(args) -> int:
@@ -92,6 +69,8 @@ def cmd_run(args) -> int:
     elapsed = time.monotonic() - t0
     print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
           f"{pool.started} worker processes; results in {results_path}")
+    pool.close()  # its workers hold the GPUs; minimizing starts its own
+    record_failures(previous + results, args, target)
     failed = [r for r in previous + results if r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR"]
     return 1 if failed else 0
 
@@ -111,6 +90,167 @@ def progress(results, total, elapsed):
         print(line, file=sys.stderr, flush=True)
 
 
+# ----------------------------------------------------------------------------- reproducers
+class Evaluator:
+    """evaluate(case) -> result through a pool, keeping every result (minimize, triage)."""
+
+    def __init__(self, pool):
+        self.pool, self.results = pool, []
+
+    def __call__(self, case) -> dict:
+        self.results.append(self.pool.run_one(case))
+        return self.results[-1]
+
+    def last(self, case, signature) -> dict:
+        """The latest result of `case` that showed `signature`."""
+        return next(r for r in reversed(self.results) if r["case_id"] == case.id and oracle.signature(r) == signature)
+
+
+def shrink(result, evaluate, budget, runs):
+    """Minimize a failing result's case, then triage it: (case, its result, flaky or None)."""
+    from harness import minimize
+
+    case, sig = case_mod.from_dict(result["case"]), oracle.signature(result)
+    small, steps = minimize.minimize(case, sig, evaluate, budget, log=lambda s: print(f"  {s}", file=sys.stderr))
+    flaky = minimize.triage(small, evaluate, runs, sig) if runs else None
+    print(f"  {len(steps)} steps" + (f"; flaky {flaky}" if flaky else ""), file=sys.stderr)
+    return small, (evaluate.last(small, sig) if steps else result), flaky
+
+
+def record_failures(results, args, target) -> list:
+    """One reproducer per failure signature not yet in args.reproducers; print the paths."""
+    from harness.execute import Pool, Timeouts
+
+    firsts = {}
+    for r in results:
+        if r["verdict"] in oracle.FAILURES:
+            firsts.setdefault(oracle.signature(r), r)
+    known = record.known_signatures(args.reproducers)
+    new = {sig: r for sig, r in firsts.items() if sig not in known}
+    for sig in firsts.keys() & known.keys():
+        print(f"reproducer (already recorded): {known[sig]}")
+    if not new:
+        return []
+    env = environment()
+    paths = []
+    with Pool(1, target, Path(args.out) / "logs" / "minimize",
+              Timeouts(args.compile_timeout, args.run_timeout)) as pool:
+        for sig, r in new.items():
+            original = None
+            if args.minimize:
+                print(f"minimizing {r['case_id']}: {' '.join(sig[2:6])}", file=sys.stderr)
+                small, r, _ = shrink(r, Evaluator(pool), args.minimize_budget, 0)
+                original = case_mod.from_dict(firsts[sig]["case"]) if small.id != firsts[sig]["case_id"] else None
+            paths.append(record.write(r, env, args.reproducers, minimized_from=original))
+            print(f"reproducer (new): {paths[-1]}")
+    return paths
+
+
+def _replay_args(p):
+    p.add_argument("--dir", default="reproducers", help="where reproducers live")
+    p.add_argument("--logs", default="reports/repro", help="worker logs go here")
+    p.add_argument("--compile-timeout", type=float, default=600)
+    p.add_argument("--run-timeout", type=float, default=60)
+
+
+def _load(args, command):
+    """(reproducer, path), or print a one-line error and return None."""
+    try:
+        path = record.find(args.reproducer, args.dir)
+        return record.load(path), path
+    except record.RecordError as e:
+        print(f"harness {command}: {e}", file=sys.stderr)
+        return None
+
+
+def _cannot_test(env) -> str:
+    if not gpu_count():
+        return "no GPU here (numerics need one)"
+    if not importable(env):
+        return f"tilelang {env['tilelang']}"
+    return ""
+
+
+def _where(env) -> str:
+    return f"tilelang {env.get('tilelang', '?')} {env.get('tilelang_commit', '')}".rstrip() + f", {env.get('gpu', '?')}"
+
+
+def _pool(rep, args):
+    """One worker on the GPU (target "auto"): a crash or hang becomes a verdict, not our death."""
+    from harness.execute import Pool, Timeouts
+
+    return Pool(1, "auto", Path(args.logs) / rep.id, Timeouts(args.compile_timeout, args.run_timeout))
+
+
+def cmd_repro(args) -> int:
+    from harness import minimize
+
+    loaded = _load(args, "repro")
+    if loaded is None:
+        return 2
+    rep, path = loaded
+    recorded = {"case": case_mod.to_dict(rep.case), **rep.observed}
+    print(f"reproducer {rep.id} ({path}): {rep.title}")
+    print(f"recorded:  {record.describe(recorded)}  [{_where(rep.environment)}]")
+    env = environment()
+    reason = _cannot_test(env)
+    if reason:
+        print(f"CANNOT TEST: {reason}")
+        return 125
+    with _pool(rep, args) as pool:
+        evaluate = Evaluator(pool)
+        flaky = minimize.triage(rep.case, evaluate, max(args.runs, 1), rep.signature)
+    for r in evaluate.results:
+        print(f"now:       {record.describe(r)}  [{_where(env)}]")
+    n = flaky["runs"]
+    failing = [r for r in evaluate.results if r["verdict"] in oracle.FAILURES]
+    if failing:
+        same = flaky["reproduced"]
+        print(f"REPRODUCED: {len(failing)}/{n} runs fail; signature "
+              + (f"matches in {same}/{n} runs" if same else "differs"))
+        if same < n:
+            print(f"  recorded signature: {list(rep.signature)}")
+            for r in evaluate.results:
+                print(f"  now:                {list(oracle.signature(r))}")
+        return 1
+    other = next((r for r in evaluate.results if r["verdict"] != "PASS"), None)
+    if other:
+        print(f"CANNOT TEST: {record.describe(other)}")
+        return 125
+    print(f"NOT REPRODUCED: {n}/{n} runs PASS (recorded {rep.observed['verdict']})")
+    return 0
+
+
+def cmd_minimize(args) -> int:
+    import dataclasses
+
+    loaded = _load(args, "minimize")
+    if loaded is None:
+        return 2
+    rep, path = loaded
+    env = environment()
+    reason = _cannot_test(env)
+    if reason:
+        print(f"CANNOT TEST: {reason}")
+        return 125
+    with _pool(rep, args) as pool:
+        evaluate = Evaluator(pool)
+        first = evaluate(rep.case)
+        if oracle.signature(first) != rep.signature:
+            print(f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}")
+            return 1
+        small, result, flaky = shrink(first, evaluate, args.budget, args.runs)
+    if small == rep.case:
+        print(f"already minimal: {path}")
+        return 0
+    recorded = {"case": case_mod.to_dict(rep.case), **rep.observed}
+    title = None if rep.title == record.default_title(recorded) else rep.title
+    new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
+    out = record.save(dataclasses.replace(new, links=rep.links), path.parent)
+    print(f"minimized: {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="harness", description="Correctness harness for TileLang attention kernels")
     sub = p.add_subparsers(dest="command", required=True)
@@ -125,7 +265,21 @@ def main(argv=None) -> int:
     r.add_argument("--arch", default="sm_90a", help="compile target when there is no GPU")
     r.add_argument("--compile-timeout", type=float, default=600)
     r.add_argument("--run-timeout", type=float, default=60)
+    r.add_argument("--reproducers", default="reproducers", help="where to record one reproducer per new failure")
+    r.add_argument("--minimize", action="store_true", help="minimize each new failure before recording it")
+    r.add_argument("--minimize-budget", type=float, default=300, help="seconds per failure")
     r.set_defaults(func=cmd_run)
+    rp = sub.add_parser("repro", help="replay a reproducer: exit 0 correct, 1 bug reproduced, 125 cannot test")
+    rp.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    rp.add_argument("--runs", type=int, default=1, help="run it this many times (flakiness)")
+    _replay_args(rp)
+    rp.set_defaults(func=cmd_repro)
+    m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")
+    m.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    m.add_argument("--budget", type=float, default=600, help="seconds to spend shrinking")
+    m.add_argument("--runs", type=int, default=3, help="runs of the minimized case to triage flakiness (0: none)")
+    _replay_args(m)
+    m.set_defaults(func=cmd_minimize)
     e = sub.add_parser("env", help="what TileLang, torch, CUDA and GPU this machine has")
     e.set_defaults(func=cmd_env)
     args = p.parse_args(argv)

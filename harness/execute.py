@@ -46,15 +46,17 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
     if key not in cache:
         t0 = time.perf_counter()
         try:
-            cache[key] = fam.build(case, target)
+            kernel = fam.build(case, target)
         except Exception as e:  # the compiler rejected an ordinary program: that is a finding
             return result_of(case, "COMPILE_ERROR", "compile", _last_line(e),
                              seconds={"compile": time.perf_counter() - t0}, traceback=_tb(e))
         seconds["compile"] = time.perf_counter() - t0
+        cache[key] = (kernel, hazards(kernel))
+    kernel, found = cache[key]
     if target != "auto":
-        return result_of(case, "COMPILED", "compile", seconds=seconds, hazards=hazards(cache[key]))
+        return result_of(case, "COMPILED", "compile", seconds=seconds, hazards=found)
     on_stage("run")
-    return _run_and_judge(case, fam, cache[key], seconds)
+    return {**_run_and_judge(case, fam, kernel, seconds), "hazards": found}
 
 
 def hazards(kernel) -> list[str]:
@@ -198,6 +200,7 @@ class Pool:
         self.started = 0  # worker processes started, replacements included
         self.workers: dict[int, _Worker] = {}
         self.owners = {}  # static key -> slot that compiled it
+        self.compiled = set()  # static keys some worker has finished compiling (now on disk)
 
     def __enter__(self):
         return self
@@ -239,7 +242,7 @@ class Pool:
                         break
                     key = self._pick(groups, slot)
                     if key is None:
-                        break
+                        continue
                     w = self._fresh(slot)
                     w.assign(groups[key].pop(0), self.timeouts)
                     if not groups[key]:
@@ -257,6 +260,7 @@ class Pool:
                     if done is None:
                         continue
                     sel.unregister(w.proc.stdout)
+                    self.compiled.add(kernels.family(w.case.family).static_key(w.case))
                     w.case = None
                     del busy[slot]
                     idle.append(slot)
@@ -280,7 +284,8 @@ class Pool:
             sel.close()
 
     def _pick(self, groups, slot):
-        """Prefer a group this worker compiled, then an unowned one, then the largest."""
+        """Prefer a group this worker compiled, then an unowned one, then the largest group whose
+        kernel is already compiled (a disk-cache load); never compile one kernel twice at once."""
         mine = [k for k in groups if self.owners.get(k) == slot]
         if mine:
             return mine[0]
@@ -288,7 +293,8 @@ class Pool:
         if free:
             self.owners[free[0]] = slot
             return free[0]
-        return max(groups, key=lambda k: len(groups[k]), default=None)
+        ready = [k for k in groups if k in self.compiled]
+        return max(ready, key=lambda k: len(groups[k]), default=None)
 
     def _read(self, w):
         """Consume worker output; return its result when the case ended, else None."""

@@ -21,12 +21,17 @@ def static_key(case):
     return ("fake", case.seqlen_q)
 
 
+class Kernel:
+    def get_kernel_source(self):
+        return ""
+
+
 def build(case, target):
     if case.seqlen_q == 2:
         time.sleep(3600)
     if case.seqlen_q == 3:
         os._exit(3)
-    return "kernel"
+    return Kernel()
 
 
 def make_inputs(case, device):

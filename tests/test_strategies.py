@@ -39,4 +39,5 @@ def test_features_and_configs_are_all_reached():
 def test_draw_is_reproducible_and_groups_share_a_kernel():
     a = strategies.draw("fwd", 12, seed=3, per_kernel=4)
     assert [c.id for c in a] == [c.id for c in strategies.draw("fwd", 12, seed=3, per_kernel=4)]
-    assert len({fwd_family.static_key(c) for c in a}) <= 3 + 1  # groups of 4 (a duplicate may shift one)
+    # Groups of 4 share a kernel; a duplicate case dropped from a group may split one.
+    assert len({fwd_family.static_key(c) for c in a}) <= len(a) // 2

@@ -1,0 +1,115 @@
+"""Shrink a failing Case while its failure signature stays the same; triage flakiness.
+
+`evaluate(case) -> result dict` is injected (a worker pool in production, a pure function
+in tests), so nothing here knows about GPUs. The search is greedy, one dimension at a time:
+each dimension is shrunk as far as the signature allows (largest step first), and passes
+over all dimensions repeat until none changes or the time budget is spent.
+"""
+from __future__ import annotations
+
+import time
+
+from harness import kernels, oracle
+from harness.case import CaseError
+
+
+def _toward(value: int, target: int) -> list[int]:
+    """Values between target and value, the biggest jump first: target, then halving the gap."""
+    out, gap = [], value - target
+    while gap > 0:
+        out.append(value - gap)
+        gap //= 2
+    return out
+
+
+def _batch(c):
+    return [(f"batch {c.batch} -> {b}", c.replace(batch=b)) for b in _toward(c.batch, 1)]
+
+
+def _heads(c):
+    group = c.heads // c.kv_heads
+    out = [(f"heads/kv_heads {c.heads}/{c.kv_heads} -> {kv * group}/{kv}", c.replace(heads=kv * group, kv_heads=kv))
+           for kv in _toward(c.kv_heads, 1)]
+    return out + [(f"heads/kv_heads {c.heads}/{c.kv_heads} -> {c.kv_heads * g}/{c.kv_heads}",
+                   c.replace(heads=c.kv_heads * g)) for g in _toward(group, 1)]
+
+
+def _seqlens(c):
+    q, k = c.seqlen_q, c.seqlen_k
+    both = [(f"seqlen_q/seqlen_k {q}/{k} -> {q - d}/{k - d}", c.replace(seqlen_q=q - d, seqlen_k=k - d))
+            for d in (min(q, k) - v for v in _toward(min(q, k), 1))]  # keeps seqlen_k - seqlen_q
+    return (both + [(f"seqlen_q {q} -> {v}", c.replace(seqlen_q=v)) for v in _toward(q, 1)]
+            + [(f"seqlen_k {k} -> {v}", c.replace(seqlen_k=v)) for v in _toward(k, 1)])
+
+
+def _features(c):
+    defaults = {"sinks": False, "causal": False, "window": (-1, -1), "layout": "bhsd", "dtype": "float16", "seed": 0}
+    out = [(f"{name} {getattr(c, name)!r} -> {v!r}", c.replace(**{name: v}))
+           for name, v in defaults.items() if getattr(c, name) != v]
+    left, right = c.window
+    out += [(f"window {c.window} -> {w}", c.replace(window=w)) for w in ((-1, right), (left, -1)) if w != c.window]
+    return out
+
+
+def _head_dims(c):
+    out = []
+    for name in ("head_dim", "head_dim_v"):
+        v = getattr(c, name)
+        values = [64] if v < 64 else [x for x in (64, v // 2) if 64 <= x < v]
+        out += [(f"{name} {v} -> {x}", c.replace(**{name: x})) for x in dict.fromkeys(values)]
+    return out
+
+
+def _tiles(c):
+    keys = ("block_m", "block_n", "num_stages", "threads")
+    tiles = list(getattr(kernels.family(c.family), "TILES", ()))  # the first is the family's default
+    now = tuple(getattr(c, k) for k in keys)
+    earlier = tiles[:tiles.index(now)] if now in tiles else tiles
+    return [(f"tile {now} -> {t}", c.replace(**dict(zip(keys, t)))) for t in earlier]
+
+
+# Cheap dimensions first: lengths and batch reuse the compiled kernel, the rest recompile.
+DIMENSIONS = (_batch, _seqlens, _heads, _features, _head_dims, _tiles)
+
+
+def minimize(case, signature, evaluate, budget_s: float, log=lambda step: None):
+    """Return (smallest case found with the same signature, accepted steps)."""
+    target = tuple(signature)
+    fam = kernels.family(case.family)
+    deadline = time.monotonic() + budget_s
+    verdicts = {}  # candidate -> keeps the signature
+
+    def keeps(c) -> bool:
+        if c not in verdicts:
+            try:
+                c.validate()
+            except CaseError:
+                return False
+            verdicts[c] = fam.unsupported(c) is None and oracle.signature(evaluate(c)) == target
+        return verdicts[c]
+
+    steps = []
+    changed = True
+    while changed:
+        changed = False
+        for dimension in DIMENSIONS:
+            shrinking = True
+            while shrinking:
+                shrinking = False
+                for step, candidate in dimension(case):
+                    if time.monotonic() > deadline:
+                        return case, steps
+                    if candidate != case and keeps(candidate):
+                        case, changed, shrinking = candidate, True, True
+                        steps.append(step)
+                        log(step)
+                        break
+    return case, steps
+
+
+def triage(case, evaluate, runs: int = 3, signature=None) -> dict:
+    """Run `case` `runs` times: how often the failure (`signature`, or any failure verdict)
+    shows, and whether every run gave the same signature."""
+    seen = [oracle.signature(evaluate(case)) for _ in range(runs)]
+    hit = (lambda s: s == tuple(signature)) if signature else (lambda s: s[2] in oracle.FAILURES)
+    return {"runs": runs, "reproduced": sum(map(hit, seen)), "deterministic": len(set(seen)) <= 1}

@@ -1,0 +1,268 @@
+"""Reproducer files: reproducers/<id>.json plus a generated pytest file that replays it.
+
+The id is the first 12 hex digits of the SHA-1 of the failure signature, so it is stable
+across machines and across minimization (which keeps the signature), and one bug gets one
+file. Loading is strict: every malformed file raises RecordError naming the field.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import case as case_mod
+from harness import kernels, oracle
+
+SCHEMA = 1
+_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class RecordError(ValueError):
+    """A reproducer file that cannot be read; the message is one line naming the field."""
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    id: str
+    title: str
+    case: case_mod.Case
+    expected: str
+    observed: dict
+    environment: dict
+    links: list
+    minimized_from: case_mod.Case | None = None
+
+    @property
+    def signature(self) -> tuple:
+        """Recomputed from the case and what was observed, so it follows oracle.normalize."""
+        return oracle.signature({"case": case_mod.to_dict(self.case), **self.observed})
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "id": self.id, "title": self.title, "case": case_mod.to_dict(self.case),
+                "expected": self.expected, "observed": self.observed, "environment": self.environment,
+                "links": self.links,
+                "minimized_from": case_mod.to_dict(self.minimized_from) if self.minimized_from else None}
+
+
+# ----------------------------------------------------------------------------- building
+def signature_id(signature) -> str:
+    return hashlib.sha1(json.dumps(list(signature)).encode()).hexdigest()[:12]
+
+
+def expected_text(case) -> str:
+    names = ", ".join(name for name, _ in kernels.family(case.family).TENSORS)
+    return (f"the {case.family} kernel compiles, runs without a CUDA error or hang, and {names} match the "
+            f"float64 reference within the FlashAttention tolerance rule "
+            f"max|t - ref| <= k * max|base - ref| + atol (k = {oracle.K_FORWARD} forward, "
+            f"{oracle.K_GRADIENT} gradients)")
+
+
+def default_title(result: dict) -> str:
+    c = case_mod.from_dict(result["case"])
+    what = " ".join(x for x in (result["verdict"], result.get("tensor", ""), result.get("region", "")) if x)
+    feats = [f for f, on in (("causal", c.causal), (f"window={list(c.window)}", c.window != (-1, -1)),
+                             ("sinks", c.sinks), (c.layout, c.layout != "bhsd"), (c.dtype, c.dtype != "float16")) if on]
+    shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "
+             f"d={c.head_dim}/{c.head_dim_v} tile={c.block_m}x{c.block_n}/{c.num_stages}/{c.threads}")
+    return f"{c.family}/{c.variant}: {what} at stage {result['stage']} ({', '.join(feats + [shape])})"
+
+
+def observed(result: dict, flaky: dict | None = None) -> dict:
+    return {"verdict": result["verdict"], "stage": result.get("stage", ""), "tensor": result.get("tensor", ""),
+            "region": result.get("region", ""), "message": result.get("message", ""),
+            "traceback": result.get("traceback", ""), "signature": list(oracle.signature(result)),
+            "checks": result.get("checks", []), "flaky": flaky}
+
+
+def build(result: dict, env: dict, title=None, flaky=None, minimized_from=None, id=None) -> Reproducer:
+    case = case_mod.from_dict(result["case"])
+    return Reproducer(id or signature_id(oracle.signature(result)), title or default_title(result), case,
+                      expected_text(case), observed(result, flaky), dict(env), [], minimized_from)
+
+
+# ----------------------------------------------------------------------------- files
+def save(rep: Reproducer, directory) -> Path:
+    """Write <id>.json and test_repro_<id>.py, replacing what was there."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{rep.id}.json"
+    path.write_text(json.dumps(rep.to_dict(), indent=2) + "\n")
+    (directory / f"test_repro_{rep.id}.py").write_text(test_source(rep))
+    return path
+
+
+def write(result: dict, env: dict, directory, title=None, flaky=None, minimized_from=None) -> Path:
+    """Record a failure, unless its signature is already recorded: then return that file."""
+    known = known_signatures(directory).get(oracle.signature(result))
+    if known:
+        return known
+    return save(build(result, env, title, flaky, minimized_from), directory)
+
+
+def known_signatures(directory) -> dict:
+    """{signature: path} of the readable reproducers in `directory`."""
+    known = {}
+    for path in sorted(Path(directory).glob("*.json")):
+        try:
+            known.setdefault(load(path).signature, path)
+        except RecordError:
+            continue  # a broken file is reported by `harness repro`, not by a campaign
+    return known
+
+
+def find(id_or_path, directory="reproducers") -> Path:
+    """A path to an existing file, an id in `directory`, or a unique prefix of one."""
+    p = Path(id_or_path)
+    if p.is_file():
+        return p
+    matches = sorted(Path(directory).glob(f"{id_or_path}*.json")) if _ID.match(str(id_or_path)) else []
+    exact = [m for m in matches if m.stem == str(id_or_path)]
+    if exact or len(matches) == 1:
+        return (exact or matches)[0]
+    if matches:
+        raise RecordError(f"{id_or_path!r} is ambiguous in {directory}: {', '.join(m.stem for m in matches)}")
+    raise RecordError(f"no reproducer {id_or_path!r}: not a file, and no {Path(directory) / str(id_or_path)}.json")
+
+
+# ----------------------------------------------------------------------------- strict loading
+_NUMBER = (int, float)
+_TOP = {"schema": int, "id": str, "title": str, "case": dict, "expected": str, "observed": dict,
+        "environment": dict, "links": list, "minimized_from": (dict, None)}
+_OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "traceback": str,
+             "signature": list, "checks": list, "flaky": (dict, None)}
+_FLAKY = {"runs": int, "reproduced": int, "deterministic": bool}
+_CHECK = {"tensor": str, "ok": bool, "verdict": str, "error": _NUMBER, "tolerance": _NUMBER}  # extra keys allowed
+
+
+def _type_name(t) -> str:
+    ts = t if isinstance(t, tuple) else (t,)
+    return " or ".join("null" if x is None else {"dict": "object", "list": "array", "str": "string"}.get(
+        x.__name__, x.__name__) for x in ts)
+
+
+def _is(value, t) -> bool:
+    ts = t if isinstance(t, tuple) else (t,)
+    return any(value is None if x is None else
+               (type(value) is x if x in (bool, int) else isinstance(value, x) and type(value) is not bool)
+               for x in ts)
+
+
+def _fields(d: dict, spec: dict, where: str, strict=True) -> None:
+    if strict:
+        unknown = sorted(set(d) - set(spec))
+        if unknown:
+            raise RecordError(f"unknown field '{where}{unknown[0]}'")
+    for name, t in spec.items():
+        if name not in d:
+            if isinstance(t, tuple) and None in t:  # nullable fields may be left out
+                continue
+            raise RecordError(f"missing field '{where}{name}'")
+        if not _is(d[name], t):
+            raise RecordError(f"field '{where}{name}' must be {_type_name(t)}, "
+                              f"got {type(d[name]).__name__} {json.dumps(d[name])[:60]}")
+
+
+def _case(d, name) -> case_mod.Case:
+    try:
+        return case_mod.from_dict(d)
+    except (case_mod.CaseError, TypeError) as e:
+        raise RecordError(f"field {name!r}: {e}") from None
+
+
+def from_dict(d) -> Reproducer:
+    if not isinstance(d, dict):
+        raise RecordError(f"a reproducer must be a JSON object, got {type(d).__name__}")
+    if "schema" not in d:
+        raise RecordError("missing field 'schema'")
+    if d["schema"] != SCHEMA or type(d["schema"]) is not int:
+        raise RecordError(f"field 'schema' is {json.dumps(d['schema'])}; this harness reads schema {SCHEMA}")
+    _fields(d, _TOP, "")
+    if not _ID.match(d["id"]):
+        raise RecordError(f"field 'id' must be letters, digits, '_' or '-', got {d['id']!r}")
+    obs = d["observed"]
+    _fields(obs, _OBSERVED, "observed.")
+    if obs["verdict"] not in oracle.VERDICTS:
+        raise RecordError(f"field 'observed.verdict' must be one of {oracle.VERDICTS}, got {obs['verdict']!r}")
+    if len(obs["signature"]) != 7 or not all(isinstance(s, str) for s in obs["signature"]):
+        raise RecordError("field 'observed.signature' must be an array of 7 strings")
+    for i, c in enumerate(obs["checks"]):
+        if not isinstance(c, dict):
+            raise RecordError(f"field 'observed.checks[{i}]' must be object, got {type(c).__name__}")
+        _fields(c, _CHECK, f"observed.checks[{i}].", strict=False)
+    if obs.get("flaky") is not None:
+        _fields(obs["flaky"], _FLAKY, "observed.flaky.")
+    obs = {**obs, "flaky": obs.get("flaky")}
+    for k, v in d["environment"].items():
+        if not isinstance(v, str):
+            raise RecordError(f"field 'environment.{k}' must be string, got {type(v).__name__}")
+    for i, link in enumerate(d["links"]):
+        if not isinstance(link, str):
+            raise RecordError(f"field 'links[{i}]' must be string, got {type(link).__name__}")
+    original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
+    return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"],
+                      d["links"], original)
+
+
+def load(path) -> Reproducer:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise RecordError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{path}: not valid JSON (truncated?): {e}") from None
+    try:
+        return from_dict(d)
+    except RecordError as e:
+        raise RecordError(f"{path}: {e}") from None
+
+
+# ----------------------------------------------------------------------------- the pytest file
+def test_source(rep: Reproducer) -> str:
+    name = re.sub(r"\W", "_", rep.id)
+    title = " ".join(rep.title.split())
+    return f'''r"""Reproducer {rep.id}: {title.replace('"', "'")}
+
+Generated by harness.record. Fails while the bug is present. Run it by path
+(pytest collects only tests/ and cases/ by itself): pytest <dir>/test_repro_{rep.id}.py
+"""
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import record
+from harness.execute import Pool
+
+JSON = Path(__file__).with_name({f"{rep.id}.json"!r})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_repro_{name}(tmp_path):
+    rep = record.load(JSON)
+    with Pool(1, "auto", tmp_path) as pool:  # a worker process contains crashes and hangs
+        result = pool.run_one(rep.case)
+    if result["verdict"] == "UNSUPPORTED":
+        pytest.skip(result["message"])
+    assert result["verdict"] == "PASS", record.describe(result)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    test_repro_{name}(Path(tempfile.mkdtemp()))
+'''
+
+
+def describe(result: dict) -> str:
+    """One line: verdict, where, and every tensor's error against its tolerance."""
+    where = " ".join(x for x in (result.get("stage", ""), result.get("tensor", ""), result.get("region", "")) if x)
+    checks = "; ".join(f"{c['tensor']} error {c['error']:.4g} {'<=' if c['ok'] else '>'} tolerance {c['tolerance']:.4g}"
+                       for c in result.get("checks") or [])
+    message = result.get("message", "") if result["verdict"] != "PASS" else ""
+    return " | ".join(x for x in (f"{result['verdict']} ({where})" if where else result["verdict"], checks, message) if x)

@@ -1,0 +1,83 @@
+"""minimize() keeps the failure signature while shrinking; triage() counts reproductions."""
+import time
+
+from harness import oracle
+from harness.case import Case
+from harness.execute import result_of
+from harness.kernels import fwd_family
+from harness.minimize import minimize, triage
+
+BIG = Case(batch=4, heads=8, kv_heads=2, seqlen_q=300, seqlen_k=500, head_dim=128, head_dim_v=128,
+           dtype="bfloat16", causal=True, sinks=True, layout="bshd", block_m=128, block_n=64, num_stages=2,
+           threads=256, seed=7)
+
+
+def fake(fails, region=lambda c: "tail_q_tile"):
+    """evaluate(): MISMATCH of O in region(c) when fails(c), else PASS; records what it ran."""
+    def evaluate(c):
+        c.validate()
+        assert fwd_family.unsupported(c) is None, "minimize evaluated an unsupported case"
+        evaluate.calls.append(c)
+        if not fails(c):
+            return result_of(c, "PASS", "judge")
+        return result_of(c, "MISMATCH", "judge", f"O: max error 0.{c.seqlen_q} > tolerance 0.001 at [0, 0, {c.seqlen_q - 1}, 3]",
+                         tensor="O", region=region(c))
+    evaluate.calls = []
+    return evaluate
+
+
+def shrink(case, evaluate, budget=60):
+    log = []
+    target = oracle.signature(evaluate(case))
+    small, steps = minimize(case, target, evaluate, budget, log.append)
+    assert steps == log and all("\n" not in s for s in steps)
+    assert oracle.signature(evaluate(small)) == target
+    return small, steps
+
+
+def test_shrinks_everything_but_what_the_failure_needs():
+    small, steps = shrink(BIG, fake(lambda c: c.seqlen_q > 100 and c.causal))
+    assert small == Case(seqlen_q=101, seqlen_k=1, causal=True)  # every other field at its default
+    assert fwd_family.tile(small) == fwd_family.TILES[0]
+    assert any(s.startswith("batch 4 -> 1") for s in steps)
+
+
+def test_never_accepts_a_step_that_changes_the_region():
+    # Failing from 64 on; the region is "interior" only at multiples of 64: 128 cannot shrink to 65..127.
+    evaluate = fake(lambda c: c.seqlen_q >= 64, region=lambda c: "tail_q_tile" if c.seqlen_q % 64 else "interior")
+    small, steps = shrink(BIG.replace(seqlen_q=128, causal=False), evaluate)
+    assert small.seqlen_q == 128 and small.batch == 1 and small.heads == 1
+    assert not any("seqlen_q" in s for s in steps)
+    tails = [c for c in evaluate.calls if c.seqlen_q % 64 and c.seqlen_q >= 64]
+    assert tails, "the signature-changing candidates were tried and rejected"
+
+
+def test_keeps_the_gqa_group_and_the_length_difference():
+    needs = lambda c: c.heads // c.kv_heads == 4 and c.seqlen_k - c.seqlen_q == 37 and c.seqlen_q > 10
+    small, _ = shrink(BIG.replace(seqlen_q=200, seqlen_k=237), fake(needs))
+    assert (small.heads, small.kv_heads, small.seqlen_q, small.seqlen_k) == (4, 1, 11, 48)
+
+
+def test_budget_is_respected():
+    def slow(c):
+        time.sleep(0.05)
+        return evaluate(c)
+    evaluate = fake(lambda c: c.seqlen_q > 100)
+    target = oracle.signature(evaluate(BIG))
+    evaluate.calls.clear()
+    t0 = time.monotonic()
+    small, steps = minimize(BIG, target, slow, 0.3)
+    assert time.monotonic() - t0 < 0.3 + 0.2  # at most one evaluation past the budget
+    assert 1 <= len(evaluate.calls) <= 8
+    assert small != BIG and oracle.signature(evaluate(small)) == target
+    assert minimize(BIG, target, slow, 0) == (BIG, [])
+
+
+def test_triage():
+    always = fake(lambda c: True)
+    sig = oracle.signature(always(BIG))
+    assert triage(BIG, always, 3, sig) == {"runs": 3, "reproduced": 3, "deterministic": True}
+    flip = iter(range(100))
+    flaky = fake(lambda c: next(flip) % 2 == 0)
+    assert triage(BIG, flaky, 4, sig) == {"runs": 4, "reproduced": 2, "deterministic": False}
+    assert triage(BIG, fake(lambda c: False), 2) == {"runs": 2, "reproduced": 0, "deterministic": True}

@@ -1,0 +1,167 @@
+"""Reproducer files: round trip, strict loading, dedupe, the generated test, `harness repro` exit codes."""
+import ast
+import json
+import subprocess
+import sys
+from argparse import Namespace
+
+import pytest
+
+from harness import cli, oracle, record
+from harness.case import Case
+from harness.execute import result_of
+
+ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
+       "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90"}
+CASE = Case(heads=4, kv_heads=2, seqlen_q=130, seqlen_k=77, causal=True)
+
+
+def failure(case=CASE, region="tail_q_tile", verdict="MISMATCH"):
+    checks = [{"tensor": "O", "ok": False, "verdict": verdict, "error": 0.5, "tolerance": 0.004, "base_error": 0.001,
+               "atol": 0.002, "region": region, "where": {"index": [0, 1, 129, 3]}},
+              {"tensor": "LSE", "ok": True, "verdict": "PASS", "error": 1e-6, "tolerance": 1e-5, "base_error": 1e-6,
+               "atol": 1e-6, "region": "", "where": None}]
+    return result_of(case, verdict, "judge", "O: max error 0.5 > tolerance 0.004 at [0, 1, 129, 3]",
+                     tensor="O", region=region, checks=checks)
+
+
+@pytest.fixture
+def written(tmp_path):
+    return record.write(failure(), ENV, tmp_path, flaky={"runs": 3, "reproduced": 3, "deterministic": True})
+
+
+def test_round_trip(written):
+    rep = record.load(written)
+    assert written.name == f"{rep.id}.json" and rep.id == record.signature_id(oracle.signature(failure()))
+    assert rep.case == CASE and rep.minimized_from is None and rep.links == []
+    assert rep.signature == oracle.signature(failure())
+    assert rep.observed["flaky"] == {"runs": 3, "reproduced": 3, "deterministic": True}
+    assert rep.observed["checks"][0]["error"] == 0.5 and rep.environment == ENV
+    assert "float64 reference" in rep.expected and "MISMATCH O tail_q_tile" in rep.title
+    assert record.from_dict(json.loads(written.read_text())) == rep
+    again = record.save(rep, written.parent)  # saving what was loaded changes nothing
+    assert again == written and record.load(again) == rep
+
+
+def test_find(written):
+    rep_id = written.stem
+    assert record.find(written, "elsewhere") == written
+    assert record.find(rep_id, written.parent) == written
+    assert record.find(rep_id[:5], written.parent) == written
+    with pytest.raises(record.RecordError, match="no reproducer"):
+        record.find("0000nothere", written.parent)
+
+
+def _mutations():
+    def top(**kw):
+        return lambda d: d.update(kw)
+
+    def drop(key):
+        return lambda d: d.pop(key)
+
+    def obs(**kw):
+        return lambda d: d["observed"].update(kw)
+    return {
+        "wrong schema": (top(schema=2), "'schema' is 2"),
+        "schema as text": (top(schema="1"), "'schema'"),
+        "no schema": (drop("schema"), "missing field 'schema'"),
+        "missing field": (drop("expected"), "missing field 'expected'"),
+        "missing observed field": (lambda d: d["observed"].pop("region"), "missing field 'observed.region'"),
+        "unknown field": (top(notes="x"), "unknown field 'notes'"),
+        "unknown observed field": (obs(colour="red"), "unknown field 'observed.colour'"),
+        "wrong type": (top(title=3), "field 'title' must be string"),
+        "wrong nested type": (lambda d: d["observed"]["flaky"].update(runs="3"), "'observed.flaky.runs' must be int"),
+        "bool is not int": (lambda d: d["observed"]["flaky"].update(runs=True), "'observed.flaky.runs'"),
+        "check error": (lambda d: d["observed"]["checks"][0].update(error="big"), "'observed.checks[0].error'"),
+        "bad verdict": (obs(verdict="OOPS"), "'observed.verdict'"),
+        "short signature": (obs(signature=["fwd"]), "'observed.signature'"),
+        "environment": (lambda d: d["environment"].update(torch=2), "'environment.torch'"),
+        "bad id": (top(id="../x"), "'id'"),
+        "invalid case": (lambda d: d["case"].update(heads=3), "field 'case': heads (3) must be a multiple"),
+        "unknown case field": (lambda d: d["case"].update(colour=1), "field 'case': unknown case field"),
+        "case field type": (lambda d: d["case"].update(seqlen_q="130"), "field 'case': field 'seqlen_q'"),
+        "invalid original": (top(minimized_from={"batch": 0}), "field 'minimized_from'"),
+        "case not an object": (top(case=[]), "field 'case' must be object, got list"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_mutations()))
+def test_malformed_files_name_the_field(written, name):
+    mutate, expected = _mutations()[name]
+    d = json.loads(written.read_text())
+    mutate(d)
+    written.write_text(json.dumps(d))
+    with pytest.raises(record.RecordError) as e:
+        record.load(written)
+    assert expected in str(e.value) and "\n" not in str(e.value)
+
+
+def test_truncated_json_and_non_object(written):
+    text = written.read_text()
+    written.write_text(text[:200])
+    with pytest.raises(record.RecordError, match="not valid JSON"):
+        record.load(written)
+    written.write_text("[]")
+    with pytest.raises(record.RecordError, match="must be a JSON object"):
+        record.load(written)
+
+
+def test_minimized_from_may_be_absent(written):
+    d = json.loads(written.read_text())
+    del d["minimized_from"], d["observed"]["flaky"]
+    rep = record.from_dict(d)
+    assert rep.minimized_from is None and rep.observed["flaky"] is None
+
+
+def test_dedupe_by_signature(written, tmp_path):
+    # Another case with the same signature (numbers in the message are normalized away): not recorded again.
+    same = failure(CASE.replace(seqlen_q=131, batch=2))
+    assert record.write(same, ENV, tmp_path) == written
+    other = record.write(failure(region="interior"), ENV, tmp_path)
+    assert other != written
+    (tmp_path / "broken.json").write_text("{")
+    known = record.known_signatures(tmp_path)
+    assert set(known) == {oracle.signature(failure()), oracle.signature(failure(region="interior"))}
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted([written.name, other.name, "broken.json"])
+
+
+def test_generated_test_replays_the_json(written):
+    rep = record.load(written)
+    test = written.with_name(f"test_repro_{rep.id}.py")
+    tree = ast.parse(test.read_text())
+    assert f"test_repro_{rep.id}" in {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
+    assert f"'{rep.id}.json'" in test.read_text() and "Pool(1, \"auto\"" in test.read_text()
+    # Collected explicitly it imports and skips here (no GPU).
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+                         capture_output=True, text=True, cwd=written.parent, timeout=300)
+    assert "1 skipped" in out.stdout, out.stdout + out.stderr
+
+
+def test_describe():
+    line = record.describe(failure())
+    assert line.startswith("MISMATCH (judge O tail_q_tile)") and "O error 0.5 > tolerance 0.004" in line
+    assert "LSE error 1e-06 <= tolerance 1e-05" in line
+
+
+def test_repro_exit_codes(written, tmp_path, capsys):
+    assert cli.main(["repro", str(written), "--logs", str(tmp_path / "logs")]) == 125  # no GPU on this machine
+    assert "CANNOT TEST" in capsys.readouterr().out
+    assert cli.main(["repro", written.stem[:6], "--dir", str(tmp_path)]) == 125
+    assert cli.main(["minimize", written.stem, "--dir", str(tmp_path)]) == 125
+    written.write_text(written.read_text()[:100])
+    assert cli.main(["repro", str(written)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harness repro:") and err.count("\n") == 1
+    assert cli.main(["repro", "nothere", "--dir", str(tmp_path)]) == 2
+    assert cli.main(["minimize", str(written)]) == 2
+
+
+def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
+    args = Namespace(reproducers=str(tmp_path / "repro"), minimize=False, out=str(tmp_path), compile_timeout=1,
+                     run_timeout=1)
+    results = [failure(), failure(CASE.replace(batch=3)), failure(region="empty_rows"),
+               result_of(CASE, "PASS", "judge"), result_of(CASE, "HARNESS_ERROR", "judge", "KeyError: x")]
+    paths = cli.record_failures(results, args, "sm_90a")
+    assert len(paths) == 2 and all(p.exists() for p in paths)
+    assert cli.record_failures(results, args, "sm_90a") == []
+    assert capsys.readouterr().out.count("already recorded") == 2
