@@ -63,9 +63,10 @@ def check(name, out, ref, base, dtype, k, locate) -> Check:
         return Check(name, True, "PASS", err, tol, base_err, atol)
     score = torch.where(bad, torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")), torch.zeros_like(diff))
     worst = tuple(int(i) for i in torch.unravel_index(score.argmax(), score.shape))
-    bad_heads = sorted(set(torch.nonzero(bad)[:, 1].tolist()))
+    head_axis = 1 if bad.dim() > 1 else 0  # [b, h, ...] tensors, or [h] (dSinks)
+    bad_heads = sorted(set(torch.nonzero(bad)[:, head_axis].tolist()))
     where = {"index": list(worst), "bad_fraction": round(bad.float().mean().item(), 6),
-             "bad_heads": bad_heads[:16], "heads": out.shape[1]}
+             "bad_heads": bad_heads[:16], "heads": out.shape[head_axis]}
     return Check(name, False, verdict, err, tol, base_err, atol, locate(name, worst), where)
 
 
@@ -79,6 +80,8 @@ def region_locator(case, seen_rows_q: torch.Tensor, seen_rows_k: torch.Tensor):
     seen_rows_q[i]: query i sees some key; seen_rows_k[j]: key j is seen by some query.
     """
     def locate(name, index):
+        if len(index) < 3:  # a per-head tensor (dSinks) has no sequence rows
+            return "per_head"
         axis = ROW_AXIS.get(name, "q")
         row = index[2]
         length, block, seen = ((case.seqlen_q, case.block_m, seen_rows_q) if axis == "q"

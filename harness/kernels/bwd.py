@@ -1,0 +1,290 @@
+"""FlashAttention-2 style backward: preprocess (Delta), main kernel, dQ postprocess, sink gradient.
+
+Same static parameters and masking semantics as fwd.py (bottom-right alignment,
+shift = seqlen_k - seqlen_q, query i sees key j iff i + shift - left <= j <= i + shift + right,
+a bound of -1 is unbounded); sequence lengths and batch are symbolic.
+
+Variants of the main kernel:
+  atomic           dQ accumulated in fp32 with element-wise T.atomic_add into a global buffer whose
+                   layout is annotated to follow the MMA accumulator fragment (see `dq_layout`);
+                   dK/dV accumulated across the heads of a GQA group with atomic adds into fp32.
+  atomic_nolayout  the same program without the dQ layout annotation (plain row-major dQ).
+  split            dQ as in `atomic`; dK/dV written per query head (no atomics), summed afterwards.
+
+The fp32 dQ accumulator has its own symbolic length `seq_q_acc` (the run glue passes seqlen_q
+rounded up to a multiple of 8) because the fragment layout tiles rows by 8.
+"""
+import math
+
+import tilelang.language as T
+
+from harness import compat
+
+LOG2E = 1.4426950408889634
+ACCUM = "float32"
+PREP_BLOCK = 32    # query rows per preprocess / postprocess block
+SINK_BLOCK = 128   # rows per step of the sink-gradient reduction
+ROW_TILE = 8       # rows of one MMA accumulator tile (m16n8: two 8x8 tiles per instruction)
+VARIANTS = ("atomic", "split", "atomic_nolayout")
+
+
+def _shapes(layout, batch, seq, heads, dim):
+    return [batch, seq, heads, dim] if layout == "bshd" else [batch, heads, seq, dim]
+
+
+def dq_layout(buf, layout):
+    """Global layout of the fp32 dQ accumulator matching an MMA accumulator fragment.
+
+    The [seq, dim] plane is cut into 8x8 tiles. In an m16n8 accumulator, lane t holds the
+    pair (row t // 4, columns 2 * (t % 4) + {0, 1}) of each 8x8 tile, so within a tile the
+    element (r, c) goes to position (c % 2) * 32 + 4 * r + c // 2: the 32 lanes of a warp adding
+    their first (or second) element touch 32 consecutive floats. The two elements one lane holds
+    are 32 floats apart, so a correct vectorized (x2/x4) atomic add is impossible on this layout.
+    """
+    def tile(row, col):
+        return [row // ROW_TILE, col // 8, col % 2, 4 * (row % ROW_TILE) + (col % 8) // 2]
+
+    if layout == "bshd":
+        def fn(b, s, h, d):
+            r0, c0, e, lane = tile(s, d)
+            return [b, r0, h, c0, e, lane]
+    else:
+        def fn(b, h, s, d):
+            r0, c0, e, lane = tile(s, d)
+            return [b, h, r0, c0, e, lane]
+    return T.Layout(buf.shape, fn)
+
+
+def preprocess(heads, head_dim_v, dtype, layout):
+    """Delta[b, h, i] = sum_d O[b, h, i, d] * dO[b, h, i, d], in fp32."""
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    o_shape = _shapes(layout, batch, seq_q, heads, head_dim_v)
+    blk = PREP_BLOCK
+    bshd = layout == "bshd"
+
+    @T.prim_func
+    def prep(
+        O: compat.Tensor(o_shape, dtype),
+        dO: compat.Tensor(o_shape, dtype),
+        Delta: compat.Tensor([batch, heads, seq_q], ACCUM),
+    ):
+        with T.Kernel(T.ceildiv(seq_q, blk), heads, batch, threads=128) as (bx, by, bz):
+            o_f = T.alloc_fragment([blk, head_dim_v], dtype)
+            do_f = T.alloc_fragment([blk, head_dim_v], dtype)
+            prod = T.alloc_fragment([blk, head_dim_v], ACCUM)
+            delta = T.alloc_fragment([blk], ACCUM)
+            q0 = bx * blk
+            if bshd:
+                T.copy(O[bz, q0:q0 + blk, by, :], o_f)
+                T.copy(dO[bz, q0:q0 + blk, by, :], do_f)
+            else:
+                T.copy(O[bz, by, q0:q0 + blk, :], o_f)
+                T.copy(dO[bz, by, q0:q0 + blk, :], do_f)
+            for i, j in T.Parallel(blk, head_dim_v):
+                prod[i, j] = T.Cast(ACCUM, o_f[i, j]) * T.Cast(ACCUM, do_f[i, j])
+            T.reduce_sum(prod, delta, dim=1)
+            T.copy(delta, Delta[bz, by, q0:q0 + blk])
+
+    return prep
+
+
+def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout,
+                block_m, block_n, num_stages, threads, variant):
+    """dQ (fp32, atomic), dK/dV (fp32 atomic per KV head, or per query head in `dtype` for split).
+
+    `sinks` changes nothing here: the forward LSE already holds the sink's mass; it is a
+    parameter only so that the static signature matches the forward's.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"bwd has no variant {variant!r}")
+    del sinks
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    seq_k = T.symbolic("seq_k")
+    seq_q_acc = T.symbolic("seq_q_acc")
+    group = heads // kv_heads
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    scale = sm_scale * LOG2E
+    bshd = layout == "bshd"
+    split = variant == "split"
+    annotate = variant in ("atomic", "split")
+    q_shape = _shapes(layout, batch, seq_q, heads, head_dim)
+    do_shape = _shapes(layout, batch, seq_q, heads, head_dim_v)
+    k_shape = _shapes(layout, batch, seq_k, kv_heads, head_dim)
+    v_shape = _shapes(layout, batch, seq_k, kv_heads, head_dim_v)
+    dq_shape = _shapes(layout, batch, seq_q_acc, heads, head_dim)
+    grad_heads = heads if split else kv_heads
+    grad_dtype = dtype if split else ACCUM
+    dk_shape = _shapes(layout, batch, seq_k, grad_heads, head_dim)
+    dv_shape = _shapes(layout, batch, seq_k, grad_heads, head_dim_v)
+
+    @T.prim_func
+    def bwd(
+        Q: compat.Tensor(q_shape, dtype),
+        K: compat.Tensor(k_shape, dtype),
+        V: compat.Tensor(v_shape, dtype),
+        dO: compat.Tensor(do_shape, dtype),
+        Lse: compat.Tensor([batch, heads, seq_q], ACCUM),
+        Delta: compat.Tensor([batch, heads, seq_q], ACCUM),
+        dQ: compat.Tensor(dq_shape, ACCUM),
+        dK: compat.Tensor(dk_shape, grad_dtype),
+        dV: compat.Tensor(dv_shape, grad_dtype),
+    ):
+        # One block per (key block, query head, batch); it walks the query blocks that can see it.
+        with T.Kernel(T.ceildiv(seq_k, block_n), heads, batch, threads=threads) as (bx, by, bz):
+            k_s = T.alloc_shared([block_n, head_dim], dtype)
+            v_s = T.alloc_shared([block_n, head_dim_v], dtype)
+            q_s = T.alloc_shared([block_m, head_dim], dtype)
+            do_s = T.alloc_shared([block_m, head_dim_v], dtype)
+            lse_s = T.alloc_shared([block_m], ACCUM)
+            delta_s = T.alloc_shared([block_m], ACCUM)
+            ds_s = T.alloc_shared([block_n, block_m], dtype)
+            s_t = T.alloc_fragment([block_n, block_m], ACCUM)    # S^T, then P^T
+            dp_t = T.alloc_fragment([block_n, block_m], ACCUM)   # dP^T = V dO^T
+            p_cast = T.alloc_fragment([block_n, block_m], dtype)
+            ds_cast = T.alloc_fragment([block_n, block_m], dtype)
+            dk_f = T.alloc_fragment([block_n, head_dim], ACCUM)
+            dv_f = T.alloc_fragment([block_n, head_dim_v], ACCUM)
+            dq_f = T.alloc_fragment([block_m, head_dim], ACCUM)
+
+            if annotate:
+                T.annotate_layout({dQ: dq_layout(dQ, layout)})
+
+            kvh = by // group
+            gh = by if split else kvh
+            shift = seq_k - seq_q
+            k0 = bx * block_n
+            if bshd:
+                T.copy(K[bz, k0:k0 + block_n, kvh, :], k_s)
+                T.copy(V[bz, k0:k0 + block_n, kvh, :], v_s)
+            else:
+                T.copy(K[bz, kvh, k0:k0 + block_n, :], k_s)
+                T.copy(V[bz, kvh, k0:k0 + block_n, :], v_s)
+            T.clear(dk_f)
+            T.clear(dv_f)
+
+            # Query blocks holding a row that sees some key of [k0, k0 + block_n): query i sees
+            # key j iff j - shift - right <= i <= j - shift + left.
+            lo = 0
+            hi = T.ceildiv(seq_q, block_m)
+            if right >= 0:
+                lo = T.max(0, T.floordiv(k0 - shift - right, block_m))
+            if left >= 0:
+                hi = T.max(0, T.min(hi, T.ceildiv(k0 + block_n - shift + left, block_m)))
+            for qb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
+                q0 = qb * block_m
+                if bshd:
+                    T.copy(Q[bz, q0:q0 + block_m, by, :], q_s)
+                    T.copy(dO[bz, q0:q0 + block_m, by, :], do_s)
+                else:
+                    T.copy(Q[bz, by, q0:q0 + block_m, :], q_s)
+                    T.copy(dO[bz, by, q0:q0 + block_m, :], do_s)
+                # Element-wise, not T.copy: a tile copy of these rows becomes a TMA load whose
+                # descriptor needs seq_q * 4 bytes to be a multiple of 16, which TileLang cannot
+                # check at compile time for a symbolic length and rejects at launch otherwise.
+                for i in T.Parallel(block_m):
+                    lse_s[i] = T.if_then_else(q0 + i < seq_q, Lse[bz, by, q0 + i], 0)
+                    delta_s[i] = T.if_then_else(q0 + i < seq_q, Delta[bz, by, q0 + i], 0)
+                T.clear(s_t)
+                T.gemm(k_s, q_s, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.clear(dp_t)
+                T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for j, i in T.Parallel(block_n, block_m):
+                    kj = k0 + j
+                    qi = q0 + i
+                    seen = kj < seq_k and qi < seq_q
+                    if left >= 0:
+                        seen = seen and kj >= qi + shift - left
+                    if right >= 0:
+                        seen = seen and kj <= qi + shift + right
+                    # A row that sees no key has LSE = -inf, but then `seen` is false everywhere.
+                    s_t[j, i] = T.if_then_else(seen, T.exp2(s_t[j, i] * scale - lse_s[i] * LOG2E), 0)
+                    ds_cast[j, i] = T.if_then_else(
+                        seen, s_t[j, i] * (dp_t[j, i] - delta_s[i]) * sm_scale, 0)
+                T.copy(s_t, p_cast)
+                T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(ds_cast, ds_s)
+                T.clear(dq_f)
+                T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, d in T.Parallel(block_m, head_dim):
+                    if bshd:
+                        T.atomic_add(dQ[bz, q0 + i, by, d], dq_f[i, d])
+                    else:
+                        T.atomic_add(dQ[bz, by, q0 + i, d], dq_f[i, d])
+
+            if split:
+                if bshd:
+                    T.copy(dk_f, dK[bz, k0:k0 + block_n, gh, :])
+                    T.copy(dv_f, dV[bz, k0:k0 + block_n, gh, :])
+                else:
+                    T.copy(dk_f, dK[bz, gh, k0:k0 + block_n, :])
+                    T.copy(dv_f, dV[bz, gh, k0:k0 + block_n, :])
+            else:
+                if bshd:
+                    T.atomic_add(dK[bz, k0:k0 + block_n, gh, :], dk_f)
+                    T.atomic_add(dV[bz, k0:k0 + block_n, gh, :], dv_f)
+                else:
+                    T.atomic_add(dK[bz, gh, k0:k0 + block_n, :], dk_f)
+                    T.atomic_add(dV[bz, gh, k0:k0 + block_n, :], dv_f)
+
+    return bwd
+
+
+def postprocess(heads, head_dim, dtype, layout, annotate):
+    """dQ (dtype, the kernel layout) from the fp32 accumulator (fragment layout when `annotate`)."""
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    seq_q_acc = T.symbolic("seq_q_acc")
+    blk = PREP_BLOCK
+    bshd = layout == "bshd"
+
+    @T.prim_func
+    def post(
+        dQacc: compat.Tensor(_shapes(layout, batch, seq_q_acc, heads, head_dim), ACCUM),
+        dQ: compat.Tensor(_shapes(layout, batch, seq_q, heads, head_dim), dtype),
+    ):
+        with T.Kernel(T.ceildiv(seq_q, blk), heads, batch, threads=128) as (bx, by, bz):
+            if annotate:
+                T.annotate_layout({dQacc: dq_layout(dQacc, layout)})
+            q0 = bx * blk
+            if bshd:
+                T.copy(dQacc[bz, q0:q0 + blk, by, :], dQ[bz, q0:q0 + blk, by, :])
+            else:
+                T.copy(dQacc[bz, by, q0:q0 + blk, :], dQ[bz, by, q0:q0 + blk, :])
+
+    return post
+
+
+def sink_grad(heads):
+    """dSinks[h] = -sum over batch and query rows of exp(sink[h] - LSE) * Delta.
+
+    The sink is one more logit with no value row: its probability is exp(sink - LSE) and
+    dlogit = p * (dP - Delta) with dP = 0.
+    """
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    blk = SINK_BLOCK
+
+    @T.prim_func
+    def sink(
+        Lse: compat.Tensor([batch, heads, seq_q], ACCUM),
+        Delta: compat.Tensor([batch, heads, seq_q], ACCUM),
+        Sinks: compat.Tensor([heads], ACCUM),
+        dSinks: compat.Tensor([heads], ACCUM),
+    ):
+        with T.Kernel(heads, threads=blk) as bx:
+            part = T.alloc_fragment([1, blk], ACCUM)
+            total = T.alloc_fragment([1], ACCUM)
+            T.clear(part)
+            for b in T.serial(batch):
+                for qb in T.serial(T.ceildiv(seq_q, blk)):
+                    for r, i in T.Parallel(1, blk):
+                        qi = qb * blk + i
+                        part[r, i] += T.if_then_else(
+                            qi < seq_q, -T.exp(Sinks[bx] - Lse[b, bx, qi]) * Delta[b, bx, qi], 0)
+            T.reduce_sum(part, total, dim=1)
+            T.copy(total, dSinks[bx:bx + 1])
+
+    return sink

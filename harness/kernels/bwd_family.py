@@ -1,0 +1,208 @@
+"""The backward family's offer and its build/run glue (TileLang itself lives in bwd.py).
+
+run() is the real pipeline: the TileLang forward (fwd_family) gives O and LSE, then the
+backward's preprocess (Delta), main kernel, dQ postprocess and, with sinks, the sink gradient.
+"""
+from __future__ import annotations
+
+import torch
+
+from harness import oracle
+
+HEAD_DIMS = (64, 128)
+TILES = (  # (block_m = query rows, block_n = key rows, num_stages, threads)
+    (64, 64, 1, 128),
+    (64, 64, 2, 128),
+    (32, 64, 2, 128),
+    (32, 128, 1, 256),
+    (32, 128, 2, 256),
+    (64, 128, 2, 256),
+)
+VARIANTS = ("atomic", "split", "atomic_nolayout")
+SMEM_LIMIT = 160 * 1024
+ACC_PER_THREAD_LIMIT = 176  # fp32 accumulators per thread: S^T, dP^T, dK, dV, dQ
+# The forward that produces O and LSE for the backward: one fixed tile, so it is compiled once
+# per static configuration and is not what a backward case varies.
+FWD_TILE = (64, 64, 1, 128)
+DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
+
+
+def tile(case):
+    return case.block_m, case.block_n, case.num_stages, case.threads
+
+
+def unsupported(case) -> str | None:
+    if case.variant not in VARIANTS:
+        return f"bwd has no variant {case.variant!r}; offered: {VARIANTS}"
+    for name in ("head_dim", "head_dim_v"):
+        if getattr(case, name) not in HEAD_DIMS:
+            return f"{name} {getattr(case, name)} not in {HEAD_DIMS}"
+    if tile(case) not in TILES:
+        return f"tile config {tile(case)} not offered; offered: {TILES}"
+    return fits(case.block_m, case.block_n, case.num_stages, case.threads, case.head_dim, case.head_dim_v)
+
+
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
+    """The one shared-memory / register rule for a backward tile config."""
+    warpgroups = max(threads // 128, 1)
+    if block_n < 64 * warpgroups:
+        # sm_90 wgmma gives each warpgroup 64 rows: with fewer key rows S^T is split by columns
+        # while P/dS as register A operands are replicated, and layout inference rejects the
+        # element-wise loop between them ("Layout infer conflict between s_t and ds_cast").
+        return f"block_n {block_n} < 64 rows per warpgroup ({threads} threads)"
+    stages = max(num_stages, 1)
+    smem = (2 * (block_n * (head_dim + head_dim_v)             # K, V
+                 + stages * block_m * (head_dim + head_dim_v)  # Q, dO per stage
+                 + block_n * block_m)                          # dS^T for the dQ GEMM
+            + 4 * 2 * stages * block_m)                        # LSE, Delta
+    if smem > SMEM_LIMIT:
+        return f"shared memory {smem} B exceeds {SMEM_LIMIT} B"
+    acc = (2 * block_n * block_m + block_n * (head_dim + head_dim_v) + block_m * head_dim) // threads
+    if acc > ACC_PER_THREAD_LIMIT:
+        return f"fp32 accumulators need {acc} registers per thread (limit {ACC_PER_THREAD_LIMIT})"
+    return None
+
+
+def static_key(case) -> tuple:
+    return ("bwd", case.variant, case.heads, case.kv_heads, case.head_dim, case.head_dim_v,
+            case.dtype, case.bounds, case.sinks, case.layout, tile(case))
+
+
+def fwd_case(case):
+    """The forward case whose O and LSE feed this backward case."""
+    bm, bn, stages, threads = FWD_TILE
+    return case.replace(family="fwd", variant="default", block_m=bm, block_n=bn,
+                        num_stages=stages, threads=threads)
+
+
+def build(case, target: str) -> tuple:
+    """(fwd, prep, main, post) compiled kernels, plus the sink-gradient kernel with sinks.
+
+    A plain tuple so that compat.kernel_source() sees every generated kernel.
+    """
+    from harness import compat
+    from harness.kernels import bwd, fwd_family
+
+    left, right = case.bounds
+    main = bwd.main_kernel(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
+                           left, right, case.sinks, case.layout, *tile(case), case.variant)
+    kernels = (
+        fwd_family.build(fwd_case(case), target),
+        compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, case.layout), target),
+        compat.compile(main, target),
+        compat.compile(bwd.postprocess(case.heads, case.head_dim, case.dtype, case.layout,
+                                       case.variant != "atomic_nolayout"), target),
+    )
+    if case.sinks:
+        kernels += (compat.compile(bwd.sink_grad(case.heads), target),)
+    return kernels
+
+
+# (tensor, k of the tolerance rule) in the order they are judged. dSinks is all zeros on both
+# sides when case.sinks is off; `tensors(case)` leaves it out then.
+TENSORS = (("dQ", oracle.K_GRADIENT), ("dK", oracle.K_GRADIENT), ("dV", oracle.K_GRADIENT),
+           ("dSinks", oracle.K_GRADIENT))
+
+
+def tensors(case) -> tuple:
+    return TENSORS if case.sinks else TENSORS[:3]
+
+
+def reference(case, inputs, dtype) -> dict:
+    """Canonical gradients of sum(O * dO) by autograd, forward and backward in `dtype`.
+
+    dQ [b,h,sq,d], dK [b,hk,sk,d], dV [b,hk,sk,dv], dSinks [h] (zeros without sinks).
+    """
+    from harness import reference as ref
+
+    def leaf(name):
+        return ref.to_canonical(inputs[name], case.layout).to(dtype).detach().requires_grad_()
+
+    q, k, v = leaf("q"), leaf("k"), leaf("v")
+    do = ref.to_canonical(inputs["do"], case.layout).to(dtype)
+    sinks = inputs["sinks"].to(dtype).detach().requires_grad_() if case.sinks else None
+    left, right = case.bounds
+    seen = ref.visible(case.seqlen_q, case.seqlen_k, left, right, device=q.device)
+    o, _ = ref.attention(q, k, v, sinks, seen, case.head_dim ** -0.5)
+    leaves = (q, k, v) + ((sinks,) if case.sinks else ())
+    grads = torch.autograd.grad((o * do).sum(), leaves)
+    out = {"dQ": grads[0], "dK": grads[1], "dV": grads[2]}
+    out["dSinks"] = grads[3] if case.sinks else torch.zeros(case.heads, dtype=dtype, device=q.device)
+    return out
+
+
+def canonical(case, outputs) -> dict:
+    from harness import reference as ref
+    out = {n: ref.to_canonical(outputs[n], case.layout) for n in ("dQ", "dK", "dV")}
+    out["dSinks"] = outputs["dSinks"]
+    return out
+
+
+def do_seed(seed: int) -> int:
+    """The seed of dO, derived from the case's seed (the other inputs use the seed itself)."""
+    return (seed * 0x9E3779B1 + 0x7F4A7C15) % (2**63)
+
+
+def make_inputs(case, device) -> dict:
+    """harness.reference.make_inputs plus dO [kernel layout, dtype], all determined by case.seed."""
+    from harness import reference as ref
+    inputs = ref.make_inputs(case, device)
+    g = torch.Generator(device="cpu").manual_seed(do_seed(case.seed))
+    do = torch.randn(case.batch, case.heads, case.seqlen_q, case.head_dim_v, generator=g)
+    do = do.transpose(1, 2) if case.layout == "bshd" else do
+    inputs["do"] = do.contiguous().to(device=device, dtype=ref.DTYPES[case.dtype])
+    return inputs
+
+
+def _shape(case, seq, heads, dim):
+    b = case.batch
+    return (b, seq, heads, dim) if case.layout == "bshd" else (b, heads, seq, dim)
+
+
+def _group_sum(x, case):
+    """[.., heads, ..] per query head -> [.., kv_heads, ..] summed over each group (fp32)."""
+    g = case.heads // case.kv_heads
+    axis = 2 if case.layout == "bshd" else 1
+    shape = list(x.shape)
+    x = x.float().reshape(shape[:axis] + [case.kv_heads, g] + shape[axis + 1:])
+    return x.sum(dim=axis + 1)
+
+
+def run(kernels, case, inputs) -> dict:
+    from harness.kernels import fwd_family
+
+    q, k, v, sinks, do = (inputs[n] for n in ("q", "k", "v", "sinks", "do"))
+    dev, dtype = q.device, q.dtype
+    nan = float("nan")
+    fwd_k, prep_k, main_k, post_k, *sink_k = kernels
+    fwd_out = fwd_family.run(fwd_k, fwd_case(case), inputs)
+    o, lse = fwd_out["O"], fwd_out["LSE"]
+
+    delta = torch.full((case.batch, case.heads, case.seqlen_q), nan, dtype=torch.float32, device=dev)
+    prep_k(o, do, delta)
+
+    pad = -(-case.seqlen_q // DQ_ROW_PAD) * DQ_ROW_PAD
+    dq_acc = torch.zeros(_shape(case, pad, case.heads, case.head_dim), dtype=torch.float32, device=dev)
+    if case.variant == "split":
+        # NaN sentinels: every key row of every head must be written.
+        dk_buf = torch.full(_shape(case, case.seqlen_k, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
+        dv_buf = torch.full(_shape(case, case.seqlen_k, case.heads, case.head_dim_v), nan, dtype=dtype, device=dev)
+    else:
+        dk_buf = torch.zeros(_shape(case, case.seqlen_k, case.kv_heads, case.head_dim), dtype=torch.float32, device=dev)
+        dv_buf = torch.zeros(_shape(case, case.seqlen_k, case.kv_heads, case.head_dim_v), dtype=torch.float32, device=dev)
+    main_k(q, k, v, do, lse, delta, dq_acc, dk_buf, dv_buf)
+
+    dq = torch.full(_shape(case, case.seqlen_q, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
+    post_k(dq_acc, dq)
+    if case.variant == "split":
+        dk, dv = _group_sum(dk_buf, case).to(dtype), _group_sum(dv_buf, case).to(dtype)
+    else:
+        dk, dv = dk_buf.to(dtype), dv_buf.to(dtype)
+
+    dsinks = torch.zeros(case.heads, dtype=torch.float32, device=dev)
+    if case.sinks:
+        dsinks.fill_(nan)
+        sink_k[0](lse, delta, sinks, dsinks)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    return {"dQ": dq, "dK": dk, "dV": dv, "dSinks": dsinks}

@@ -1,0 +1,169 @@
+"""The backward family's reference gradients against an independent loop formula and finite differences."""
+import math
+
+import pytest
+import torch
+
+from harness import reference
+from harness.case import Case
+from harness.kernels import bwd_family
+
+F64 = torch.float64
+
+
+def naive_grads(q, k, v, do, sinks, left, right):
+    """FlashAttention's backward written element by element, float64, [b, h, s, d] tensors.
+
+    dS_ij = P_ij (dO_i . V_j - Delta_i) with Delta_i = dO_i . O_i; the sink is a logit with no
+    value row, so its gradient is -sum_i P_sink,i Delta_i.
+    """
+    b, h, sq, d = q.shape
+    hk, sk = k.shape[1], k.shape[2]
+    scale = 1 / math.sqrt(d)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    dsinks = torch.zeros(h, dtype=F64)
+    for bi in range(b):
+        for hi in range(h):
+            kh = hi // (h // hk)
+            for i in range(sq):
+                keys = [j for j in range(sk)
+                        if (left < 0 or j >= i + sk - sq - left) and (right < 0 or j <= i + sk - sq + right)]
+                logits = {j: float(q[bi, hi, i] @ k[bi, kh, j]) * scale for j in keys}
+                extra = [float(sinks[hi])] if sinks is not None else []
+                if not logits and not extra:
+                    continue  # a row that sees nothing: O = 0, no gradient
+                z = sum(math.exp(x) for x in list(logits.values()) + extra)
+                p = {j: math.exp(x) / z for j, x in logits.items()}
+                o = sum((p[j] * v[bi, kh, j] for j in keys), torch.zeros(v.shape[-1], dtype=F64))
+                delta = float(do[bi, hi, i] @ o)
+                for j in keys:
+                    ds = p[j] * (float(do[bi, hi, i] @ v[bi, kh, j]) - delta)
+                    dq[bi, hi, i] += scale * ds * k[bi, kh, j]
+                    dk[bi, kh, j] += scale * ds * q[bi, hi, i]
+                    dv[bi, kh, j] += p[j] * do[bi, hi, i]
+                if sinks is not None:
+                    dsinks[hi] -= math.exp(float(sinks[hi])) / z * delta
+    return dq, dk, dv, dsinks
+
+
+def canonical_inputs(case):
+    inputs = bwd_family.make_inputs(case, "cpu")
+    q, k, v, do = (reference.to_canonical(inputs[n], case.layout).double() for n in ("q", "k", "v", "do"))
+    return inputs, q, k, v, do
+
+
+CASES = [
+    Case(family="bwd", variant="atomic", heads=2, kv_heads=1, seqlen_q=5, seqlen_k=7, head_dim=4, head_dim_v=3),
+    Case(family="bwd", variant="split", heads=4, kv_heads=2, seqlen_q=6, seqlen_k=4, head_dim=3, head_dim_v=5,
+         causal=True, sinks=True, layout="bshd", seed=3),
+    # seqlen_q > seqlen_k and causal: the first two query rows see no key (empty rows).
+    Case(family="bwd", variant="atomic", heads=3, kv_heads=3, seqlen_q=5, seqlen_k=3, head_dim=4, head_dim_v=4,
+         causal=True, seed=7),
+    Case(family="bwd", variant="split", heads=2, kv_heads=1, seqlen_q=5, seqlen_k=3, head_dim=4, head_dim_v=4,
+         causal=True, sinks=True, seed=8),
+    Case(family="bwd", variant="atomic_nolayout", batch=2, heads=2, kv_heads=2, seqlen_q=7, seqlen_k=7,
+         head_dim=4, head_dim_v=2, window=(1, 2), sinks=True, seed=11),
+    # A window that misses every key for some rows: (left, right) = (0, 0) with shift -3.
+    Case(family="bwd", variant="atomic", heads=2, kv_heads=1, seqlen_q=6, seqlen_k=3, head_dim=4, head_dim_v=4,
+         window=(0, 0), seed=5),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_reference_matches_naive_formula(case):
+    case.validate()
+    inputs, q, k, v, do = canonical_inputs(case)
+    got = bwd_family.reference(case, inputs, F64)
+    want = naive_grads(q, k, v, do, inputs["sinks"].double() if case.sinks else None, *case.bounds)
+    for name, w in zip(("dQ", "dK", "dV", "dSinks"), want):
+        assert torch.isfinite(got[name]).all(), name
+        torch.testing.assert_close(got[name], w, rtol=1e-9, atol=1e-9, msg=name)
+
+
+@pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[5]], ids=lambda c: c.id)
+def test_empty_rows_have_zero_gradient_and_no_nan(case):
+    inputs, *_ = canonical_inputs(case)
+    left, right = case.bounds
+    empty = ~reference.visible(case.seqlen_q, case.seqlen_k, left, right).any(dim=1)
+    assert empty.any(), "the case should have rows that see no key"
+    for dtype in (F64, torch.float32, reference.DTYPES[case.dtype]):
+        got = bwd_family.reference(case, inputs, dtype)
+        for name in ("dQ", "dK", "dV", "dSinks"):
+            assert torch.isfinite(got[name]).all(), (name, dtype)
+        assert (got["dQ"][:, :, empty] == 0).all()
+
+
+def test_dsinks_closed_form():
+    """dSinks[h] = -sum_{b,i} exp(sink[h] - LSE[b,h,i]) * Delta[b,h,i], Delta = rowsum(O * dO)."""
+    case = Case(family="bwd", variant="atomic", batch=2, heads=4, kv_heads=2, seqlen_q=9, seqlen_k=6,
+                head_dim=8, head_dim_v=8, window=(2, 1), sinks=True, seed=21)
+    inputs, q, k, v, do = canonical_inputs(case)
+    fwd = reference.forward(case, inputs, F64)
+    delta = (fwd["O"] * do).sum(-1)
+    closed = -(torch.exp(inputs["sinks"].double()[None, :, None] - fwd["LSE"]) * delta).sum(dim=(0, 2))
+    got = bwd_family.reference(case, inputs, F64)["dSinks"]
+    torch.testing.assert_close(got, closed, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[5]], ids=lambda c: c.id)
+def test_reference_matches_finite_differences(case):
+    """torch.autograd.gradcheck through the reference's own forward, float64, sinks included."""
+    inputs, q, k, v, do = canonical_inputs(case)
+    left, right = case.bounds
+    seen = reference.visible(case.seqlen_q, case.seqlen_k, left, right)
+    sinks = inputs["sinks"].double() if case.sinks else torch.zeros(case.heads, dtype=F64)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, sinks)]
+
+    def loss(q, k, v, s):
+        o, _ = reference.attention(q, k, v, s if case.sinks else None, seen, case.head_dim ** -0.5)
+        return (o * do).sum()
+
+    assert torch.autograd.gradcheck(loss, leaves, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_make_inputs_is_deterministic_and_do_is_its_own_stream():
+    case = Case(family="bwd", variant="split", heads=2, kv_heads=1, seqlen_q=5, seqlen_k=4,
+                head_dim=4, head_dim_v=4, seed=9)
+    a, b = bwd_family.make_inputs(case, "cpu"), bwd_family.make_inputs(case, "cpu")
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    assert a["do"].shape == (1, 2, 5, 4) and a["do"].dtype == torch.float16
+    assert not torch.equal(a["do"], bwd_family.make_inputs(case.replace(seed=10), "cpu")["do"])
+    # The forward inputs are exactly the forward family's.
+    base = reference.make_inputs(case, "cpu")
+    for name in base:
+        assert torch.equal(a[name], base[name]), name
+    # bshd holds the same canonical values.
+    c = bwd_family.make_inputs(case.replace(layout="bshd"), "cpu")
+    assert torch.equal(reference.to_canonical(c["do"], "bshd"), a["do"])
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_group_sum_of_split_buffers(layout):
+    case = Case(family="bwd", variant="split", batch=2, heads=6, kv_heads=2, seqlen_k=5, layout=layout)
+    per_head = torch.randn(2, 6, 5, 3, dtype=F64)  # canonical [b, h, s, d]
+    buf = per_head.transpose(1, 2).contiguous() if layout == "bshd" else per_head
+    got = reference.to_canonical(bwd_family._group_sum(buf, case), layout)
+    want = per_head.view(2, 2, 3, 5, 3).sum(dim=2)
+    torch.testing.assert_close(got, want.float())
+
+
+def test_reference_bshd_equals_bhsd():
+    case = CASES[1]
+    got = bwd_family.reference(case, bwd_family.make_inputs(case, "cpu"), F64)
+    other = case.replace(layout="bhsd")
+    want = bwd_family.reference(other, bwd_family.make_inputs(other, "cpu"), F64)
+    for name in got:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-12, atol=1e-12)
+
+
+def test_offer_is_consistent():
+    for d in bwd_family.HEAD_DIMS:
+        assert any(bwd_family.fits(*t, d, d) is None for t in bwd_family.TILES), d
+    case = CASES[0].replace(head_dim=64, head_dim_v=64, block_m=64, block_n=64, num_stages=1, threads=128)
+    assert bwd_family.unsupported(case) is None
+    assert "variant" in bwd_family.unsupported(case.replace(variant="default"))
+    assert bwd_family.unsupported(case.replace(head_dim=96)) is not None
+    assert "warpgroup" in bwd_family.fits(64, 64, 1, 256, 64, 64)
+    assert bwd_family.tensors(case) == bwd_family.TENSORS[:3]
+    assert bwd_family.tensors(case.replace(sinks=True)) == bwd_family.TENSORS
