@@ -7,14 +7,14 @@ from harness.report import explain
 
 
 @pytest.mark.gpu
-@given(case=strategies.fwd_cases())
+@given(case=strategies.cases("fwd"))
 def test_forward_matches_reference(case, gpu_pool):
     result = gpu_pool.run_one(case)
     assert result["verdict"] == "PASS", explain(result)
 
 
 @pytest.mark.compile
-@given(case=strategies.fwd_cases())
+@given(case=strategies.cases("fwd"))
 def test_forward_compiles_for_sm90a(case, compile_pool):
     result = compile_pool.run_one(case)
     assert result["verdict"] == "COMPILED", explain(result)

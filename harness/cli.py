@@ -92,13 +92,21 @@ def progress(results, total, elapsed):
 
 # ----------------------------------------------------------------------------- reproducers
 class Evaluator:
-    """evaluate(case) -> result through a pool, keeping every result (minimize, triage)."""
+    """evaluate(case) -> result through a pool, keeping every result (minimize, triage).
 
-    def __init__(self, pool):
-        self.pool, self.results = pool, []
+    With `confirm` > 1 and a `target` signature, a case showing the target is run again, up to
+    `confirm` times, and the first run that differs is returned: a minimizing step of a flaky
+    failure (a race) is accepted only when it reproduces every time.
+    """
+
+    def __init__(self, pool, confirm=1, target=None):
+        self.pool, self.results, self.confirm, self.target = pool, [], confirm, target
 
     def __call__(self, case) -> dict:
-        self.results.append(self.pool.run_one(case))
+        for _ in range(self.confirm):
+            self.results.append(self.pool.run_one(case))
+            if self.target is None or oracle.signature(self.results[-1]) != self.target:
+                break
         return self.results[-1]
 
     def last(self, case, signature) -> dict:
@@ -139,7 +147,7 @@ def record_failures(results, args, target) -> list:
             original = None
             if args.minimize:
                 print(f"minimizing {r['case_id']}: {' '.join(sig[2:6])}", file=sys.stderr)
-                small, r, _ = shrink(r, Evaluator(pool), args.minimize_budget, 0)
+                small, r, _ = shrink(r, Evaluator(pool, 2, sig), args.minimize_budget, 0)
                 original = case_mod.from_dict(firsts[sig]["case"]) if small.id != firsts[sig]["case_id"] else None
             paths.append(record.write(r, env, args.reproducers, minimized_from=original))
             print(f"reproducer (new): {paths[-1]}")
@@ -234,7 +242,7 @@ def cmd_minimize(args) -> int:
         print(f"CANNOT TEST: {reason}")
         return 125
     with _pool(rep, args) as pool:
-        evaluate = Evaluator(pool)
+        evaluate = Evaluator(pool, args.confirm, rep.signature)
         first = evaluate(rep.case)
         if oracle.signature(first) != rep.signature:
             print(f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}")
@@ -277,6 +285,7 @@ def main(argv=None) -> int:
     m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")
     m.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
     m.add_argument("--budget", type=float, default=600, help="seconds to spend shrinking")
+    m.add_argument("--confirm", type=int, default=2, help="a step is kept only if it reproduces this many times in a row")
     m.add_argument("--runs", type=int, default=3, help="runs of the minimized case to triage flakiness (0: none)")
     _replay_args(m)
     m.set_defaults(func=cmd_minimize)

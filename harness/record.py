@@ -52,7 +52,7 @@ def signature_id(signature) -> str:
 
 
 def expected_text(case) -> str:
-    names = ", ".join(name for name, _ in kernels.family(case.family).TENSORS)
+    names = ", ".join(name for name, _ in kernels.family(case.family).tensors(case))
     return (f"the {case.family} kernel compiles, runs without a CUDA error or hang, and {names} match the "
             f"float64 reference within the FlashAttention tolerance rule "
             f"max|t - ref| <= k * max|base - ref| + atol (k = {oracle.K_FORWARD} forward, "

@@ -1,4 +1,4 @@
-"""Hypothesis strategies that build valid forward Cases, biased toward where kernels break.
+"""Hypothesis strategies that build valid Cases for every kernel family, biased toward where kernels break.
 
 Static fields (what a compiled kernel depends on) and dynamic fields (lengths, batch, seed)
 are drawn separately, so a campaign can run several lengths through one compiled kernel.
@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from harness.case import DTYPES, LAYOUTS, Case
-from harness.kernels import bwd_family, fwd_family
+from harness import kernels
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
@@ -46,46 +46,18 @@ def windows() -> st.SearchStrategy[tuple]:
 
 
 @st.composite
-def static_fwd(draw) -> Case:
-    """A forward case with every static field drawn and placeholder lengths."""
+def static_case(draw, family: str) -> Case:
+    """A case of `family` with every static field drawn (from what the family offers) and
+    placeholder lengths."""
+    fam = kernels.family(family)
     kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4)))
     group = draw(st.sampled_from((1, 1, 2, 4, 5, 8)))
-    head_dim = draw(st.sampled_from(fwd_family.HEAD_DIMS))
-    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fwd_family.HEAD_DIMS)))
-    tiles = [t for t in fwd_family.TILES if fwd_family.fits(*t, head_dim, head_dim_v) is None]
+    head_dim = draw(st.sampled_from(fam.HEAD_DIMS))
+    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fam.HEAD_DIMS)))
+    tiles = [t for t in fam.TILES if fam.fits(*t, head_dim, head_dim_v) is None]
     block_m, block_n, num_stages, threads = draw(st.sampled_from(tiles))
     return Case(
-        family="fwd", heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim, head_dim_v=head_dim_v,
-        dtype=draw(st.sampled_from(DTYPES)), causal=draw(st.booleans()), window=draw(windows()),
-        sinks=draw(st.booleans()), layout=draw(st.sampled_from(LAYOUTS)),
-        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads,
-    )
-
-
-@st.composite
-def fwd_cases(draw) -> Case:
-    c = draw(static_fwd())
-    return c.replace(**draw(dynamic(c.block_m, c.block_n))).validate()
-
-
-@st.composite
-def fwd_kernel_batches(draw, per_kernel: int) -> list[Case]:
-    """One static configuration and `per_kernel` length variants of it (one compile, many runs)."""
-    c = draw(static_fwd())
-    return [c.replace(**draw(dynamic(c.block_m, c.block_n))).validate() for _ in range(per_kernel)]
-
-
-@st.composite
-def static_bwd(draw) -> Case:
-    """A backward case (variant included) with every static field drawn and placeholder lengths."""
-    kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4)))
-    group = draw(st.sampled_from((1, 1, 2, 4, 5, 8)))
-    head_dim = draw(st.sampled_from(bwd_family.HEAD_DIMS))
-    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(bwd_family.HEAD_DIMS)))
-    tiles = [t for t in bwd_family.TILES if bwd_family.fits(*t, head_dim, head_dim_v) is None]
-    block_m, block_n, num_stages, threads = draw(st.sampled_from(tiles))
-    return Case(
-        family="bwd", variant=draw(st.sampled_from(bwd_family.VARIANTS)),
+        family=family, variant=draw(st.sampled_from(fam.VARIANTS)),
         heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim, head_dim_v=head_dim_v,
         dtype=draw(st.sampled_from(DTYPES)), causal=draw(st.booleans()), window=draw(windows()),
         sinks=draw(st.booleans()), layout=draw(st.sampled_from(LAYOUTS)),
@@ -94,20 +66,16 @@ def static_bwd(draw) -> Case:
 
 
 @st.composite
-def bwd_cases(draw) -> Case:
-    c = draw(static_bwd())
+def cases(draw, family: str) -> Case:
+    c = draw(static_case(family))
     return c.replace(**draw(dynamic(c.block_m, c.block_n))).validate()
 
 
 @st.composite
-def bwd_kernel_batches(draw, per_kernel: int) -> list[Case]:
-    """One static backward configuration and `per_kernel` length variants of it."""
-    c = draw(static_bwd())
+def kernel_batches(draw, family: str, per_kernel: int) -> list[Case]:
+    """One static configuration and `per_kernel` length variants of it (one compile, many runs)."""
+    c = draw(static_case(family))
     return [c.replace(**draw(dynamic(c.block_m, c.block_n))).validate() for _ in range(per_kernel)]
-
-
-CASES = {"fwd": fwd_cases, "bwd": bwd_cases}
-BATCHES = {"fwd": fwd_kernel_batches, "bwd": bwd_kernel_batches}
 
 
 def draw(family: str, n: int, seed: int, per_kernel: int = 1) -> list[Case]:
@@ -121,7 +89,7 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1) -> list[Case]:
     # Hypothesis repeats itself; ask for plenty and keep the first n distinct cases.
     @settings(max_examples=max(1, -(-n // per_kernel)) * 8, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(BATCHES[family](per_kernel))
+    @given(kernel_batches(family, per_kernel))
     def collect(batch):
         for c in batch:
             if len(out) < n:

@@ -13,6 +13,10 @@ from harness import oracle
 TENSORS = (("O", oracle.K_FORWARD),)
 
 
+def tensors(case):
+    return TENSORS
+
+
 def unsupported(case):
     return None
 

@@ -37,9 +37,18 @@ def test_zero_error_baseline_uses_the_dtype_floor():
     c = judge(ref, ref, ref.clone())
     r = ref.to(torch.float16)
     assert c.ok and c.base_error == 0
-    assert c.atol == 2 * (r + 0.3 - 0.3 - r).abs().max().item() > 0
+    assert c.atol == max(2 * (r + 0.3 - 0.3 - r).abs().max().item(), 2 ** -10 * 2) > 0
     assert judge(ref + c.atol / 2, ref, ref.clone()).ok
     assert not judge(ref + 2 * c.atol, ref, ref.clone()).ok
+
+
+def test_a_lone_value_gets_at_least_one_ulp():
+    # For bf16 3.0, 3.0 + 0.3 - 0.3 rounds back to 3.0: FlashAttention's term is 0; one ulp at 3 is 2**-6.
+    ref = torch.tensor([3.0], dtype=torch.float64)
+    assert oracle.atol_floor(ref, torch.bfloat16) == 2 ** -6
+    many = torch.linspace(-2, 2, 4096, dtype=torch.float64)
+    r = many.to(torch.float16)
+    assert oracle.atol_floor(many, torch.float16) == 2 * (r + 0.3 - 0.3 - r).abs().max().item()
 
 
 def test_exact_zero_reference_with_zero_floor_demands_exact_zero():

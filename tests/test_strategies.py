@@ -2,15 +2,21 @@
 from collections import Counter
 
 from harness import kernels, strategies
-from harness.kernels import fwd_family
+from harness.kernels import bwd_family, fwd_family
 
 CASES = strategies.draw("fwd", 400, seed=1, per_kernel=1)
+BWD = strategies.draw("bwd", 200, seed=1, per_kernel=1)
 
 
 def test_every_case_is_valid_and_supported():
-    for c in CASES:
+    for c in CASES + BWD:
         c.validate()
         assert kernels.family(c.family).unsupported(c) is None, c
+
+
+def test_backward_reaches_every_variant_and_tile():
+    assert {c.variant for c in BWD} == set(bwd_family.VARIANTS)
+    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in BWD} == set(bwd_family.TILES)
 
 
 def test_lengths_hit_tile_edges_and_odd_values():

@@ -62,6 +62,10 @@ def build(case, target: str):
 TENSORS = (("O", oracle.K_FORWARD), ("LSE", oracle.K_FORWARD))
 
 
+def tensors(case) -> tuple:
+    return TENSORS
+
+
 def reference(case, inputs, dtype) -> dict:
     """Canonical O [b,h,sq,dv] and LSE [b,h,sq] computed in `dtype`."""
     from harness import reference as ref
