@@ -31,15 +31,21 @@ def cmd_run(args) -> int:
     from harness import strategies
     from harness.execute import Pool, Timeouts
 
+    families = args.families.split(",")
+    unknown = [f for f in families if f not in kernels.names()]
+    if unknown:
+        print(f"harness run: unknown family {', '.join(unknown)}; known: {', '.join(kernels.names())}", file=sys.stderr)
+        return 2
+    env = environment()
+    if not importable(env):  # every case would fail the same way: not a finding about kernels
+        print(f"harness run: cannot test here: tilelang {env['tilelang']}", file=sys.stderr)
+        return 125
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gpus = gpu_count()
     target = "auto" if gpus else args.arch
     if not gpus:
         print(f"no GPU: compile-only campaign for {args.arch} (numerics need a GPU)", file=sys.stderr)
-    families = args.families.split(",")
-    for f in families:
-        kernels.family(f)
     results_path = out / "results.jsonl"
     previous = report.load(results_path)
     done = {r["case_id"] for r in previous}

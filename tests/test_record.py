@@ -165,3 +165,8 @@ def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
     assert len(paths) == 2 and all(p.exists() for p in paths)
     assert cli.record_failures(results, args, "sm_90a") == []
     assert capsys.readouterr().out.count("already recorded") == 2
+
+
+def test_run_rejects_an_unknown_family(capsys):
+    assert cli.main(["run", "--families", "fwd,nope"]) == 2
+    assert "unknown family nope" in capsys.readouterr().err
