@@ -19,6 +19,7 @@ import math
 import tilelang.language as T
 
 from harness import compat
+from harness.kernels import masking
 
 LOG2E = 1.4426950408889634
 ACCUM = "float32"
@@ -166,12 +167,8 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
 
             # Query blocks holding a row that sees some key of [k0, k0 + block_n): query i sees
             # key j iff j - shift - right <= i <= j - shift + left.
-            lo = 0
-            hi = T.ceildiv(seq_q, block_m)
-            if right >= 0:
-                lo = T.max(0, T.floordiv(k0 - shift - right, block_m))
-            if left >= 0:
-                hi = T.max(0, T.min(hi, T.ceildiv(k0 + block_n - shift + left, block_m)))
+            lo = masking.first_query_block(k0, shift, right, block_m)
+            hi = masking.end_query_block(k0, shift, left, block_n, block_m, seq_q)
             for qb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
                 q0 = qb * block_m
                 if bshd:
@@ -191,17 +188,12 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
                 T.clear(dp_t)
                 T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for j, i in T.Parallel(block_n, block_m):
-                    kj = k0 + j
-                    qi = q0 + i
-                    seen = kj < seq_k and qi < seq_q
-                    if left >= 0:
-                        seen = seen and kj >= qi + shift - left
-                    if right >= 0:
-                        seen = seen and kj <= qi + shift + right
-                    # A row that sees no key has LSE = -inf, but then `seen` is false everywhere.
-                    s_t[j, i] = T.if_then_else(seen, T.exp2(s_t[j, i] * scale - lse_s[i] * LOG2E), 0)
-                    ds_cast[j, i] = T.if_then_else(
-                        seen, s_t[j, i] * (dp_t[j, i] - delta_s[i]) * sm_scale, 0)
+                    # A row that sees no key has LSE = -inf, but then it is masked everywhere.
+                    s_t[j, i] = masking.visible(T.if_then_else(q0 + i < seq_q, T.exp2(s_t[j, i] * scale - lse_s[i] * LOG2E), 0),
+                                                0, q0 + i, k0 + j, shift, seq_k, left, right)
+                    ds_cast[j, i] = masking.visible(
+                        T.if_then_else(q0 + i < seq_q, s_t[j, i] * (dp_t[j, i] - delta_s[i]) * sm_scale, 0),
+                        0, q0 + i, k0 + j, shift, seq_k, left, right)
                 T.copy(s_t, p_cast)
                 T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
                 T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)

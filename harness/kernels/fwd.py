@@ -1,15 +1,14 @@
 """FlashAttention-2 style forward kernel: MHA/GQA, causal/sliding window, sinks, BHSD/BSHD.
 
 Sequence lengths and batch are symbolic, so one compiled kernel serves every length of a
-static configuration (see `static_key`). Masking follows FlashAttention's bottom-right
-alignment: with shift = seqlen_k - seqlen_q, query i sees key j iff
-i + shift - left <= j <= i + shift + right (a bound of -1 is unbounded).
+static configuration (see fwd_family.static_key). Masking: harness/kernels/masking.py.
 """
 import math
 
 import tilelang.language as T
 
 from harness import compat
+from harness.kernels import masking
 
 LOG2E = 1.4426950408889634
 
@@ -65,12 +64,8 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             T.fill(row_max, neg_inf)
 
             # Only key blocks that some row of this query block may see.
-            lo = 0
-            hi = T.ceildiv(seq_k, block_n)
-            if left >= 0:
-                lo = T.max(0, T.floordiv(q0 + shift - left, block_n))
-            if right >= 0:
-                hi = T.max(0, T.min(hi, T.ceildiv(q0 + block_m + shift + right, block_n)))
+            lo = masking.first_key_block(q0, shift, left, block_n)
+            hi = masking.end_key_block(q0, shift, right, block_m, block_n, seq_k)
             for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
                 k0 = kb * block_n
                 if bshd:
@@ -80,14 +75,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                 T.clear(acc_s)
                 T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for i, j in T.Parallel(block_m, block_n):
-                    qi = q0 + i
-                    kj = k0 + j
-                    seen = kj < seq_k
-                    if left >= 0:
-                        seen = seen and kj >= qi + shift - left
-                    if right >= 0:
-                        seen = seen and kj <= qi + shift + right
-                    acc_s[i, j] = T.if_then_else(seen, acc_s[i, j], neg_inf)
+                    acc_s[i, j] = masking.visible(acc_s[i, j], neg_inf, q0 + i, k0 + j, shift, seq_k, left, right)
                 T.copy(row_max, row_max_prev)
                 T.reduce_max(acc_s, row_max, dim=1, clear=False)
                 for i in T.Parallel(block_m):
