@@ -5,7 +5,9 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, settings
 
-_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# function_scoped_fixture: `expect` only reports; it keeps no state between examples.
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                    HealthCheck.function_scoped_fixture])
 settings.register_profile("dev", max_examples=8, **_COMMON)
 settings.register_profile("ci", max_examples=60, **_COMMON)
 settings.register_profile("nightly", max_examples=1000, **_COMMON)

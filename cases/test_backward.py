@@ -3,18 +3,15 @@ import pytest
 from hypothesis import given
 
 from harness import strategies
-from harness.report import explain
 
 
 @pytest.mark.gpu
 @given(case=strategies.cases("bwd"))
-def test_backward_matches_autograd(case, gpu_pool):
-    result = gpu_pool.run_one(case)
-    assert result["verdict"] == "PASS", explain(result)
+def test_backward_matches_autograd(case, gpu_pool, expect):
+    expect(gpu_pool.run_one(case), "PASS")
 
 
 @pytest.mark.compile
 @given(case=strategies.cases("bwd"))
-def test_backward_compiles_for_sm90a(case, compile_pool):
-    result = compile_pool.run_one(case)
-    assert result["verdict"] == "COMPILED", explain(result)
+def test_backward_compiles_for_sm90a(case, compile_pool, expect):
+    expect(compile_pool.run_one(case), "COMPILED")

@@ -161,6 +161,7 @@ def record_failures(results, args, target) -> list:
 
 
 def _replay_args(p):
+    p.add_argument("--arch", default="sm_90a", help="compile target for replaying a compile error without a GPU")
     p.add_argument("--dir", default="reproducers", help="where reproducers live")
     p.add_argument("--logs", default="reports/repro", help="worker logs go here")
     p.add_argument("--compile-timeout", type=float, default=600)
@@ -177,23 +178,31 @@ def _load(args, command):
         return None
 
 
-def _cannot_test(env) -> str:
-    if not gpu_count():
-        return "no GPU here (numerics need one)"
+def _target(rep, env, arch) -> tuple[str | None, str]:
+    """(target, "") to replay `rep` here, or (None, why not). A compile error needs no GPU."""
     if not importable(env):
-        return f"tilelang {env['tilelang']}"
-    return ""
+        return None, f"tilelang {env['tilelang']}"
+    if gpu_count():
+        return "auto", ""
+    if rep.observed["verdict"] == "COMPILE_ERROR":
+        return arch, ""
+    return None, "no GPU here (numerics need one)"
+
+
+def _good(target) -> str:
+    """The verdict of correct behaviour: PASS on a GPU, COMPILED in a compile-only replay."""
+    return "PASS" if target == "auto" else "COMPILED"
 
 
 def _where(env) -> str:
     return f"tilelang {env.get('tilelang', '?')} {env.get('tilelang_commit', '')}".rstrip() + f", {env.get('gpu', '?')}"
 
 
-def _pool(rep, args):
-    """One worker on the GPU (target "auto"): a crash or hang becomes a verdict, not our death."""
+def _pool(rep, args, target):
+    """One worker: a crash or hang becomes a verdict, not our death."""
     from harness.execute import Pool, Timeouts
 
-    return Pool(1, "auto", Path(args.logs) / rep.id, Timeouts(args.compile_timeout, args.run_timeout))
+    return Pool(1, target, Path(args.logs) / rep.id, Timeouts(args.compile_timeout, args.run_timeout))
 
 
 def cmd_repro(args) -> int:
@@ -207,11 +216,11 @@ def cmd_repro(args) -> int:
     print(f"reproducer {rep.id} ({path}): {rep.title}")
     print(f"recorded:  {record.describe(recorded)}  [{_where(rep.environment)}]")
     env = environment()
-    reason = _cannot_test(env)
+    target, reason = _target(rep, env, args.arch)
     if reason:
         print(f"CANNOT TEST: {reason}")
         return 125
-    with _pool(rep, args) as pool:
+    with _pool(rep, args, target) as pool:
         evaluate = Evaluator(pool)
         flaky = minimize.triage(rep.case, evaluate, max(args.runs, 1), rep.signature)
     for r in evaluate.results:
@@ -227,11 +236,11 @@ def cmd_repro(args) -> int:
             for r in evaluate.results:
                 print(f"  now:                {list(oracle.signature(r))}")
         return 1
-    other = next((r for r in evaluate.results if r["verdict"] != "PASS"), None)
+    other = next((r for r in evaluate.results if r["verdict"] != _good(target)), None)
     if other:
         print(f"CANNOT TEST: {record.describe(other)}")
         return 125
-    print(f"NOT REPRODUCED: {n}/{n} runs PASS (recorded {rep.observed['verdict']})")
+    print(f"NOT REPRODUCED: {n}/{n} runs {_good(target)} (recorded {rep.observed['verdict']})")
     return 0
 
 
@@ -243,11 +252,11 @@ def cmd_minimize(args) -> int:
         return 2
     rep, path = loaded
     env = environment()
-    reason = _cannot_test(env)
+    target, reason = _target(rep, env, args.arch)
     if reason:
         print(f"CANNOT TEST: {reason}")
         return 125
-    with _pool(rep, args) as pool:
+    with _pool(rep, args, target) as pool:
         evaluate = Evaluator(pool, args.confirm, rep.signature)
         first = evaluate(rep.case)
         if oracle.signature(first) != rep.signature:
