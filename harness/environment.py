@@ -18,20 +18,37 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+_PROBE = """
+import json, os, re, tilelang as tl
+version = str(getattr(tl, "__version__", "unknown"))
+commit = next((str(getattr(tl, a)) for a in ("__git_commit__", "__commit__", "git_commit", "commit_id")
+               if getattr(tl, a, None)), "")
+if not commit:  # source builds carry it in the local version: 0.1.6+cu121.git1a2b3c4
+    m = re.search(r"git([0-9a-f]{7,40})", version)
+    commit = m.group(1) if m else ""
+print(json.dumps({"tilelang": version, "tilelang_commit": commit, "tilelang_path": os.path.dirname(tl.__file__)}))
+"""
+
+
 def tilelang() -> dict:
-    """{"tilelang": version or "not importable: ...", "tilelang_commit", "tilelang_path"}."""
+    """{"tilelang": version or "not importable: ...", "tilelang_commit", "tilelang_path"}.
+
+    Probed in a child process: a release built for another driver raises on import, and one
+    with a clashing runtime library aborts the process; either way we get a line saying so.
+    """
+    import json
+    import sys
+
     try:
-        import tilelang as tl
-    except Exception as e:  # an old release without a matching driver fails to import: say so
-        return {"tilelang": f"{NOT_IMPORTABLE}: {type(e).__name__}: {_first_line(e)}",
-                "tilelang_commit": "", "tilelang_path": ""}
-    version = str(getattr(tl, "__version__", "unknown"))
-    commit = next((str(getattr(tl, a)) for a in ("__git_commit__", "__commit__", "git_commit", "commit_id")
-                   if getattr(tl, a, None)), "")
-    if not commit:  # source builds carry it in the local version: 0.1.6+cu121.git1a2b3c4
-        m = re.search(r"git([0-9a-f]{7,40})", version)
-        commit = m.group(1) if m else ""
-    return {"tilelang": version, "tilelang_commit": commit, "tilelang_path": os.path.dirname(tl.__file__)}
+        p = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300)
+        if p.returncode == 0:
+            return json.loads(p.stdout.strip().splitlines()[-1])
+        lines = [l.strip() for l in p.stderr.splitlines() if l.strip()]
+        why = next((l for l in reversed(lines) if "Error" in l or "what()" in l), lines[-1] if lines else "")
+        why = f"exit {p.returncode}: {why}"
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        why = f"{type(e).__name__}: {_first_line(e)}"
+    return {"tilelang": f"{NOT_IMPORTABLE}: {why}"[:300], "tilelang_commit": "", "tilelang_path": ""}
 
 
 def importable(env: dict) -> bool:
