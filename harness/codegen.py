@@ -1,5 +1,10 @@
 """Compile-only checks on generated CUDA: hazards that need no GPU to see.
 
+vectorized_atomics: an AtomicAddx2/x4 writes N consecutive addresses. That is right only where
+the destination's layout keeps N logically consecutive elements adjacent: a global buffer with
+an annotated layout (the fragment-matched dQ keeps none) must get scalar atomics, and shared
+memory has no vector float atomics at all.
+
 unwaited_async_loads: a TMA load issued before a loop whose barrier is waited on only inside
 that loop. When the loop can run zero times (its bound is symbolic), no thread ever waits for
 the load: the kernel reads or reuses the destination while the copy is still in flight (and
@@ -65,8 +70,28 @@ def unwaited_async_loads(source: str) -> list[Finding]:
     return findings
 
 
-CHECKS = (unwaited_async_loads,)
+_VEC_ATOMIC = re.compile(r"AtomicAddx(\d)\(\(?&\(+(?:\(\w+\*\))?(\w+)\)?\[")
 
 
-def check(source: str) -> list[Finding]:
-    return [f for c in CHECKS for f in c(source)]
+def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[Finding]:
+    """`contiguous[buffer]`: how many consecutive elements its layout keeps adjacent."""
+    shared = {name for name, _ in _BUFFER.findall(source)}
+    findings, seen = [], set()
+    for n, line in enumerate(source.splitlines(), 1):
+        for width, buf in _VEC_ATOMIC.findall(line):
+            width = int(width)
+            if buf in shared:
+                why = f"AtomicAddx{width} into shared-memory buffer {buf}: no vector float atomics there"
+            elif width > contiguous.get(buf, width):
+                why = (f"AtomicAddx{width} into {buf}, whose layout keeps only {contiguous[buf]} "
+                       f"consecutive element(s) adjacent")
+            else:
+                continue
+            if why not in seen:
+                seen.add(why)
+                findings.append(Finding("vectorized_atomics", n, why))
+    return findings
+
+
+def check(source: str, contiguous: dict[str, int] | None = None) -> list[Finding]:
+    return unwaited_async_loads(source) + vectorized_atomics(source, contiguous or {})

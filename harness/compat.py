@@ -9,10 +9,15 @@ Tensor = getattr(T, "Tensor", None) or T.Buffer
 
 
 def compile(func, target):
-    """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a"."""
+    """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a".
+
+    An explicit arch goes in as a TVM Target object: current releases reject the string form
+    ("cuda -arch=sm_90a") and older ones (0.1.8) the dict form.
+    """
     if target == "auto":
         return tilelang.compile(func, target="auto")
-    return tilelang.compile(func, target={"kind": "cuda", "arch": target})
+    import tvm
+    return tilelang.compile(func, target=tvm.target.Target({"kind": "cuda", "arch": target}))
 
 
 def kernel_source(kernel) -> str:

@@ -51,7 +51,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
             return result_of(case, "COMPILE_ERROR", "compile", _last_line(e),
                              seconds={"compile": time.perf_counter() - t0}, traceback=_tb(e))
         seconds["compile"] = time.perf_counter() - t0
-        cache[key] = (kernel, hazards(kernel))
+        cache[key] = (kernel, hazards(fam, case, kernel))
     kernel, found = cache[key]
     if target != "auto":
         return result_of(case, "COMPILED", "compile", seconds=seconds, hazards=found)
@@ -59,10 +59,11 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
     return {**_run_and_judge(case, fam, kernel, seconds), "hazards": found}
 
 
-def hazards(kernel) -> list[str]:
+def hazards(fam, case, kernel) -> list[str]:
     """What the compile-only checks see in the generated code (harness.codegen)."""
     from harness import codegen, compat
-    return [f"{f.check}: {f.message}" for f in codegen.check(compat.kernel_source(kernel))]
+    found = codegen.check(compat.kernel_source(kernel), fam.contiguous(case))
+    return [f"{f.check}: {f.message}" for f in found]
 
 
 def _run_and_judge(case, fam, kernel, seconds) -> dict:

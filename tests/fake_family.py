@@ -17,6 +17,10 @@ def tensors(case):
     return TENSORS
 
 
+def contiguous(case):
+    return {}
+
+
 def unsupported(case):
     return None
 

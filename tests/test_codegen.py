@@ -46,3 +46,27 @@ def test_never_waited_load_is_flagged():
 def test_waits_reached_on_every_path_are_fine():
     assert codegen.check(WAIT_BEFORE_LOOP) == []
     assert codegen.check(WAIT_IN_FIXED_LOOP) == []
+
+
+ATOMICS = """
+  void* ds_s = ((void*)((char*)buf_dyn_shmem + 0));
+  AtomicAddx2((&(dK[((int64_t)blockIdx.x) * (int64_t)64])), (&(dk_f[0])));
+  AtomicAdd((&(dQ[((int64_t)blockIdx.x) * (int64_t)64])), dq_f[0]);
+"""
+
+
+def test_scalar_atomics_into_a_fragment_layout_and_row_major_pairs_are_fine():
+    assert codegen.check(ATOMICS, {"dQ": 1}) == []
+
+
+def test_vectorized_atomic_into_a_layout_that_splits_pairs_is_flagged():
+    src = ATOMICS + "  AtomicAddx2((&(dQ[((int64_t)blockIdx.x) * (int64_t)64])), (&(dq_f[0])));\n"
+    [f] = codegen.check(src, {"dQ": 1})
+    assert f.check == "vectorized_atomics" and "AtomicAddx2 into dQ" in f.message
+    assert codegen.check(src, {"dQ": 2}) == []
+
+
+def test_vectorized_atomic_into_shared_memory_is_flagged():
+    src = ATOMICS + "  AtomicAddx4((&(((float*)ds_s)[threadIdx.x * 4])), (&(acc[0])));\n"
+    [f] = codegen.check(src)
+    assert "shared-memory buffer ds_s" in f.message

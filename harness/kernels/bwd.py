@@ -26,7 +26,7 @@ ACCUM = "float32"
 PREP_BLOCK = 32    # query rows per preprocess / postprocess block
 SINK_BLOCK = 128   # rows per step of the sink-gradient reduction
 ROW_TILE = 8       # rows of one MMA accumulator tile (m16n8: two 8x8 tiles per instruction)
-VARIANTS = ("atomic", "split", "atomic_nolayout")
+VARIANTS = ("atomic", "split", "atomic_nolayout", "atomic_tile")
 
 
 def _shapes(layout, batch, seq, heads, dim):
@@ -109,7 +109,8 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
     scale = sm_scale * LOG2E
     bshd = layout == "bshd"
     split = variant == "split"
-    annotate = variant in ("atomic", "split")
+    annotate = variant in ("atomic", "split", "atomic_tile")
+    tile_dq = variant == "atomic_tile"
     q_shape = _shapes(layout, batch, seq_q, heads, head_dim)
     do_shape = _shapes(layout, batch, seq_q, heads, head_dim_v)
     k_shape = _shapes(layout, batch, seq_k, kv_heads, head_dim)
@@ -200,11 +201,17 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
                 T.copy(ds_cast, ds_s)
                 T.clear(dq_f)
                 T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
-                for i, d in T.Parallel(block_m, head_dim):
+                if tile_dq:  # one tile-level atomic add: TileLang plans (and may vectorize) it
                     if bshd:
-                        T.atomic_add(dQ[bz, q0 + i, by, d], dq_f[i, d])
+                        T.atomic_add(dQ[bz, q0:q0 + block_m, by, :], dq_f)
                     else:
-                        T.atomic_add(dQ[bz, by, q0 + i, d], dq_f[i, d])
+                        T.atomic_add(dQ[bz, by, q0:q0 + block_m, :], dq_f)
+                else:
+                    for i, d in T.Parallel(block_m, head_dim):
+                        if bshd:
+                            T.atomic_add(dQ[bz, q0 + i, by, d], dq_f[i, d])
+                        else:
+                            T.atomic_add(dQ[bz, by, q0 + i, d], dq_f[i, d])
 
             if split:
                 if bshd:

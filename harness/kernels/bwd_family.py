@@ -18,7 +18,7 @@ TILES = (  # (block_m = query rows, block_n = key rows, num_stages, threads)
     (32, 128, 2, 256),
     (64, 128, 2, 256),
 )
-VARIANTS = ("atomic", "split", "atomic_nolayout")
+VARIANTS = ("atomic", "split", "atomic_nolayout", "atomic_tile")
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 176  # fp32 accumulators per thread: S^T, dP^T, dK, dV, dQ
 # The forward that produces O and LSE for the backward: one fixed tile, so it is compiled once
@@ -102,6 +102,12 @@ def build(case, target: str) -> tuple:
 # sides when case.sinks is off; `tensors(case)` leaves it out then.
 TENSORS = (("dQ", oracle.K_GRADIENT), ("dK", oracle.K_GRADIENT), ("dV", oracle.K_GRADIENT),
            ("dSinks", oracle.K_GRADIENT))
+
+
+def contiguous(case) -> dict:
+    """Global buffers with a non-row-major layout -> consecutive elements it keeps adjacent:
+    the fragment-matched dQ keeps none (bwd.dq_layout), so its atomics must stay scalar."""
+    return {} if case.variant == "atomic_nolayout" else {"dQ": 1}
 
 
 def tensors(case) -> tuple:

@@ -66,6 +66,11 @@ def tensors(case) -> tuple:
     return TENSORS
 
 
+def contiguous(case) -> dict:
+    """Global buffers with a non-row-major layout -> consecutive elements it keeps adjacent."""
+    return {}
+
+
 def reference(case, inputs, dtype) -> dict:
     """Canonical O [b,h,sq,dv] and LSE [b,h,sq] computed in `dtype`."""
     from harness import reference as ref
