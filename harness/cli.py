@@ -70,15 +70,18 @@ def cmd_run(args) -> int:
             results.append(r)
             progress(results, len(todo), time.monotonic() - t0)
     print(file=sys.stderr)
-    text = report.write(out, previous + results)
+    known = record.known_signatures(args.reproducers)
+    text = report.write(out, previous + results, known)
     print(text)
     elapsed = time.monotonic() - t0
     print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
           f"{pool.started} worker processes; results in {results_path}")
     pool.close()  # its workers hold the GPUs; minimizing starts its own
     record_failures(previous + results, args, target)
-    failed = [r for r in previous + results if r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR"]
-    return 1 if failed else 0
+    # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
+    # says whether this run found something new.
+    new = [r for r in report.failures(previous + results) if oracle.signature(r) not in known]
+    return 1 if new else 0
 
 
 def progress(results, total, elapsed):

@@ -34,16 +34,21 @@ def verdict_table(df: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index()
 
 
-def failure_table(results: list[dict]) -> pd.DataFrame:
-    """One row per distinct failure signature, with a count and one example case id."""
+def failures(results: list[dict]) -> list[dict]:
+    return [r for r in results if r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR"]
+
+
+def failure_table(results: list[dict], known: dict | None = None) -> pd.DataFrame:
+    """One row per distinct failure signature: count, one example case, and the reproducer
+    already recorded for it (`known`: signature -> path), if any."""
     rows = {}
-    for r in results:
-        if r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR":
-            sig = oracle.signature(r)
-            row = rows.setdefault(sig, {"family": sig[0], "variant": sig[1], "verdict": sig[2], "stage": sig[3],
-                                        "tensor": sig[4], "region": sig[5], "message": r.get("message", "")[:120],
-                                        "count": 0, "example": r["case_id"]})
-            row["count"] += 1
+    for r in failures(results):
+        sig = oracle.signature(r)
+        row = rows.setdefault(sig, {"family": sig[0], "variant": sig[1], "verdict": sig[2], "stage": sig[3],
+                                    "tensor": sig[4], "region": sig[5], "message": r.get("message", "")[:120],
+                                    "count": 0, "example": r["case_id"],
+                                    "known": Path((known or {})[sig]).stem if sig in (known or {}) else ""})
+        row["count"] += 1
     return pd.DataFrame(list(rows.values()))
 
 
@@ -68,16 +73,16 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary(results: list[dict]) -> str:
+def summary(results: list[dict], known: dict | None = None) -> str:
     df = frame(results)
     return ("## Verdicts\n\n" + markdown(verdict_table(df)) +
-            "\n## Distinct failures\n\n" + markdown(failure_table(results)) +
+            "\n## Distinct failures\n\n" + markdown(failure_table(results, known)) +
             "\n## Generated-code hazards\n\n" + markdown(hazard_table(results)))
 
 
-def write(out_dir, results: list[dict]) -> str:
+def write(out_dir, results: list[dict], known: dict | None = None) -> str:
     out_dir = Path(out_dir)
-    text = summary(results)
+    text = summary(results, known)
     (out_dir / "summary.md").write_text(text)
     frame(results).to_csv(out_dir / "results.csv", index=False)
     return text
