@@ -50,8 +50,8 @@ def main():
         warm = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache", tmp / "logs2")
     print(f"family {a.family}, target {target}, {len(cases)} cases, {kernels_n} distinct kernels, {a.workers} workers")
     for name, r in (("cold", cold), ("warm", warm)):
-        print(f"{name}: {r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} builds "
-              f"({r['compile_s']:.1f} s compile summed over workers), verdicts {r['verdicts']}")
+        print(f"{name}: {r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
+              f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), verdicts {r['verdicts']}")
     print(f"disk-cache speed-up: {cold['wall_s'] / warm['wall_s']:.1f}x wall, "
           f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f} "
           f"({cold['compile_s'] / max(warm['compile_s'], 1e-9):.1f}x)")
