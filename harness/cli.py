@@ -171,14 +171,25 @@ def _replay_args(p):
     p.add_argument("--run-timeout", type=float, default=60)
 
 
-def _load(args, command):
-    """(reproducer, path), or print a one-line error and return None."""
+def _setup(args, command):
+    """(reproducer, path, env, target) to replay here, or the exit status: 2 for a bad file
+    (one line on stderr), 125 when it cannot be tested here."""
     try:
         path = record.find(args.reproducer, args.dir)
-        return record.load(path), path
+        rep = record.load(path)
     except record.RecordError as e:
         print(f"harness {command}: {e}", file=sys.stderr)
-        return None
+        return 2
+    if command == "repro":
+        recorded = {"case": case_mod.to_dict(rep.case), **rep.observed}
+        print(f"reproducer {rep.id} ({path}): {rep.title}")
+        print(f"recorded:  {record.describe(recorded)}  [{_where(rep.environment)}]")
+    env = environment()
+    target, reason = _target(rep, env, args.arch)
+    if reason:
+        print(f"CANNOT TEST: {reason}")
+        return 125
+    return rep, path, env, target
 
 
 def _target(rep, env, arch) -> tuple[str | None, str]:
@@ -211,18 +222,10 @@ def _pool(rep, args, target):
 def cmd_repro(args) -> int:
     from harness import minimize
 
-    loaded = _load(args, "repro")
-    if loaded is None:
-        return 2
-    rep, path = loaded
-    recorded = {"case": case_mod.to_dict(rep.case), **rep.observed}
-    print(f"reproducer {rep.id} ({path}): {rep.title}")
-    print(f"recorded:  {record.describe(recorded)}  [{_where(rep.environment)}]")
-    env = environment()
-    target, reason = _target(rep, env, args.arch)
-    if reason:
-        print(f"CANNOT TEST: {reason}")
-        return 125
+    setup = _setup(args, "repro")
+    if isinstance(setup, int):
+        return setup
+    rep, path, env, target = setup
     with _pool(rep, args, target) as pool:
         evaluate = Evaluator(pool)
         flaky = minimize.triage(rep.case, evaluate, max(args.runs, 1), rep.signature)
@@ -250,15 +253,10 @@ def cmd_repro(args) -> int:
 def cmd_minimize(args) -> int:
     import dataclasses
 
-    loaded = _load(args, "minimize")
-    if loaded is None:
-        return 2
-    rep, path = loaded
-    env = environment()
-    target, reason = _target(rep, env, args.arch)
-    if reason:
-        print(f"CANNOT TEST: {reason}")
-        return 125
+    setup = _setup(args, "minimize")
+    if isinstance(setup, int):
+        return setup
+    rep, path, env, target = setup
     with _pool(rep, args, target) as pool:
         evaluate = Evaluator(pool, args.confirm, rep.signature)
         first = evaluate(rep.case)

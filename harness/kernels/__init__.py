@@ -28,3 +28,19 @@ def family(name: str):
 
 def names() -> tuple[str, ...]:
     return tuple(_MODULES)
+
+
+def tile(case) -> tuple:
+    return case.block_m, case.block_n, case.num_stages, case.threads
+
+
+def not_offered(case, variants, head_dims, tiles) -> str | None:
+    """Why `case` asks for a variant, head dim or tile config its family does not offer, or None."""
+    if case.variant not in variants:
+        return f"{case.family} has no variant {case.variant!r}; offered: {variants}"
+    for name in ("head_dim", "head_dim_v"):
+        if getattr(case, name) not in head_dims:
+            return f"{name} {getattr(case, name)} not in {head_dims}"
+    if tile(case) not in tiles:
+        return f"tile config {tile(case)} not offered; offered: {tiles}"
+    return None

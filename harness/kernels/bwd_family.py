@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import oracle
+from harness import kernels, oracle
+from harness.kernels import tile
 
 HEAD_DIMS = (64, 128)
 TILES = (  # (block_m = query rows, block_n = key rows, num_stages, threads)
@@ -27,19 +28,9 @@ FWD_TILE = (64, 64, 1, 128)
 DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
 
 
-def tile(case):
-    return case.block_m, case.block_n, case.num_stages, case.threads
-
-
 def unsupported(case) -> str | None:
-    if case.variant not in VARIANTS:
-        return f"bwd has no variant {case.variant!r}; offered: {VARIANTS}"
-    for name in ("head_dim", "head_dim_v"):
-        if getattr(case, name) not in HEAD_DIMS:
-            return f"{name} {getattr(case, name)} not in {HEAD_DIMS}"
-    if tile(case) not in TILES:
-        return f"tile config {tile(case)} not offered; offered: {TILES}"
-    return fits(case.block_m, case.block_n, case.num_stages, case.threads, case.head_dim, case.head_dim_v)
+    return (kernels.not_offered(case, VARIANTS, HEAD_DIMS, TILES)
+            or fits(case.block_m, case.block_n, case.num_stages, case.threads, case.head_dim, case.head_dim_v))
 
 
 def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import oracle
+from harness import kernels, oracle
+from harness.kernels import tile
 
 HEAD_DIMS = (32, 64, 96, 128, 256)
 TILES = (  # (block_m, block_n, num_stages, threads)
@@ -18,19 +19,9 @@ SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per thread
 
 
-def tile(case):
-    return case.block_m, case.block_n, case.num_stages, case.threads
-
-
 def unsupported(case) -> str | None:
-    if case.variant not in VARIANTS:
-        return f"fwd has no variant {case.variant!r}"
-    for name in ("head_dim", "head_dim_v"):
-        if getattr(case, name) not in HEAD_DIMS:
-            return f"{name} {getattr(case, name)} not in {HEAD_DIMS}"
-    if tile(case) not in TILES:
-        return f"tile config {tile(case)} not offered; offered: {TILES}"
-    return fits(case.block_m, case.block_n, case.num_stages, case.threads, case.head_dim, case.head_dim_v)
+    return (kernels.not_offered(case, VARIANTS, HEAD_DIMS, TILES)
+            or fits(case.block_m, case.block_n, case.num_stages, case.threads, case.head_dim, case.head_dim_v))
 
 
 def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
