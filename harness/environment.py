@@ -4,9 +4,7 @@ Every value is a string, so an environment can be stored in a reproducer and com
 """
 from __future__ import annotations
 
-import os
 import platform
-import re
 import shutil
 import subprocess
 

@@ -192,8 +192,8 @@ class Pool:
     Workers outlive a call to run() (their compiled kernels stay warm); close() ends them.
     """
 
-    def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts = Timeouts(), gpus=None, env=None):
-        self.n, self.target, self.timeouts = workers, target, timeouts
+    def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts | None = None, gpus=None, env=None):
+        self.n, self.target, self.timeouts = workers, target, timeouts or Timeouts()
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gpus = gpus or [None]
