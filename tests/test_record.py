@@ -170,3 +170,13 @@ def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
 def test_run_rejects_an_unknown_family(capsys):
     assert cli.main(["run", "--families", "fwd,nope"]) == 2
     assert "unknown family nope" in capsys.readouterr().err
+
+
+def test_run_says_cannot_test_when_tilelang_does_not_import(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "site" / "tilelang"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('libcuda.so.1: cannot open shared object file')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{broken.parent}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    assert cli.main(["run", "--cases", "1", "--out", str(tmp_path / "out")]) == 125
+    assert "cannot test here: tilelang not importable" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "results.jsonl").exists()  # no fake COMPILE_ERROR verdicts
