@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+from naive import visible_keys
 
 from harness import reference
 from harness.case import Case
@@ -26,8 +27,7 @@ def naive_grads(q, k, v, do, sinks, left, right):
         for hi in range(h):
             kh = hi // (h // hk)
             for i in range(sq):
-                keys = [j for j in range(sk)
-                        if (left < 0 or j >= i + sk - sq - left) and (right < 0 or j <= i + sk - sq + right)]
+                keys = visible_keys(i, sq, sk, left, right)
                 logits = {j: float(q[bi, hi, i] @ k[bi, kh, j]) * scale for j in keys}
                 extra = [float(sinks[hi])] if sinks is not None else []
                 if not logits and not extra:

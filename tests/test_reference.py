@@ -2,6 +2,7 @@
 import math
 
 import torch
+from naive import visible_keys
 
 from harness import reference
 from harness.case import Case
@@ -17,8 +18,7 @@ def naive(q, k, v, sinks, left, right):
         for hi in range(h):
             kh = hi // (h // hk)
             for i in range(sq):
-                keys = [j for j in range(sk)
-                        if (left < 0 or j >= i + sk - sq - left) and (right < 0 or j <= i + sk - sq + right)]
+                keys = visible_keys(i, sq, sk, left, right)
                 logits = [float(q[bi, hi, i] @ k[bi, kh, j]) / math.sqrt(q.shape[-1]) for j in keys]
                 extra = [float(sinks[hi])] if sinks is not None else []
                 if not logits and not extra:
