@@ -1,9 +1,10 @@
 """Compile-only checks on generated CUDA: hazards that need no GPU to see.
 
 vectorized_atomics: an AtomicAddx2/x4 writes N consecutive addresses. That is right only where
-the destination's layout keeps N logically consecutive elements adjacent: a global buffer with
-an annotated layout (the fragment-matched dQ keeps none) must get scalar atomics, and shared
-memory has no vector float atomics at all.
+N consecutive elements of the atomic's loop land on N consecutive addresses: a global buffer
+with an annotated layout (the fragment-matched dQ keeps none adjacent) or an invariant
+destination (every row adding into one dSinks cell) must get scalar atomics, and shared memory
+has no vector float atomics at all. The kernel family says which buffers are which.
 
 unwaited_async_loads: a TMA load issued before a loop whose barrier is waited on only inside
 that loop. When the loop can run zero times (its bound is symbolic), no thread ever waits for
@@ -74,7 +75,7 @@ _VEC_ATOMIC = re.compile(r"AtomicAddx(\d)\(\(?&\(+(?:\(\w+\*\))?(\w+)\)?\[")
 
 
 def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[Finding]:
-    """`contiguous[buffer]`: how many consecutive elements its layout keeps adjacent."""
+    """`contiguous[buffer]`: how many consecutive loop elements land on consecutive addresses."""
     shared = {name for name, _ in _BUFFER.findall(source)}
     findings, seen = [], set()
     for n, line in enumerate(source.splitlines(), 1):
@@ -83,8 +84,8 @@ def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[Finding]
             if buf in shared:
                 why = f"AtomicAddx{width} into shared-memory buffer {buf}: no vector float atomics there"
             elif width > contiguous.get(buf, width):
-                why = (f"AtomicAddx{width} into {buf}, whose layout keeps only {contiguous[buf]} "
-                       f"consecutive element(s) adjacent")
+                why = (f"AtomicAddx{width} into {buf}, where only {contiguous[buf]} consecutive "
+                       f"element(s) of the loop land on consecutive addresses")
             else:
                 continue
             if why not in seen:

@@ -66,6 +66,13 @@ def test_vectorized_atomic_into_a_layout_that_splits_pairs_is_flagged():
     assert codegen.check(src, {"dQ": 2}) == []
 
 
+def test_vectorized_atomic_into_an_invariant_destination_is_flagged():
+    # As 0.1.10 emits it for `for i in T.Parallel(n): T.atomic_add(dSinks[bx], term[i])`.
+    src = "  AtomicAddx4((&(dSinks[((int)blockIdx.x)])), *(float4*)(term + 0));\n"
+    [f] = codegen.check(src, {"dSinks": 1})
+    assert "AtomicAddx4 into dSinks" in f.message
+
+
 def test_vectorized_atomic_into_shared_memory_is_flagged():
     src = ATOMICS + "  AtomicAddx4((&(((float*)ds_s)[threadIdx.x * 4])), (&(acc[0])));\n"
     [f] = codegen.check(src)

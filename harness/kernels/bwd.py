@@ -24,7 +24,8 @@ from harness.kernels import masking
 LOG2E = 1.4426950408889634
 ACCUM = "float32"
 PREP_BLOCK = 32    # query rows per preprocess / postprocess block
-SINK_BLOCK = 128   # rows per step of the sink-gradient reduction
+SINK_THREADS = 128  # sink gradient: threads per block
+SINK_ROWS = 512    # ... and query rows per block (4 per thread, so a planner may vectorize)
 ROW_TILE = 8       # rows of one MMA accumulator tile (m16n8: two 8x8 tiles per instruction)
 VARIANTS = ("atomic", "split", "atomic_nolayout", "atomic_tile")
 
@@ -260,11 +261,13 @@ def sink_grad(heads):
     """dSinks[h] = -sum over batch and query rows of exp(sink[h] - LSE) * Delta.
 
     The sink is one more logit with no value row: its probability is exp(sink - LSE) and
-    dlogit = p * (dP - Delta) with dP = 0.
+    dlogit = p * (dP - Delta) with dP = 0. One block per (head, row block, batch); every row
+    adds its term to dSinks[h] with an element-wise atomic add, so all lanes of the loop target
+    one address (the destination is invariant: a vectorized AtomicAddxN here is wrong).
+    dSinks must be zeroed before the launch.
     """
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
-    blk = SINK_BLOCK
 
     @T.prim_func
     def sink(
@@ -273,17 +276,12 @@ def sink_grad(heads):
         Sinks: compat.Tensor([heads], ACCUM),
         dSinks: compat.Tensor([heads], ACCUM),
     ):
-        with T.Kernel(heads, threads=blk) as bx:
-            part = T.alloc_fragment([1, blk], ACCUM)
-            total = T.alloc_fragment([1], ACCUM)
-            T.clear(part)
-            for b in T.serial(batch):
-                for qb in T.serial(T.ceildiv(seq_q, blk)):
-                    for r, i in T.Parallel(1, blk):
-                        qi = qb * blk + i
-                        part[r, i] += T.if_then_else(
-                            qi < seq_q, -T.exp(Sinks[bx] - Lse[b, bx, qi]) * Delta[b, bx, qi], 0)
-            T.reduce_sum(part, total, dim=1)
-            T.copy(total, dSinks[bx:bx + 1])
+        with T.Kernel(heads, T.ceildiv(seq_q, SINK_ROWS), batch, threads=SINK_THREADS) as (bx, by, bz):
+            term = T.alloc_fragment([SINK_ROWS], ACCUM)
+            for i in T.Parallel(SINK_ROWS):
+                qi = by * SINK_ROWS + i
+                term[i] = T.if_then_else(qi < seq_q, -T.exp(Sinks[bx] - Lse[bz, bx, qi]) * Delta[bz, bx, qi], 0)
+            for i in T.Parallel(SINK_ROWS):
+                T.atomic_add(dSinks[bx], term[i])
 
     return sink

@@ -96,9 +96,13 @@ TENSORS = (("dQ", oracle.K_GRADIENT), ("dK", oracle.K_GRADIENT), ("dV", oracle.K
 
 
 def contiguous(case) -> dict:
-    """Global buffers with a non-row-major layout -> consecutive elements it keeps adjacent:
-    the fragment-matched dQ keeps none (bwd.dq_layout), so its atomics must stay scalar."""
-    return {} if case.variant == "atomic_nolayout" else {"dQ": 1}
+    """Atomic destinations whose consecutive loop elements are not consecutive addresses ->
+    how many are: the fragment-matched dQ keeps none adjacent (bwd.dq_layout), and every row's
+    dSinks term targets the same cell (bwd.sink_grad), so their atomics must stay scalar."""
+    found = {"dSinks": 1}
+    if case.variant != "atomic_nolayout":
+        found["dQ"] = 1
+    return found
 
 
 def tensors(case) -> tuple:
@@ -106,7 +110,7 @@ def tensors(case) -> tuple:
 
 
 def reference(case, inputs, dtype) -> dict:
-    """Canonical gradients of sum(O * dO) by autograd, forward and backward in `dtype`.
+    """Canonical gradients of sum(O * dO), in `dtype`: dQ/dK/dV by autograd, dSinks in closed form.
 
     dQ [b,h,sq,d], dK [b,hk,sk,d], dV [b,hk,sk,dv], dSinks [h] (zeros without sinks).
     """
@@ -117,15 +121,34 @@ def reference(case, inputs, dtype) -> dict:
 
     q, k, v = leaf("q"), leaf("k"), leaf("v")
     do = ref.to_canonical(inputs["do"], case.layout).to(dtype)
-    sinks = inputs["sinks"].to(dtype).detach().requires_grad_() if case.sinks else None
     left, right = case.bounds
     seen = ref.visible(case.seqlen_q, case.seqlen_k, left, right, device=q.device)
+    sinks = inputs["sinks"].to(dtype) if case.sinks else None
     o, _ = ref.attention(q, k, v, sinks, seen, case.head_dim ** -0.5)
-    leaves = (q, k, v) + ((sinks,) if case.sinks else ())
-    grads = torch.autograd.grad((o * do).sum(), leaves)
+    grads = torch.autograd.grad((o * do).sum(), (q, k, v))
     out = {"dQ": grads[0], "dK": grads[1], "dV": grads[2]}
-    out["dSinks"] = grads[3] if case.sinks else torch.zeros(case.heads, dtype=dtype, device=q.device)
+    out["dSinks"] = sink_grad(case, inputs, dtype) if case.sinks else \
+        torch.zeros(case.heads, dtype=dtype, device=q.device)
     return out
+
+
+def sink_grad(case, inputs, dtype):
+    """dSinks[h] = -sum over batch and rows of exp(sink[h] - LSE) * Delta, Delta = rowsum(O * dO).
+
+    A backward gets O as the forward stored it, in the input dtype, and computes Delta from that
+    (FlashAttention's data flow, and ours): so in low precision O is rounded to `dtype` here and the
+    rest is float32. That rounding is the dominant error of dSinks when Delta is small against
+    |O| |dO|; autograd in `dtype` goes through P instead and never sees it. In float64 this is
+    autograd's value exactly (tests/test_bwd_reference.py).
+    """
+    from harness import reference as ref
+
+    acc = torch.promote_types(dtype, torch.float32)
+    fwd = ref.forward(case, inputs, acc)
+    o = fwd["O"].to(dtype).to(acc)
+    do = ref.to_canonical(inputs["do"], case.layout).to(acc)
+    sinks = inputs["sinks"].to(acc)
+    return -(torch.exp(sinks[None, :, None] - fwd["LSE"]) * (o * do).sum(-1)).sum(dim=(0, 2))
 
 
 def canonical(case, outputs) -> dict:
@@ -196,9 +219,8 @@ def run(kernels, case, inputs) -> dict:
     else:
         dk, dv = dk_buf.to(dtype), dv_buf.to(dtype)
 
-    dsinks = torch.zeros(case.heads, dtype=torch.float32, device=dev)
+    dsinks = torch.zeros(case.heads, dtype=torch.float32, device=dev)  # accumulated by atomics
     if case.sinks:
-        dsinks.fill_(nan)
         sink_k[0](lse, delta, sinks, dsinks)
     if dev.type == "cuda":
         torch.cuda.synchronize()
