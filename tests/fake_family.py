@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from harness import oracle
+from harness import kernels, oracle
 
 TENSORS = (("O", oracle.K_FORWARD),)
 
@@ -54,11 +54,18 @@ def canonical(case, outputs):
     return outputs
 
 
+def _faulting_kernel():
+    # What torch raises after an asynchronous fault: the cause first, advice after.
+    raise RuntimeError("CUDA error: an illegal memory access was encountered\n"
+                       "CUDA kernel errors might be asynchronously reported at some other API call\n"
+                       "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+
+
 def run(kernel, case, inputs):
     if case.seqlen_q == 4:
         time.sleep(3600)
     if case.seqlen_q == 5:
         os._exit(5)
     if case.seqlen_q == 6:
-        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        kernels.launch("fake_kernel", _faulting_kernel)
     return {"O": torch.ones(1, 1, 1, 1)}

@@ -30,6 +30,23 @@ def names() -> tuple[str, ...]:
     return tuple(_MODULES)
 
 
+class LaunchError(RuntimeError):
+    """A kernel launch failed, or the device faulted while it ran: "<kernel>: <first line>"."""
+
+
+def launch(name, kernel, *args):
+    """Run one kernel and wait for it, so that an asynchronous CUDA fault is pinned on the
+    kernel that caused it rather than on whichever later call happens to see it."""
+    import torch
+    try:
+        kernel(*args)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    except Exception as e:
+        first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise LaunchError(f"{name}: {first.strip()}") from e
+
+
 def tile(case) -> tuple:
     return case.block_m, case.block_n, case.num_stages, case.threads
 

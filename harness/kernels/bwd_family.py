@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from harness import kernels, oracle
-from harness.kernels import tile
+from harness.kernels import launch, tile
 
 HEAD_DIMS = (64, 128)
 TILES = (  # (block_m = query rows, block_n = key rows, num_stages, threads)
@@ -199,7 +199,7 @@ def run(kernels, case, inputs) -> dict:
     o, lse = fwd_out["O"], fwd_out["LSE"]
 
     delta = torch.full((case.batch, case.heads, case.seqlen_q), nan, dtype=torch.float32, device=dev)
-    prep_k(o, do, delta)
+    launch("preprocess", prep_k, o, do, delta)
 
     pad = -(-case.seqlen_q // DQ_ROW_PAD) * DQ_ROW_PAD
     dq_acc = torch.zeros(_shape(case, pad, case.heads, case.head_dim), dtype=torch.float32, device=dev)
@@ -210,10 +210,10 @@ def run(kernels, case, inputs) -> dict:
     else:
         dk_buf = torch.zeros(_shape(case, case.seqlen_k, case.kv_heads, case.head_dim), dtype=torch.float32, device=dev)
         dv_buf = torch.zeros(_shape(case, case.seqlen_k, case.kv_heads, case.head_dim_v), dtype=torch.float32, device=dev)
-    main_k(q, k, v, do, lse, delta, dq_acc, dk_buf, dv_buf)
+    launch("main", main_k, q, k, v, do, lse, delta, dq_acc, dk_buf, dv_buf)
 
     dq = torch.full(_shape(case, case.seqlen_q, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
-    post_k(dq_acc, dq)
+    launch("postprocess", post_k, dq_acc, dq)
     if case.variant == "split":
         dk, dv = _group_sum(dk_buf, case).to(dtype), _group_sum(dv_buf, case).to(dtype)
     else:
@@ -221,7 +221,5 @@ def run(kernels, case, inputs) -> dict:
 
     dsinks = torch.zeros(case.heads, dtype=torch.float32, device=dev)  # accumulated by atomics
     if case.sinks:
-        sink_k[0](lse, delta, sinks, dsinks)
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+        launch("sink_grad", sink_k[0], lse, delta, sinks, dsinks)
     return {"dQ": dq, "dK": dk, "dV": dv, "dSinks": dsinks}
