@@ -72,16 +72,15 @@ def _run_and_judge(case, fam, kernel, seconds) -> dict:
         inputs = fam.make_inputs(case, "cuda")
         stage = "run"
         t0 = time.perf_counter()
-        try:
-            outputs = fam.run(kernel, case, inputs)  # returns after the device finished
-        except Exception as e:
-            if _is_cuda_fault(e):
-                return result_of(case, "CRASH", "run", _last_line(e), seconds=seconds, fatal=True)
-            raise
+        outputs = fam.run(kernel, case, inputs)  # returns after the device finished
         seconds["run"] = time.perf_counter() - t0
         stage = "judge"
         checks = judge(case, fam, inputs, outputs)
     except Exception as e:
+        # A device fault is the kernel's, wherever it surfaces (a sticky fault can escape the
+        # launch's synchronize and hit the next torch call); the context is dead either way.
+        if _is_cuda_fault(e):
+            return result_of(case, "CRASH", stage, _first_line(e), seconds=seconds, fatal=True, traceback=_tb(e))
         return result_of(case, "HARNESS_ERROR", stage, _last_line(e), seconds=seconds, traceback=_tb(e))
     bad = oracle.first_failure(checks)
     extra = {"seconds": seconds, "checks": [oracle.as_dict(c) for c in checks]}
@@ -110,6 +109,12 @@ def _is_cuda_fault(e) -> bool:
     text = f"{type(e).__name__} {e}"
     return any(s in text for s in ("CUDA error", "AcceleratorError", "illegal", "unspecified launch failure",
                                    "misaligned address", "CUDA_ERROR"))
+
+
+def _first_line(e) -> str:
+    """A CUDA error's cause comes first; torch appends advice after it."""
+    lines = [l for l in str(e).strip().splitlines() if l.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:500]
 
 
 def _last_line(e) -> str:

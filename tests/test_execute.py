@@ -47,6 +47,14 @@ def test_run_hang_death_and_cuda_fault_do_not_stop_the_run(tmp_path):
     assert pool.started == 3
 
 
+def test_a_fault_surfacing_in_the_judge_is_a_crash(tmp_path):
+    with Pool(1, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
+        r = pool.run_one(fake(7))
+        assert (r["verdict"], r["stage"], r["message"]) == ("CRASH", "judge", "RuntimeError: CUDA error: misaligned address")
+        assert pool.run_one(fake(1))["verdict"] == "PASS"
+        assert pool.started == 2  # the faulted worker was not reused
+
+
 def test_workers_outlive_a_run(tmp_path):
     with Pool(1, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
         assert pool.run_one(fake(1))["verdict"] == "PASS"
