@@ -6,6 +6,10 @@ with an annotated layout (the fragment-matched dQ keeps none adjacent) or an inv
 destination (every row adding into one dSinks cell) must get scalar atomics, and shared memory
 has no vector float atomics at all. The kernel family says which buffers are which.
 
+atomics_on_locals: an atomic add whose target is a local scalar (TileLang 0.1.6.post2 copies a
+bounds-checked destination into `condval_N` and adds to the copy) updates nothing in memory:
+the contribution is lost.
+
 unwaited_async_loads: a TMA load issued before a loop whose barrier is waited on only inside
 that loop. When the loop can run zero times (its bound is symbolic), no thread ever waits for
 the load: the kernel reads or reuses the destination while the copy is still in flight (and
@@ -94,5 +98,19 @@ def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[Finding]
     return findings
 
 
+_ATOMIC_ON_NAME = re.compile(r"\bAtomicAdd(?:x\d)?\(\s*([A-Za-z_]\w*)\s*,")
+
+
+def atomics_on_locals(source: str) -> list[Finding]:
+    findings, seen = [], set()
+    for n, line in enumerate(source.splitlines(), 1):
+        for name in _ATOMIC_ON_NAME.findall(line):
+            if name not in seen and re.search(rf"^\s*[\w:]+ {name};", source, re.M):
+                seen.add(name)
+                findings.append(Finding("atomics_on_locals", n, f"atomic add into local variable {name}: "
+                                        "the update never reaches memory"))
+    return findings
+
+
 def check(source: str, contiguous: dict[str, int] | None = None) -> list[Finding]:
-    return unwaited_async_loads(source) + vectorized_atomics(source, contiguous or {})
+    return unwaited_async_loads(source) + vectorized_atomics(source, contiguous or {}) + atomics_on_locals(source)

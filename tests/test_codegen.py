@@ -77,3 +77,19 @@ def test_vectorized_atomic_into_shared_memory_is_flagged():
     src = ATOMICS + "  AtomicAddx4((&(((float*)ds_s)[threadIdx.x * 4])), (&(acc[0])));\n"
     [f] = codegen.check(src)
     assert "shared-memory buffer ds_s" in f.message
+
+
+def test_atomic_into_a_local_copy_is_flagged():
+    # 0.1.6.post2's lowering of a bounds-checked tile-level T.atomic_add(dQ[...], dq_f).
+    src = """
+          float condval_4;
+          if (row < seq_q_acc) {
+            condval_4 = dQ[row * 64 + col];
+          } else {
+            condval_4 = 0x0p+0f;
+          }
+          AtomicAdd(condval_4, dq_f[i_8], 0);
+        AtomicAdd(dK[row * 64 + col], dk_f[i_9], 0);
+    """
+    [f] = codegen.check(src)
+    assert f.check == "atomics_on_locals" and "condval_4" in f.message

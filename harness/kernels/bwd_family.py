@@ -135,20 +135,21 @@ def reference(case, inputs, dtype) -> dict:
 def sink_grad(case, inputs, dtype):
     """dSinks[h] = -sum over batch and rows of exp(sink[h] - LSE) * Delta, Delta = rowsum(O * dO).
 
-    A backward gets O as the forward stored it, in the input dtype, and computes Delta from that
-    (FlashAttention's data flow, and ours): so in low precision O is rounded to `dtype` here and the
-    rest is float32. That rounding is the dominant error of dSinks when Delta is small against
-    |O| |dO|; autograd in `dtype` goes through P instead and never sees it. In float64 this is
+    A backward gets O as the forward stored it, in the input dtype, and computes Delta from it
+    in float32 (FlashAttention's data flow, and ours), with LSE kept in float32. So O here is the
+    forward computed in `dtype` (P and O rounded as a same-precision forward rounds them) and the
+    rest is float32: that rounding dominates dSinks' error when Delta is small against |O| |dO|,
+    and autograd in `dtype`, going through P instead, never sees it. In float64 this is
     autograd's value exactly (tests/test_bwd_reference.py).
     """
     from harness import reference as ref
 
     acc = torch.promote_types(dtype, torch.float32)
-    fwd = ref.forward(case, inputs, acc)
-    o = fwd["O"].to(dtype).to(acc)
+    o = ref.forward(case, inputs, dtype)["O"].to(acc)
+    lse = ref.forward(case, inputs, acc)["LSE"]
     do = ref.to_canonical(inputs["do"], case.layout).to(acc)
     sinks = inputs["sinks"].to(acc)
-    return -(torch.exp(sinks[None, :, None] - fwd["LSE"]) * (o * do).sum(-1)).sum(dim=(0, 2))
+    return -(torch.exp(sinks[None, :, None] - lse) * (o * do).sum(-1)).sum(dim=(0, 2))
 
 
 def canonical(case, outputs) -> dict:
