@@ -102,7 +102,9 @@ def judge(case, fam, inputs, outputs) -> list:
     left, right = case.bounds
     seen = reference.visible(case.seqlen_q, case.seqlen_k, left, right, device=inputs["q"].device)
     locate = oracle.region_locator(case, seen.any(dim=1), seen.any(dim=0))
-    return [oracle.check(name, got[name], ref[name], base[name], dtype, k, locate) for name, k in fam.tensors(case)]
+    floors = fam.floors(case, inputs)
+    return [oracle.check(name, got[name], ref[name], base[name], dtype, k, locate, floors.get(name, 0.0))
+            for name, k in fam.tensors(case)]
 
 
 def _is_cuda_fault(e) -> bool:

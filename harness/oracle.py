@@ -4,7 +4,9 @@ Rule (FlashAttention's tests): for each output t with upcast reference `ref` and
 same-precision baseline `base`,
     PASS  iff  max|t - ref| <= k * max|base - ref| + atol
 with k = 2 for forward outputs, 3 for gradients, and atol = 2 * max|r + 0.3 - 0.3 - r|,
-r = ref rounded to the input dtype, and at least one ulp of the dtype at max|ref|.
+r = ref rounded to the input dtype, and at least one ulp of the dtype at max|ref|. A family
+may raise atol for a tensor with few values, where one baseline run samples its rounding too
+thinly to bound another run's (the backward's per-head dSinks: bwd_family.floors).
 Where the reference is -inf (LSE of a row that sees no key) the output must be -inf too.
 """
 from __future__ import annotations
@@ -49,12 +51,12 @@ def atol_floor(ref: torch.Tensor, dtype: torch.dtype) -> float:
     return max(fa, ulp)
 
 
-def check(name, out, ref, base, dtype, k, locate) -> Check:
+def check(name, out, ref, base, dtype, k, locate, floor=0.0) -> Check:
     """Judge one tensor. All three are canonical; `locate(index) -> region` names a place."""
     out, ref, base = out.double(), ref.double(), base.double()
     finite = torch.isfinite(ref)
     base_err = (base - ref)[finite].abs().max().item() if finite.any() else 0.0
-    atol = atol_floor(ref[finite], dtype)
+    atol = max(atol_floor(ref[finite], dtype), floor)
     tol = k * base_err + atol
     diff = (out - ref).abs()
     # Non-finite reference entries (-inf LSE of empty rows) must be matched exactly.

@@ -185,3 +185,38 @@ def test_offer_is_consistent():
     assert "warpgroup" in bwd_family.fits(64, 64, 1, 256, 64, 64)
     assert bwd_family.tensors(case) == bwd_family.TENSORS[:3]
     assert bwd_family.tensors(case.replace(sinks=True)) == bwd_family.TENSORS
+
+
+def _fa2_dsinks(case, inputs):
+    """dSinks as a FlashAttention-2 kernel computes it in fp16: unnormalized P rounded for the
+    PV product, O normalized at the end and stored in fp16, Delta and LSE in fp32."""
+    q, k, v = (reference.to_canonical(inputs[n], case.layout).float() for n in ("q", "k", "v"))
+    do = reference.to_canonical(inputs["do"], case.layout).float()
+    sink = inputs["sinks"].float()[None, :, None, None]
+    s = (q @ k.transpose(-1, -2)) * case.head_dim ** -0.5
+    s = s.masked_fill(~reference.visible(case.seqlen_q, case.seqlen_k, *case.bounds), float("-inf"))
+    m = torch.maximum(s.amax(-1, keepdim=True), sink)
+    p = torch.exp(s - m)
+    denom = p.sum(-1, keepdim=True) + torch.exp(sink - m)
+    o = ((p.half().float() @ v) / denom).half().float()
+    terms = torch.exp(sink - m - torch.log(denom)).squeeze(-1) * (o * do).sum(-1)
+    return -terms.sum(dim=(0, 2)).double(), terms
+
+
+def test_dsinks_floor_covers_a_correct_kernel_on_few_rows_but_not_a_lost_row():
+    # Found on the GPU (tilelang 0.1.15): dSinks error 0.001395, baseline error 0.000169.
+    case = Case(family="bwd", variant="atomic_tile", batch=3, heads=1, kv_heads=1, seqlen_q=1, seqlen_k=1,
+                head_dim=64, head_dim_v=128, window=(3, 3), sinks=True, layout="bshd", seed=285)
+    inputs = bwd_family.make_inputs(case, "cpu")
+    exact = bwd_family.reference(case, inputs, F64)["dSinks"]
+    base = bwd_family.reference(case, inputs, torch.float16)["dSinks"]
+    floor = bwd_family.floors(case, inputs)["dSinks"]
+    fa2, terms = _fa2_dsinks(case, inputs)
+
+    def judge(out, floor):
+        return oracle.check("dSinks", out, exact, base, torch.float16, oracle.K_GRADIENT, lambda n, i: "", floor)
+
+    assert (fa2 - exact).abs().item() > 3 * (base.double() - exact).abs().item()  # the baseline alone: too thin
+    assert judge(fa2, floor).ok
+    smallest = terms.abs().min()
+    assert not judge(fa2 + smallest.double(), floor).ok  # one row's term lost: still caught

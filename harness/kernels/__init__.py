@@ -6,6 +6,8 @@ Every family exposes the same interface through `family(name)`:
   static_key(case)   what the compiled kernel depends on; lengths and batch are symbolic
   build(case, target) -> compiled kernel        (imports TileLang lazily)
   run(kernel, case, inputs) -> {tensor name: output}
+  tensors(case), reference(case, inputs, dtype), canonical(case, outputs): what the oracle judges
+  floors(case, inputs) -> {tensor name: absolute error floor beyond the oracle's own}
 """
 from __future__ import annotations
 

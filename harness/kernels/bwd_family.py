@@ -109,6 +109,36 @@ def tensors(case) -> tuple:
     return TENSORS if case.sinks else TENSORS[:3]
 
 
+def floors(case, inputs) -> dict:
+    """dSinks is a few numbers (one per head), each a sum over rows of p_sink * Delta, and one
+    baseline run samples its rounding too thinly when a head has few rows: a correct kernel's
+    dSinks over 3 rows erred by 0.00139 where the baseline erred by 0.00017
+    (tests/test_bwd_reference.py). A kernel rounds P (for the PV product) and O to the input
+    dtype; were each rounding an independent error of u (unit roundoff) relative, Delta_i =
+    sum_j P_ij (V_j . dO_i) would scatter by
+        s_i = u * sqrt(sum_j (P_ij V_j . dO_i)^2 + sum_d (O_id dO_id)^2)
+    and dSinks by sigma = sqrt(sum_i (p_sink_i s_i)^2). The floor is k * sigma, k as for gradients.
+    """
+    if not case.sinks:
+        return {}
+    from harness import reference as ref
+
+    f64 = torch.float64
+    q, k, v = (ref.to_canonical(inputs[n], case.layout).to(f64) for n in ("q", "k", "v"))
+    do = ref.to_canonical(inputs["do"], case.layout).to(f64)
+    sinks = inputs["sinks"].to(f64)
+    seen = ref.visible(case.seqlen_q, case.seqlen_k, *case.bounds, device=q.device)
+    scale = case.head_dim ** -0.5
+    o, lse = ref.attention(q, k, v, sinks, seen, scale)
+    group = case.heads // case.kv_heads
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    p = torch.exp((q @ k.transpose(-1, -2) * scale).masked_fill(~seen, float("-inf")) - lse[..., None])
+    spread = ((p * (do @ v.transpose(-1, -2))).pow(2).sum(-1) + (o * do).pow(2).sum(-1)).sqrt()
+    u = torch.finfo(ref.DTYPES[case.dtype]).eps / 2
+    sigma = (torch.exp(sinks[None, :, None] - lse) * spread * u).pow(2).sum(dim=(0, 2)).sqrt()
+    return {"dSinks": oracle.K_GRADIENT * sigma.max().item()}
+
+
 def reference(case, inputs, dtype) -> dict:
     """Canonical gradients of sum(O * dO), in `dtype`: dQ/dK/dV by autograd, dSinks in closed form.
 

@@ -57,6 +57,10 @@ def tensors(case) -> tuple:
     return TENSORS
 
 
+def floors(case, inputs) -> dict:
+    return {}
+
+
 def contiguous(case) -> dict:
     """Global buffers with a non-row-major layout -> consecutive elements it keeps adjacent."""
     return {}
