@@ -62,7 +62,7 @@ def floors(case, inputs) -> dict:
 
 
 def contiguous(case) -> dict:
-    """Global buffers with a non-row-major layout -> consecutive elements it keeps adjacent."""
+    """Atomic destinations whose consecutive loop elements are not consecutive addresses: none."""
     return {}
 
 
