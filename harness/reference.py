@@ -30,10 +30,19 @@ def attention(q, k, v, sinks, seen, scale):
     A row that sees no key gives O = 0 and LSE = -inf (or the sink logit when there are sinks).
     Written without NaN anywhere, so autograd through it is clean on empty rows too.
     """
-    group = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(group, dim=1)
-    v = v.repeat_interleave(group, dim=1)
-    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    p, lse = softmax(q, k, sinks, seen, scale)
+    o = torch.matmul(p.to(v.dtype), repeat_kv(v, q.shape[1]))
+    return o, lse
+
+
+def repeat_kv(x, heads):
+    """[b, hk, s, d] -> [b, heads, s, d]: each KV head serves heads // hk query heads (GQA)."""
+    return x.repeat_interleave(heads // x.shape[1], dim=1)
+
+
+def softmax(q, k, sinks, seen, scale):
+    """P [b,h,sq,sk] (the sink's share left out) and LSE [b,h,sq] of attention's softmax."""
+    s = torch.matmul(q, repeat_kv(k, q.shape[1]).transpose(-1, -2)) * scale
     s = s.masked_fill(~seen, float("-inf"))
     m = s.amax(dim=-1, keepdim=True)
     if sinks is not None:
@@ -44,9 +53,7 @@ def attention(q, k, v, sinks, seen, scale):
     if sinks is not None:
         denom = denom + torch.exp(sinks.to(s.dtype)[None, :, None, None] - m)
     p = e / torch.where(denom == 0, torch.ones_like(denom), denom)
-    o = torch.matmul(p.to(v.dtype), v)
-    lse = (torch.log(denom) + m).squeeze(-1)
-    return o, lse
+    return p, (torch.log(denom) + m).squeeze(-1)
 
 
 def to_canonical(x, layout):

@@ -128,11 +128,9 @@ def floors(case, inputs) -> dict:
     do = ref.to_canonical(inputs["do"], case.layout).to(f64)
     sinks = inputs["sinks"].to(f64)
     seen = ref.visible(case.seqlen_q, case.seqlen_k, *case.bounds, device=q.device)
-    scale = case.head_dim ** -0.5
-    o, lse = ref.attention(q, k, v, sinks, seen, scale)
-    group = case.heads // case.kv_heads
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    p = torch.exp((q @ k.transpose(-1, -2) * scale).masked_fill(~seen, float("-inf")) - lse[..., None])
+    p, lse = ref.softmax(q, k, sinks, seen, case.head_dim ** -0.5)
+    v = ref.repeat_kv(v, case.heads)
+    o = p @ v
     spread = ((p * (do @ v.transpose(-1, -2))).pow(2).sum(-1) + (o * do).pow(2).sum(-1)).sqrt()
     u = torch.finfo(ref.DTYPES[case.dtype]).eps / 2
     sigma = (torch.exp(sinks[None, :, None] - lse) * spread * u).pow(2).sum(dim=(0, 2)).sqrt()
