@@ -14,8 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import cli, kernels, strategies  # noqa: E402
-from harness.execute import Pool  # noqa: E402
+from harness import case as case_mod  # noqa: E402
+from harness import strategies  # noqa: E402
+from harness.environment import gpu_count  # noqa: E402
+from harness.pool import Pool  # noqa: E402
 
 
 def campaign(cases, workers, target, gpus, cache_dir, log_dir):
@@ -40,10 +42,10 @@ def main():
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     p.add_argument("--seed", type=int, default=12345)
     a = p.parse_args()
-    gpus = cli.gpu_count()
+    gpus = gpu_count()
     target = "auto" if gpus else "sm_90a"
     cases = strategies.draw(a.family, a.cases, a.seed, a.per_kernel)
-    kernels_n = len({kernels.family(c.family).static_key(c) for c in cases})
+    kernels_n = len({case_mod.static_key(c) for c in cases})
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cold = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache", tmp / "logs1")

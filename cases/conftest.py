@@ -2,8 +2,9 @@
 
 A failure whose signature matches a reproducer in reproducers/ is a known bug: the example
 counts as seen (listed in the terminal summary), and the search goes on for new bugs. Any other
-failure fails the test; the result Hypothesis replays last (its minimal example) is written to
---record-dir as a reproducer, deduplicated by signature.
+failure fails the test; when it is the compiler's (not a HARNESS_ERROR), the result Hypothesis
+replays last (its minimal example) is written to --record-dir as a reproducer, deduplicated by
+signature.
 """
 from collections import Counter
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import oracle, record
-from harness.execute import Pool, Timeouts
+from harness.pool import Pool, Timeouts
 from harness.report import explain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +63,7 @@ def pytest_runtest_makereport(item, call):
     if report.when == "call":  # user_properties reach the xdist controller and JUnit XML
         report.user_properties += [("known_bug", f"{rid} x{n}") for rid, n in getattr(item, "known_hits", {}).items()]
     result = getattr(item, "harness_failure", None)
-    if report.when == "call" and report.failed and result is not None:
+    if report.when == "call" and report.failed and result is not None and result["verdict"] in oracle.FAILURES:
         from harness.environment import environment
         path = record.write(result, environment(), item.config.getoption("--record-dir"))
         report.sections.append(("reproducer", f"recorded {path}"))

@@ -1,19 +1,30 @@
 """The Case: one attention test, the unit that is generated, run, recorded and replayed.
 
-A Case is a frozen dataclass; JSON is its only serialized form. `validate()` names the
-first reason a case is impossible; `from_json` rejects unknown keys and wrong types.
+A Case is a frozen dataclass; JSON is its only serialized form. Each field declares whether it is
+static (a compiled kernel depends on it) or dynamic (one compiled kernel serves every value:
+batch, lengths, seed), and, for a feature that can be switched off, its "off" value. The kernel
+cache key, the minimizer's features and a reproducer's default title all derive from that
+declaration. `validate()` names the first reason a case is impossible; `from_json` rejects
+missing and unknown keys and wrong types. Family names are checked by `harness.kernels`.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
-
-from harness import kernels
+from dataclasses import dataclass, field
 
 DTYPES = ("float16", "bfloat16")
 LAYOUTS = ("bhsd", "bshd")
+_NO_OFF = object()
+
+
+def _static(default, off=_NO_OFF):
+    return field(default=default, metadata={"static": True, "off": off})
+
+
+def _dynamic(default, off=_NO_OFF):
+    return field(default=default, metadata={"static": False, "off": off})
 
 
 class CaseError(ValueError):
@@ -22,25 +33,25 @@ class CaseError(ValueError):
 
 @dataclass(frozen=True)
 class Case:
-    family: str = "fwd"
-    variant: str = "default"
-    batch: int = 1
-    heads: int = 1
-    kv_heads: int = 1
-    seqlen_q: int = 1
-    seqlen_k: int = 1
-    head_dim: int = 64
-    head_dim_v: int = 64
-    dtype: str = "float16"
-    causal: bool = False
-    window: tuple = (-1, -1)
-    sinks: bool = False
-    layout: str = "bhsd"
-    block_m: int = 64
-    block_n: int = 64
-    num_stages: int = 1
-    threads: int = 128
-    seed: int = 0
+    family: str = _static("fwd")
+    variant: str = _static("default")
+    batch: int = _dynamic(1)
+    heads: int = _static(1)
+    kv_heads: int = _static(1)
+    seqlen_q: int = _dynamic(1)
+    seqlen_k: int = _dynamic(1)
+    head_dim: int = _static(64)
+    head_dim_v: int = _static(64)
+    dtype: str = _static("float16", off="float16")
+    causal: bool = _static(False, off=False)
+    window: tuple = _static((-1, -1), off=(-1, -1))
+    sinks: bool = _static(False, off=False)
+    layout: str = _static("bhsd", off="bhsd")
+    block_m: int = _static(64)
+    block_n: int = _static(64)
+    num_stages: int = _static(1)
+    threads: int = _static(128)
+    seed: int = _dynamic(0, off=0)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -51,34 +62,60 @@ class Case:
         return left, right
 
     @property
+    def tile(self) -> tuple[int, int, int, int]:
+        return self.block_m, self.block_n, self.num_stages, self.threads
+
+    @property
     def id(self) -> str:
         return hashlib.sha1(to_json(self).encode()).hexdigest()[:12]
 
-    def replace(self, **changes) -> "Case":
+    def replace(self, **changes) -> Case:
         return dataclasses.replace(self, **changes)
 
-    def validate(self) -> "Case":
+    def validate(self) -> Case:
         """Return self, or raise CaseError with a one-line reason."""
-        for name in ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
-                     "head_dim_v", "block_m", "block_n", "threads"):
-            if getattr(self, name) < 1:
-                raise CaseError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.family not in kernels.names():
-            raise CaseError(f"family must be one of {kernels.names()}, got {self.family!r}")
+        for name, (low, high) in LIMITS.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise CaseError(f"{name} must be in [{low}, {high}], got {value}")
         if self.dtype not in DTYPES:
             raise CaseError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.layout not in LAYOUTS:
             raise CaseError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.heads % self.kv_heads:
             raise CaseError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
-        if len(self.window) != 2 or any(w < -1 for w in self.window):
-            raise CaseError(f"window must be (left, right) with each >= -1, got {self.window}")
-        if self.num_stages < 0:
-            raise CaseError(f"num_stages must be >= 0, got {self.num_stages}")
+        if len(self.window) != 2 or any(not -1 <= w <= MAX_LENGTH for w in self.window):
+            raise CaseError(f"window must be (left, right) with each in [-1, {MAX_LENGTH}], got {self.window}")
+        elements = self.batch * self.heads * max(self.seqlen_q, self.seqlen_k) * max(self.head_dim, self.head_dim_v)
+        if elements > MAX_ELEMENTS:
+            raise CaseError(f"a tensor of batch x heads x length x head_dim = {elements} elements "
+                            f"exceeds {MAX_ELEMENTS}")
         return self
 
 
+# Bounds far beyond any kernel's, so that a case is rejected before it allocates absurd memory.
+MAX_LENGTH = 1 << 20
+MAX_ELEMENTS = 1 << 31
+LIMITS = {"batch": (1, 4096), "heads": (1, 1024), "kv_heads": (1, 1024), "seqlen_q": (1, MAX_LENGTH),
+          "seqlen_k": (1, MAX_LENGTH), "head_dim": (1, 1024), "head_dim_v": (1, 1024), "block_m": (1, 1024),
+          "block_n": (1, 1024), "num_stages": (0, 16), "threads": (1, 1024), "seed": (0, 2**63 - 1)}
+
 _FIELDS = {f.name: f for f in dataclasses.fields(Case)}
+STATIC = tuple(name for name, f in _FIELDS.items() if f.metadata["static"])
+DYNAMIC = tuple(name for name, f in _FIELDS.items() if not f.metadata["static"])
+# name -> the value that switches the feature off (minimizing turns features off one by one).
+FEATURES = {name: f.metadata["off"] for name, f in _FIELDS.items() if f.metadata["off"] is not _NO_OFF}
+
+
+def static_key(case: Case) -> tuple:
+    """What a compiled kernel depends on: the static fields, in declaration order."""
+    return tuple(getattr(case, name) for name in STATIC)
+
+
+def features_on(case: Case, static_only=False) -> dict:
+    """{name: value} of the features that are not off."""
+    return {name: getattr(case, name) for name, off in FEATURES.items()
+            if getattr(case, name) != off and (not static_only or name in STATIC)}
 
 
 def to_dict(case: Case) -> dict:
@@ -109,6 +146,9 @@ def from_dict(d: dict) -> Case:
     unknown = sorted(set(d) - set(_FIELDS))
     if unknown:
         raise CaseError(f"unknown case field(s): {', '.join(unknown)}")
+    missing = [name for name in _FIELDS if name not in d]
+    if missing:
+        raise CaseError(f"missing case field(s): {', '.join(missing)}")
     return Case(**{k: _check_type(k, v) for k, v in d.items()}).validate()
 
 

@@ -78,3 +78,11 @@ def environment() -> dict:
     nvcc = shutil.which("nvcc")
     env["nvcc"] = (_run([nvcc, "--version"]).splitlines() or ["unknown"])[-1] if nvcc else "not found"
     return env
+
+
+def gpu_count() -> int:
+    try:
+        import torch
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0

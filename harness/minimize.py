@@ -1,7 +1,7 @@
 """Shrink a failing Case while its failure signature stays the same; triage flakiness.
 
-`evaluate(case) -> result dict` is injected (a worker pool in production, a pure function
-in tests), so nothing here knows about GPUs. The search is greedy, one dimension at a time:
+`evaluate(case) -> result dict` is injected (an `Evaluator` over a worker pool in production, a
+pure function in tests), so nothing here knows about GPUs. The search is greedy, one dimension at a time:
 each dimension is shrunk as far as the signature allows (largest step first), and passes
 over all dimensions repeat until none changes or the time budget is spent.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from harness import kernels, oracle
-from harness.case import CaseError
+from harness.case import FEATURES, CaseError
 
 
 def _toward(value: int, target: int) -> list[int]:
@@ -43,11 +43,16 @@ def _seqlens(c):
 
 
 def _features(c):
-    defaults = {"sinks": False, "causal": False, "window": (-1, -1), "layout": "bhsd", "dtype": "float16", "seed": 0}
-    out = [(f"{name} {getattr(c, name)!r} -> {v!r}", c.replace(**{name: v}))
-           for name, v in defaults.items() if getattr(c, name) != v]
-    left, right = c.window
-    out += [(f"window {c.window} -> {w}", c.replace(window=w)) for w in ((-1, right), (left, -1)) if w != c.window]
+    """Each feature switched off (harness.case.FEATURES); a pair also one half at a time."""
+    out = []
+    for name, off in FEATURES.items():
+        now = getattr(c, name)
+        if now == off:
+            continue
+        out.append((f"{name} {now!r} -> {off!r}", c.replace(**{name: off})))
+        if isinstance(off, tuple):
+            halves = [now[:i] + off[i:i + 1] + now[i + 1:] for i in range(len(off))]
+            out += [(f"{name} {now} -> {h}", c.replace(**{name: h})) for h in halves if h not in (now, off)]
     return out
 
 
@@ -62,8 +67,8 @@ def _head_dims(c):
 
 def _tiles(c):
     keys = ("block_m", "block_n", "num_stages", "threads")
-    tiles = list(getattr(kernels.family(c.family), "TILES", ()))  # the first is the family's default
-    now = tuple(getattr(c, k) for k in keys)
+    tiles = list(kernels.family(c.family).tiles)  # the first is the family's default
+    now = c.tile
     earlier = tiles[:tiles.index(now)] if now in tiles else tiles
     return [(f"tile {now} -> {t}", c.replace(**dict(zip(keys, t)))) for t in earlier]
 
@@ -113,3 +118,37 @@ def triage(case, evaluate, runs: int = 3, signature=None) -> dict:
     seen = [oracle.signature(evaluate(case)) for _ in range(runs)]
     hit = (lambda s: s == tuple(signature)) if signature else (lambda s: s[2] in oracle.FAILURES)
     return {"runs": runs, "reproduced": sum(map(hit, seen)), "deterministic": len(set(seen)) <= 1}
+
+
+class Evaluator:
+    """evaluate(case) -> result through a pool, keeping every result (minimize, triage, replay).
+
+    With `confirm` > 1 and a `target` signature, a case showing the target is run again, up to
+    `confirm` times, and the first run that differs is returned: a minimizing step of a flaky
+    failure (a race) is accepted only when it reproduces every time.
+    """
+
+    def __init__(self, pool, confirm=1, target=None):
+        self.pool, self.results, self.confirm, self.target = pool, [], confirm, target
+
+    def __call__(self, case) -> dict:
+        for _ in range(self.confirm):
+            self.results.append(self.pool.run_one(case))
+            if self.target is None or oracle.signature(self.results[-1]) != self.target:
+                break
+        return self.results[-1]
+
+    def last(self, case, signature) -> dict:
+        """The latest result of `case` that showed `signature`."""
+        return next(r for r in reversed(self.results) if r["case_id"] == case.id and oracle.signature(r) == signature)
+
+
+def shrink(result, evaluate, budget, runs, log=lambda line: None):
+    """Minimize a failing result's case, then triage it: (case, its result, flaky or None)."""
+    from harness import case as case_mod
+
+    case, sig = case_mod.from_dict(result["case"]), oracle.signature(result)
+    small, steps = minimize(case, sig, evaluate, budget, log=lambda s: log(f"  {s}"))
+    flaky = triage(small, evaluate, runs, sig) if runs else None
+    log(f"  {len(steps)} steps" + (f"; flaky {flaky}" if flaky else ""))
+    return small, (evaluate.last(small, sig) if steps else result), flaky

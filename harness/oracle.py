@@ -5,22 +5,35 @@ same-precision baseline `base`,
     PASS  iff  max|t - ref| <= k * max|base - ref| + atol
 with k = 2 for forward outputs, 3 for gradients, and atol = 2 * max|r + 0.3 - 0.3 - r|,
 r = ref rounded to the input dtype, and at least one ulp of the dtype at max|ref|. A family
-may raise atol for a tensor with few values, where one baseline run samples its rounding too
-thinly to bound another run's (the backward's per-head dSinks: bwd_family.floors).
-Where the reference is -inf (LSE of a row that sees no key) the output must be -inf too.
+may raise atol to k times a rounding spread for a tensor with few values, where one baseline run
+samples its rounding too thinly to bound another run's (the backward's per-head dSinks:
+bwd_family.floors). Where the reference is -inf (LSE of a row that sees no key) the output must
+be -inf too.
+
+Who is to blame for an exception is decided in one place, `classify`: COMPILE_ERROR only when
+TileLang, TVM or nvcc rejected the program, CRASH only for a device fault (a dead worker is the
+pool's CRASH), anything else HARNESS_ERROR: our own bug, reported but never recorded as a
+compiler bug.
 """
 from __future__ import annotations
 
 import re
+import sys
+import traceback
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
+from harness import case as case_mod
+from harness import reference
+
 VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "COMPILE_ERROR", "UNSUPPORTED",
             "CRASH", "HANG", "HARNESS_ERROR")
-FAILURES = ("MISMATCH", "NONFINITE", "COMPILE_ERROR", "CRASH", "HANG")
+FAILURES = ("MISMATCH", "NONFINITE", "COMPILE_ERROR", "CRASH", "HANG")  # the compiler's, recordable
 K_FORWARD = 2
 K_GRADIENT = 3
+K = {"forward": K_FORWARD, "gradient": K_GRADIENT}
 # Which sequence axis (dim 2 of the canonical [b, h, s, ...] tensor) a tensor's rows follow.
 ROW_AXIS = {"O": "q", "LSE": "q", "dQ": "q", "dK": "k", "dV": "k"}
 
@@ -116,10 +129,128 @@ def normalize(message: str) -> str:
 
 
 def signature(result: dict) -> tuple:
-    """(family, variant, verdict, stage, tensor, region, normalized message)."""
+    """(family, variant, verdict, stage, tensor, region, normalized message). A failure pinned on
+    a kernel that every variant shares names that kernel instead of the variant: one bug."""
     case = result["case"]
-    return (case["family"], case["variant"], result["verdict"], result.get("stage", ""),
+    scope = f"kernel:{result['kernel']}" if result.get("kernel") else case["variant"]
+    return (case["family"], scope, result["verdict"], result.get("stage", ""),
             result.get("tensor", ""), result.get("region", ""), normalize(result.get("message", "")))
+
+
+# ----------------------------------------------------------------------------- results
+def result(case, verdict, stage, message="", **extra) -> dict:
+    """One case's outcome, as the results file and reproducers store it."""
+    r = {"case_id": case.id, "case": case_mod.to_dict(case), "verdict": verdict, "stage": stage,
+         "message": message, "tensor": "", "region": ""}
+    r.update(extra)
+    return r
+
+
+def judge(case, fam, inputs, outputs, seconds=None) -> dict:
+    """Every tensor the family produces, against the float64 reference and the same-dtype
+    baseline; the result names the first failing tensor and where it fails."""
+    dtype = reference.DTYPES[case.dtype]
+    ref = fam.reference(case, inputs, torch.float64)
+    base = fam.reference(case, inputs, dtype)
+    got = fam.canonical(case, outputs)
+    left, right = case.bounds
+    seen = reference.visible(case.seqlen_q, case.seqlen_k, left, right, device=inputs["q"].device)
+    locate = region_locator(case, seen.any(dim=1), seen.any(dim=0))
+    spreads = fam.floors(case, inputs)
+    checks = [check(name, got[name], ref[name], base[name], dtype, K[kind], locate, K[kind] * spreads.get(name, 0.0))
+              for name, kind in fam.tensors(case)]
+    extra = {"seconds": seconds or {}, "checks": [as_dict(c) for c in checks]}
+    bad = first_failure(checks)
+    if bad is None:
+        return result(case, "PASS", "judge", **extra)
+    msg = f"{bad.tensor}: max error {bad.error:.4g} > tolerance {bad.tolerance:.4g} at {bad.where['index']}"
+    kernel = fam.shared(fam.producers.get(bad.tensor))
+    return result(case, bad.verdict, "judge", msg, tensor=bad.tensor, region=bad.region,
+                  **({"kernel": kernel} if kernel else {}), **extra)
+
+
+# ----------------------------------------------------------------------------- exceptions
+# A device fault as torch, TileLang's runtime or the CUDA driver words it (first line of a message).
+_DEVICE_FAULT = re.compile(r"CUDA error|CUDA_ERROR_\w+|cudaError\w+|CUDA driver error|device-side assert")
+_COMPILER_PACKAGES = ("tilelang", "tvm", "tvm_ffi")
+
+
+def _chain(e):
+    while e is not None:
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def is_device_fault(e: BaseException) -> bool:
+    for x in _chain(e):
+        if type(x).__name__ == "AcceleratorError":  # torch >= 2.8
+            return True
+        lines = [line for line in str(x).splitlines() if line.strip()]
+        if lines and _DEVICE_FAULT.search(lines[0]):
+            return True
+    return False
+
+
+def _compiler_roots() -> list[str]:
+    roots = []
+    for name in _COMPILER_PACKAGES:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            roots.append(str(Path(module.__file__).resolve().parent))
+    return roots
+
+
+def from_compiler(e: BaseException) -> bool:
+    """Raised by TileLang, TVM or the nvcc driver they run: the exception's type comes from
+    their packages, or the innermost frame of its traceback lies in their code (or in native
+    code they call, which Python shows as '<unknown>'). An error in our program builders comes
+    from our own frames, even when TileLang's tracer called them."""
+    if type(e).__module__.split(".")[0] in _COMPILER_PACKAGES:
+        return True
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return False
+    innermost = frames[-1].filename
+    if innermost.startswith("<") and innermost != "<string>":
+        return True
+    path = str(Path(innermost).resolve())
+    return any(path.startswith(root + "/") for root in _compiler_roots())
+
+
+def classify(e: BaseException, stage: str) -> tuple[str, str]:
+    """(verdict, one-line message) for an exception raised at `stage` of running a case."""
+    if is_device_fault(e):
+        return "CRASH", _first_line(e)  # a CUDA error's cause comes first; torch appends advice
+    if stage == "compile" and from_compiler(e):
+        return "COMPILE_ERROR", _last_line(e)
+    return "HARNESS_ERROR", _last_line(e)
+
+
+def failed(case, stage, e, fam=None, **extra) -> dict:
+    """The result of a case whose `stage` raised `e`. A device fault poisons the CUDA context
+    (`fatal`: the worker must not run another case)."""
+    verdict, message = classify(e, stage)
+    kernel = next((x.kernel for x in _chain(e) if hasattr(x, "kernel")), None)
+    kernel = fam.shared(kernel) if fam is not None else None
+    if verdict == "CRASH":
+        extra["fatal"] = True
+    if kernel and verdict in FAILURES:
+        extra["kernel"] = kernel
+    return result(case, verdict, stage, message, traceback=_tb(e), **extra)
+
+
+def _first_line(e) -> str:
+    lines = [l for l in str(e).strip().splitlines() if l.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:500]
+
+
+def _last_line(e) -> str:
+    lines = [l for l in str(e).strip().splitlines() if l.strip()]
+    return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
+
+
+def _tb(e) -> str:
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
 
 
 def as_dict(c: Check) -> dict:

@@ -59,11 +59,16 @@ def expected_text(case) -> str:
             f"{oracle.K_GRADIENT} gradients)")
 
 
+def _feature(name, value) -> str:
+    if isinstance(value, bool):
+        return name
+    return value if isinstance(value, str) else f"{name}={list(value) if isinstance(value, tuple) else value}"
+
+
 def default_title(result: dict) -> str:
     c = case_mod.from_dict(result["case"])
     what = " ".join(x for x in (result["verdict"], result.get("tensor", ""), result.get("region", "")) if x)
-    feats = [f for f, on in (("causal", c.causal), (f"window={list(c.window)}", c.window != (-1, -1)),
-                             ("sinks", c.sinks), (c.layout, c.layout != "bhsd"), (c.dtype, c.dtype != "float16")) if on]
+    feats = [_feature(name, value) for name, value in case_mod.features_on(c, static_only=True).items()]
     shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "
              f"d={c.head_dim}/{c.head_dim_v} tile={c.block_m}x{c.block_n}/{c.num_stages}/{c.threads}")
     return f"{c.family}/{c.variant}: {what} at stage {result['stage']} ({', '.join(feats + [shape])})"
@@ -72,11 +77,13 @@ def default_title(result: dict) -> str:
 def observed(result: dict, flaky: dict | None = None) -> dict:
     return {"verdict": result["verdict"], "stage": result.get("stage", ""), "tensor": result.get("tensor", ""),
             "region": result.get("region", ""), "message": result.get("message", ""),
-            "traceback": result.get("traceback", ""), "signature": list(oracle.signature(result)),
-            "checks": result.get("checks", []), "flaky": flaky}
+            "kernel": result.get("kernel"), "traceback": result.get("traceback", ""),
+            "signature": list(oracle.signature(result)), "checks": result.get("checks", []), "flaky": flaky}
 
 
 def build(result: dict, env: dict, title=None, flaky=None, minimized_from=None, id=None) -> Reproducer:
+    if result["verdict"] not in oracle.FAILURES:  # a HARNESS_ERROR is ours, never the compiler's
+        raise ValueError(f"only compiler failures {oracle.FAILURES} are recorded, not {result['verdict']}")
     case = case_mod.from_dict(result["case"])
     return Reproducer(id or signature_id(oracle.signature(result)), title or default_title(result), case,
                       expected_text(case), observed(result, flaky), dict(env), [], minimized_from)
@@ -130,8 +137,8 @@ def find(id_or_path, directory="reproducers") -> Path:
 _NUMBER = (int, float)
 _TOP = {"schema": int, "id": str, "title": str, "case": dict, "expected": str, "observed": dict,
         "environment": dict, "links": list, "minimized_from": (dict, None)}
-_OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "traceback": str,
-             "signature": list, "checks": list, "flaky": (dict, None)}
+_OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "kernel": (str, None),
+             "traceback": str, "signature": list, "checks": list, "flaky": (dict, None)}
 _FLAKY = {"runs": int, "reproduced": int, "deterministic": bool}
 _CHECK = {"tensor": str, "ok": bool, "verdict": str, "error": _NUMBER, "tolerance": _NUMBER}  # extra keys allowed
 
@@ -166,7 +173,7 @@ def _fields(d: dict, spec: dict, where: str, strict=True) -> None:
 
 def _case(d, name) -> case_mod.Case:
     try:
-        return case_mod.from_dict(d)
+        return kernels.check(case_mod.from_dict(d))
     except (case_mod.CaseError, TypeError) as e:
         raise RecordError(f"field {name!r}: {e}") from None
 
@@ -183,8 +190,8 @@ def from_dict(d) -> Reproducer:
         raise RecordError(f"field 'id' must be letters, digits, '_' or '-', got {d['id']!r}")
     obs = d["observed"]
     _fields(obs, _OBSERVED, "observed.")
-    if obs["verdict"] not in oracle.VERDICTS:
-        raise RecordError(f"field 'observed.verdict' must be one of {oracle.VERDICTS}, got {obs['verdict']!r}")
+    if obs["verdict"] not in oracle.FAILURES:
+        raise RecordError(f"field 'observed.verdict' must be one of {oracle.FAILURES}, got {obs['verdict']!r}")
     if len(obs["signature"]) != 7 or not all(isinstance(s, str) for s in obs["signature"]):
         raise RecordError("field 'observed.signature' must be an array of 7 strings")
     for i, c in enumerate(obs["checks"]):
@@ -193,7 +200,7 @@ def from_dict(d) -> Reproducer:
         _fields(c, _CHECK, f"observed.checks[{i}].", strict=False)
     if obs.get("flaky") is not None:
         _fields(obs["flaky"], _FLAKY, "observed.flaky.")
-    obs = {**obs, "flaky": obs.get("flaky")}
+    obs = {**obs, "flaky": obs.get("flaky"), "kernel": obs.get("kernel")}
     for k, v in d["environment"].items():
         if not isinstance(v, str):
             raise RecordError(f"field 'environment.{k}' must be string, got {type(v).__name__}")
@@ -208,9 +215,11 @@ def from_dict(d) -> Reproducer:
 def load(path) -> Reproducer:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise RecordError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise RecordError(f"{path}: not UTF-8 text (byte {e.start}): not a reproducer file") from None
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
@@ -232,32 +241,12 @@ Generated by harness.record. Fails while the bug is present. Run it by path
 """
 from pathlib import Path
 
-from harness.record import replay_test
+from harness.replay import replay_test
 
 
 def test_repro_{name}(tmp_path):
     replay_test(Path(__file__).with_name({f"{rep.id}.json"!r}), tmp_path)
 '''
-
-
-def replay_test(json_path, tmp_path) -> None:
-    """The body of every generated test_repro_<id>.py: replay the case, expect correct behaviour.
-    Without a GPU a compile error still replays (compiled for sm_90a); anything else skips."""
-    import pytest
-    import torch
-
-    from harness.execute import Pool
-
-    rep = load(json_path)
-    gpu = torch.cuda.is_available()
-    if not gpu and rep.observed["verdict"] != "COMPILE_ERROR":
-        pytest.skip("needs a CUDA GPU")
-    target, good = ("auto", "PASS") if gpu else ("sm_90a", "COMPILED")
-    with Pool(1, target, tmp_path) as pool:  # a worker process contains crashes and hangs
-        result = pool.run_one(rep.case)
-    if result["verdict"] == "UNSUPPORTED":
-        pytest.skip(result["message"])
-    assert result["verdict"] == good, describe(result)
 
 
 def describe(result: dict) -> str:

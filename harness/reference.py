@@ -2,11 +2,13 @@
 
 `attention(...)` is the math, written once; the oracle calls it twice: upcast to float64
 (the reference) and in the input dtype (the baseline that measures what rounding alone costs).
-Tensors are canonical [batch, heads, seq, dim]; `to_canonical` undoes the kernel layout.
+Tensors are canonical [batch, heads, seq, dim]; harness.layout converts to and from the kernel's.
 """
 from __future__ import annotations
 
 import torch
+
+from harness.layout import from_canonical, to_canonical
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -56,19 +58,13 @@ def softmax(q, k, sinks, seen, scale):
     return p, (torch.log(denom) + m).squeeze(-1)
 
 
-def to_canonical(x, layout):
-    return x.transpose(1, 2) if layout == "bshd" else x
-
-
 def make_inputs(case, device) -> dict:
     """Random inputs in the kernel's layout, determined by case.seed."""
     g = torch.Generator(device="cpu").manual_seed(case.seed)
     dtype = DTYPES[case.dtype]
 
     def tensor(b, s, h, d):
-        x = torch.randn(b, h, s, d, generator=g)
-        x = x.transpose(1, 2) if case.layout == "bshd" else x
-        return x.contiguous().to(device=device, dtype=dtype)
+        return from_canonical(torch.randn(b, h, s, d, generator=g), case.layout).to(device=device, dtype=dtype)
 
     return {
         "q": tensor(case.batch, case.seqlen_q, case.heads, case.head_dim),

@@ -9,13 +9,6 @@ import pandas as pd
 from harness import oracle
 
 
-def load(path) -> list[dict]:
-    path = Path(path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def frame(results: list[dict]) -> pd.DataFrame:
     rows = [{"case_id": r["case_id"], "family": r["case"]["family"], "variant": r["case"]["variant"],
              "verdict": r["verdict"], "stage": r["stage"], "tensor": r.get("tensor", ""),

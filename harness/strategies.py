@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from harness.case import DTYPES, LAYOUTS, Case
 from harness import kernels
+from harness.case import DTYPES, LAYOUTS, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
@@ -52,12 +52,12 @@ def static_case(draw, family: str) -> Case:
     fam = kernels.family(family)
     kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4)))
     group = draw(st.sampled_from((1, 1, 2, 4, 5, 8)))
-    head_dim = draw(st.sampled_from(fam.HEAD_DIMS))
-    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fam.HEAD_DIMS)))
-    tiles = [t for t in fam.TILES if fam.fits(*t, head_dim, head_dim_v) is None]
+    head_dim = draw(st.sampled_from(fam.head_dims))
+    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fam.head_dims)))
+    tiles = [t for t in fam.tiles if fam.fits(*t, head_dim, head_dim_v) is None]
     block_m, block_n, num_stages, threads = draw(st.sampled_from(tiles))
     return Case(
-        family=family, variant=draw(st.sampled_from(fam.VARIANTS)),
+        family=family, variant=draw(st.sampled_from(fam.variants)),
         heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim, head_dim_v=head_dim_v,
         dtype=draw(st.sampled_from(DTYPES)), causal=draw(st.booleans()), window=draw(windows()),
         sinks=draw(st.booleans()), layout=draw(st.sampled_from(LAYOUTS)),

@@ -1,9 +1,86 @@
-"""Entry point of a worker subprocess: `python -m harness.worker --target auto|sm_90a`."""
-import argparse
+"""The worker side of the process boundary: build, scan, run and judge one case at a time.
 
-from harness.execute import worker_main
+`python -m harness.worker --target auto|sm_90a` reads cases (JSON lines) on stdin and answers on
+stdout: {"event": "stage", "stage": "run"} once the kernel is compiled, then {"event": "result",
+...}. Compiled kernels stay in memory, keyed by the case's static fields; TileLang keeps them on
+disk (TILELANG_CACHE_DIR) too. After a device fault the worker exits: its CUDA context is dead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from harness import case as case_mod
+from harness import kernels, oracle
+
+
+def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
+    """Compile (cached), scan the generated code, run, and judge: one result dict."""
+    fam = kernels.family(case.family)
+    reason = fam.unsupported(case)
+    if reason:
+        return oracle.result(case, "UNSUPPORTED", "plan", reason)
+    key = case_mod.static_key(case)
+    seconds = {}
+    if key not in cache:
+        t0 = time.perf_counter()
+        try:
+            kernel = fam.build(case, target)
+        except Exception as e:
+            return oracle.failed(case, "compile", e, seconds={"compile": time.perf_counter() - t0})
+        seconds["compile"] = time.perf_counter() - t0
+        try:
+            found = hazards(fam, case, kernel)
+        except Exception as e:
+            return oracle.failed(case, "hazards", e, seconds=seconds)
+        cache[key] = (kernel, found)
+    kernel, found = cache[key]
+    if target != "auto":
+        return oracle.result(case, "COMPILED", "compile", seconds=seconds, hazards=found)
+    on_stage("run")
+    stage = "inputs"
+    try:
+        inputs = fam.make_inputs(case, "cuda")
+        stage = "run"
+        t0 = time.perf_counter()
+        outputs = fam.run(kernel, case, inputs)  # returns after the device finished
+        seconds["run"] = time.perf_counter() - t0
+        stage = "judge"
+        result = oracle.judge(case, fam, inputs, outputs, seconds)
+    except Exception as e:
+        # A device fault is the kernel's wherever it surfaces: a sticky fault can escape the
+        # launch's synchronize and hit the next torch call.
+        return {**oracle.failed(case, stage, e, fam, seconds=seconds), "hazards": found}
+    return {**result, "hazards": found}
+
+
+def hazards(fam, case, kernel) -> list[str]:
+    """What the compile-only checks see in the generated code (harness.codegen)."""
+    from harness import codegen, compat
+    found = codegen.check(compat.kernel_source(kernel), fam.contiguous(case))
+    return [f"{f.check}: {f.message}" for f in found]
+
+
+def main(target: str) -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
+
+    def send(msg):
+        proto.write(json.dumps(msg) + "\n")
+
+    cache: dict = {}
+    for line in sys.stdin:
+        case = case_mod.from_json(line)
+        result = run_case(case, target, cache, on_stage=lambda s: send({"event": "stage", "stage": s}))
+        send({"event": "result", **result})
+        if result.get("fatal"):
+            return  # the CUDA context is poisoned: the parent starts a fresh worker
+
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--target", default="auto")
-    worker_main(p.parse_args().target)
+    main(p.parse_args().target)

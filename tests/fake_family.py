@@ -1,49 +1,49 @@
-"""A kernel family that misbehaves on purpose, to test the worker pool's isolation.
+"""A kernel family that misbehaves on purpose, to test the worker pool's isolation and the
+family contract. It is registered the way any family is (one registry entry, through
+HARNESS_EXTRA_FAMILIES so that worker processes see it too: tests/conftest.py).
 
-seqlen_q selects the behaviour: 1 passes, 2 hangs while compiling, 3 kills its process while
-compiling, 4 hangs while running, 5 dies while running, 6 raises a CUDA fault while running.
+heads (a static field: each value is its own kernel) selects the behaviour:
+1 passes; 2 hangs while compiling; 3 kills its process while compiling; 4 hangs while running;
+5 dies while running; 6 raises a CUDA fault while running; 7 faults in the judge; 8 has a Python
+bug in its program builder; 9 is rejected by the compiler (a TVM error); 10 has a Python bug
+whose message says "illegal"; 11 faults in the kernel "common" that every variant shares;
+12 breaks the generated-code scan (its source cannot be read).
 """
 import os
 import time
 
 import torch
 
-from harness import kernels, oracle
-
-TENSORS = (("O", oracle.K_FORWARD),)
-
-
-def tensors(case):
-    return TENSORS
-
-
-def floors(case, inputs):
-    return {}
-
-
-def contiguous(case):
-    return {}
-
-
-def unsupported(case):
-    return None
-
-
-def static_key(case):
-    return ("fake", case.seqlen_q)
+from harness import kernels
 
 
 class Kernel:
+    def __init__(self, readable=True):
+        self.readable = readable
+
     def get_kernel_source(self):
+        if not self.readable:
+            raise TypeError("source of a broken fake kernel")
         return ""
 
 
+class InternalError(RuntimeError):
+    """Stands for TVM's own error type: the compiler rejected the program."""
+
+
+InternalError.__module__ = "tvm.error"
+
+
 def build(case, target):
-    if case.seqlen_q == 2:
+    if case.heads == 2:
         time.sleep(3600)
-    if case.seqlen_q == 3:
+    if case.heads == 3:
         os._exit(3)
-    return Kernel()
+    if case.heads == 8:
+        return {}["no such program"]  # our bug, not the compiler's
+    if case.heads == 9:
+        raise InternalError("Check failed: (continuous % (vector_size * 2) == 0) is false")
+    return Kernel(readable=case.heads != 12)
 
 
 def make_inputs(case, device):
@@ -51,14 +51,10 @@ def make_inputs(case, device):
 
 
 def reference(case, inputs, dtype):
-    if case.seqlen_q == 7:  # a sticky fault the launch's synchronize missed: the next torch call sees it
+    if case.heads == 7:  # a sticky fault the launch's synchronize missed: the next torch call sees it
         raise RuntimeError("CUDA error: misaligned address\n"
                            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
     return {"O": torch.ones(1, 1, 1, 1, dtype=dtype)}
-
-
-def canonical(case, outputs):
-    return outputs
 
 
 def _faulting_kernel():
@@ -69,10 +65,30 @@ def _faulting_kernel():
 
 
 def run(kernel, case, inputs):
-    if case.seqlen_q == 4:
+    if case.heads == 4:
         time.sleep(3600)
-    if case.seqlen_q == 5:
+    if case.heads == 5:
         os._exit(5)
-    if case.seqlen_q == 6:
+    if case.heads == 6:
         kernels.launch("fake_kernel", _faulting_kernel)
+    if case.heads == 10:
+        raise ValueError("illegal value for argument 'q'")
+    if case.heads == 11:
+        kernels.launch("common", _faulting_kernel)
     return {"O": torch.ones(1, 1, 1, 1)}
+
+
+FAMILY = kernels.Family(
+    name="fake",
+    variants=("default", "other"),
+    head_dims=(64,),
+    tiles=((64, 64, 1, 128),),
+    fits=lambda *tile_and_dims: None,
+    build=build,
+    run=run,
+    make_inputs=make_inputs,
+    tensors=lambda case: (("O", "forward"),),
+    reference=reference,
+    canonical=lambda case, outputs: outputs,
+    shared_kernels=frozenset({"common"}),
+)

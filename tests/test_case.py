@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -15,14 +16,16 @@ def test_json_round_trip():
 
 @pytest.mark.parametrize("changes, reason", [
     ({"heads": 6, "kv_heads": 4}, "heads (6) must be a multiple of kv_heads (4)"),
-    ({"seqlen_q": 0}, "seqlen_q must be >= 1"),
+    ({"seqlen_q": 0}, "seqlen_q must be in [1, 1048576], got 0"),
+    ({"seqlen_q": 10**30}, "seqlen_q must be in [1, 1048576]"),
+    ({"batch": 4096, "heads": 64, "kv_heads": 64, "seqlen_q": 65536}, "exceeds 2147483648"),
+    ({"window": (3, 1 << 21)}, "window must be (left, right)"),
     ({"dtype": "float32"}, "dtype must be one of"),
     ({"layout": "sbhd"}, "layout must be one of"),
     ({"window": (-2, 0)}, "window must be (left, right)"),
-    ({"family": "nope"}, "family must be one of"),
 ])
 def test_validate_names_the_reason(changes, reason):
-    with pytest.raises(CaseError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(CaseError, match=re.escape(reason)):
         Case(**changes).validate()
 
 
@@ -55,3 +58,26 @@ def test_bad_json_text():
 ])
 def test_causal_intersects_window(causal, window, bounds):
     assert Case(causal=causal, window=window).bounds == bounds
+
+
+def test_missing_fields_are_named():
+    with pytest.raises(CaseError, match="missing case field.*batch.*seqlen_q"):
+        case_mod.from_dict({"family": "fwd"})
+
+
+def test_fields_declare_static_dynamic_and_off():
+    assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed")
+    assert set(case_mod.STATIC) | set(case_mod.DYNAMIC) == set(case_mod.to_dict(Case()))
+    assert case_mod.FEATURES == {"dtype": "float16", "causal": False, "window": (-1, -1), "sinks": False,
+                                 "layout": "bhsd", "seed": 0}
+    c = Case(heads=4, kv_heads=2, causal=True, layout="bshd", seed=9)
+    # Lengths, batch and seed share a compiled kernel; any static field does not.
+    assert case_mod.static_key(c) == case_mod.static_key(c.replace(batch=3, seqlen_q=77, seqlen_k=5, seed=1))
+    others = {"family": "bwd", "variant": "split", "heads": 8, "kv_heads": 1, "head_dim": 128, "head_dim_v": 32,
+              "dtype": "bfloat16", "causal": False, "window": (1, 2), "sinks": True, "layout": "bhsd",
+              "block_m": 128, "block_n": 32, "num_stages": 2, "threads": 256}
+    assert set(others) == set(case_mod.STATIC)
+    for name, other in others.items():
+        assert case_mod.static_key(c) != case_mod.static_key(c.replace(**{name: other})), name
+    assert case_mod.features_on(c) == {"causal": True, "layout": "bshd", "seed": 9}
+    assert case_mod.features_on(c, static_only=True) == {"causal": True, "layout": "bshd"}

@@ -1,26 +1,17 @@
 """The pool survives hangs and crashes: each becomes a verdict and the run goes on."""
-import importlib
 
-import pytest
 
-from harness import kernels
 from harness.case import Case
-from harness.execute import Pool, Timeouts
-
-
-@pytest.fixture(scope="module", autouse=True)
-def fake_registered():
-    importlib.reload(kernels)  # pick up HARNESS_EXTRA_FAMILIES set by conftest
-    assert "fake" in kernels.names()
+from harness.pool import Pool, Timeouts
 
 
 def fake(behaviour, **kw):
-    return Case(family="fake", seqlen_q=behaviour, **kw)
+    return Case(family="fake", heads=behaviour, **kw)
 
 
 def run_all(cases, target, tmp_path, workers=2):
     with Pool(workers, target, tmp_path, Timeouts(compile=10, run=3)) as pool:
-        results = {r["case"]["seqlen_q"]: r for r in pool.run(cases)}
+        results = {r["case"]["heads"]: r for r in pool.run(cases)}
         return results, pool.started
 
 
@@ -37,10 +28,10 @@ def test_run_hang_death_and_cuda_fault_do_not_stop_the_run(tmp_path):
     cases = [fake(4), fake(1, batch=2), fake(5), fake(1, batch=3), fake(6), fake(1, batch=4)]
     with Pool(1, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
         results = list(pool.run(cases))
-    verdicts = sorted((r["case"]["seqlen_q"], r["case"]["batch"], r["verdict"], r["stage"]) for r in results)
+    verdicts = sorted((r["case"]["heads"], r["case"]["batch"], r["verdict"], r["stage"]) for r in results)
     assert verdicts == [(1, 2, "PASS", "judge"), (1, 3, "PASS", "judge"), (1, 4, "PASS", "judge"),
                         (4, 1, "HANG", "run"), (5, 1, "CRASH", "run"), (6, 1, "CRASH", "run")]
-    fault = next(r for r in results if r["case"]["seqlen_q"] == 6)
+    fault = next(r for r in results if r["case"]["heads"] == 6)
     assert fault["message"] == "LaunchError: fake_kernel: CUDA error: an illegal memory access was encountered"
     # Cases run grouped by kernel (4, 1 1 1, 5, 6): the first worker, one after the hang and one
     # after the death; the faulting worker was killed and, with nothing left to run, not replaced.

@@ -3,8 +3,7 @@ import time
 
 from harness import oracle
 from harness.case import Case
-from harness.execute import result_of
-from harness.kernels import fwd_family
+from harness.kernels.fwd_family import FAMILY
 from harness.minimize import minimize, triage
 
 BIG = Case(batch=4, heads=8, kv_heads=2, seqlen_q=300, seqlen_k=500, head_dim=128, head_dim_v=128,
@@ -16,12 +15,12 @@ def fake(fails, region=lambda c: "tail_q_tile"):
     """evaluate(): MISMATCH of O in region(c) when fails(c), else PASS; records what it ran."""
     def evaluate(c):
         c.validate()
-        assert fwd_family.unsupported(c) is None, "minimize evaluated an unsupported case"
+        assert FAMILY.unsupported(c) is None, "minimize evaluated an unsupported case"
         evaluate.calls.append(c)
         if not fails(c):
-            return result_of(c, "PASS", "judge")
-        return result_of(c, "MISMATCH", "judge", f"O: max error 0.{c.seqlen_q} > tolerance 0.001 at [0, 0, {c.seqlen_q - 1}, 3]",
-                         tensor="O", region=region(c))
+            return oracle.result(c, "PASS", "judge")
+        message = f"O: max error 0.{c.seqlen_q} > tolerance 0.001 at [0, 0, {c.seqlen_q - 1}, 3]"
+        return oracle.result(c, "MISMATCH", "judge", message, tensor="O", region=region(c))
     evaluate.calls = []
     return evaluate
 
@@ -38,7 +37,7 @@ def shrink(case, evaluate, budget=60):
 def test_shrinks_everything_but_what_the_failure_needs():
     small, steps = shrink(BIG, fake(lambda c: c.seqlen_q > 100 and c.causal))
     assert small == Case(seqlen_q=101, seqlen_k=1, causal=True)  # every other field at its default
-    assert fwd_family.tile(small) == fwd_family.TILES[0]
+    assert small.tile == FAMILY.tiles[0]
     assert any(s.startswith("batch 4 -> 1") for s in steps)
 
 

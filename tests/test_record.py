@@ -3,13 +3,12 @@ import ast
 import json
 import subprocess
 import sys
-from argparse import Namespace
 
 import pytest
 
-from harness import cli, oracle, record
+from harness import campaign, cli, oracle, record
 from harness.case import Case
-from harness.execute import result_of
+from harness.oracle import result as result_of
 
 ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
        "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90"}
@@ -157,13 +156,12 @@ def test_repro_exit_codes(written, tmp_path, capsys):
 
 
 def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
-    args = Namespace(reproducers=str(tmp_path / "repro"), minimize=False, out=str(tmp_path), compile_timeout=1,
-                     run_timeout=1)
+    opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "repro")
     results = [failure(), failure(CASE.replace(batch=3)), failure(region="empty_rows"),
                result_of(CASE, "PASS", "judge"), result_of(CASE, "HARNESS_ERROR", "judge", "KeyError: x")]
-    paths = cli.record_failures(results, args, "sm_90a")
-    assert len(paths) == 2 and all(p.exists() for p in paths)
-    assert cli.record_failures(results, args, "sm_90a") == []
+    paths = campaign.record_failures(results, opts, "sm_90a")
+    assert len(paths) == 2 and all(p.exists() for p in paths)  # the HARNESS_ERROR is not recorded
+    assert campaign.record_failures(results, opts, "sm_90a") == []
     assert capsys.readouterr().out.count("already recorded") == 2
 
 

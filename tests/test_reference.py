@@ -4,7 +4,7 @@ import math
 import torch
 from naive import visible_keys
 
-from harness import reference
+from harness import layout, reference
 from harness.case import Case
 
 
@@ -34,7 +34,7 @@ def naive(q, k, v, sinks, left, right):
 def check_against_naive(case):
     inputs = reference.make_inputs(case, "cpu")
     got = reference.forward(case, inputs, torch.float64)
-    q, k, v = (reference.to_canonical(inputs[n], case.layout).double() for n in "qkv")
+    q, k, v = (layout.to_canonical(inputs[n], case.layout).double() for n in "qkv")
     o, lse = naive(q, k, v, inputs["sinks"] if case.sinks else None, *case.bounds)
     torch.testing.assert_close(got["O"], o, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(got["LSE"], lse, rtol=1e-9, atol=1e-9)

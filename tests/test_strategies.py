@@ -1,6 +1,7 @@
 """The strategies produce valid, supported cases and reach the edges they promise."""
 from collections import Counter
 
+from harness import case as case_mod
 from harness import kernels, strategies
 from harness.kernels import bwd_family, fwd_family
 
@@ -15,8 +16,8 @@ def test_every_case_is_valid_and_supported():
 
 
 def test_backward_reaches_every_variant_and_tile():
-    assert {c.variant for c in BWD} == set(bwd_family.VARIANTS)
-    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in BWD} == set(bwd_family.TILES)
+    assert {c.variant for c in BWD} == set(bwd_family.FAMILY.variants)
+    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in BWD} == set(bwd_family.FAMILY.tiles)
 
 
 def test_lengths_hit_tile_edges_and_odd_values():
@@ -38,12 +39,12 @@ def test_features_and_configs_are_all_reached():
     assert any(c.causal for c in CASES) and any(c.sinks for c in CASES)
     windows = Counter(b for c in CASES for b in c.window)
     assert windows[0] and windows[4096] and windows[-1]
-    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in CASES} == set(fwd_family.TILES)
-    assert {c.head_dim for c in CASES} == set(fwd_family.HEAD_DIMS)
+    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in CASES} == set(fwd_family.FAMILY.tiles)
+    assert {c.head_dim for c in CASES} == set(fwd_family.FAMILY.head_dims)
 
 
 def test_draw_is_reproducible_and_groups_share_a_kernel():
     a = strategies.draw("fwd", 12, seed=3, per_kernel=4)
     assert [c.id for c in a] == [c.id for c in strategies.draw("fwd", 12, seed=3, per_kernel=4)]
     # Groups of 4 share a kernel; a duplicate case dropped from a group may split one.
-    assert len({fwd_family.static_key(c) for c in a}) <= len(a) // 2
+    assert len({case_mod.static_key(c) for c in a}) <= len(a) // 2

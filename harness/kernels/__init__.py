@@ -1,39 +1,106 @@
-"""Kernel families: what each offers (pure data, no TileLang), and build/run entry points.
+"""Kernel families: one `Family` object per family, and the registry that names them.
 
-Every family exposes the same interface through `family(name)`:
-  tiles              the tile configurations (block_m, block_n, num_stages, threads) it offers
-  unsupported(case)  a one-line reason the kernel cannot express the case, or None
-  static_key(case)   what the compiled kernel depends on; lengths and batch are symbolic
-  build(case, target) -> compiled kernel        (imports TileLang lazily)
-  run(kernel, case, inputs) -> {tensor name: output}
-  tensors(case), reference(case, inputs, dtype), canonical(case, outputs): what the oracle judges
-  floors(case, inputs) -> {tensor name: absolute error floor beyond the oracle's own}
+A family module (e.g. fwd_family.py) exports `FAMILY`; its TileLang programs live beside it
+(fwd.py) and are imported only when it builds. Adding a family is its two modules, one line in
+`_REGISTRY`, and its test file in cases/.
 """
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-_MODULES = {"fwd": "harness.kernels.fwd_family", "bwd": "harness.kernels.bwd_family"}
-# Test doubles register through the environment ("name=module,...") so worker processes see them.
-for _item in filter(None, os.environ.get("HARNESS_EXTRA_FAMILIES", "").split(",")):
-    _name, _module = _item.split("=", 1)
-    _MODULES[_name] = _module
+from harness.case import Case, CaseError
+
+# name -> "module:attribute" of its Family object.
+_REGISTRY = {
+    "fwd": "harness.kernels.fwd_family:FAMILY",
+    "bwd": "harness.kernels.bwd_family:FAMILY",
+}
 
 
-def family(name: str):
+def _registry() -> dict:
+    """_REGISTRY plus test doubles registered through the environment ("name=module:attr,..."),
+    read when asked so that worker processes see them too."""
+    extra = (item.split("=", 1) for item in os.environ.get("HARNESS_EXTRA_FAMILIES", "").split(",") if item)
+    return {**_REGISTRY, **dict(extra)}
+
+
+def _nothing(case, *args) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class Family:
+    """Everything the harness needs from a kernel family.
+
+    Tensors it returns are named; `tensors(case)` gives (name, kind) in the order they are judged,
+    kind "forward" or "gradient" (the oracle's k). Shapes: `canonical` and `reference` speak
+    [batch, heads, seq, dim]; `run` and `make_inputs` speak the kernel's layout.
+    """
+    name: str
+    variants: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    tiles: tuple[tuple[int, int, int, int], ...]     # (block_m, block_n, num_stages, threads); first = default
+    fits: Callable[..., str | None]                   # fits(*tile, head_dim, head_dim_v): why resources run out
+    build: Callable                                   # build(case, target) -> compiled kernel(s)
+    run: Callable                                     # run(kernel, case, inputs) -> {name: output}
+    make_inputs: Callable                             # make_inputs(case, device) -> {name: tensor}
+    tensors: Callable                                 # tensors(case) -> ((name, kind), ...)
+    reference: Callable                               # reference(case, inputs, dtype) -> {name: canonical}
+    canonical: Callable                               # canonical(case, outputs) -> {name: canonical}
+    # floors(case, inputs) -> {name: rounding spread a single baseline run may miss}; the oracle adds k times it.
+    floors: Callable = _nothing
+    # contiguous(case) -> {atomic destination: consecutive loop elements on consecutive addresses}.
+    contiguous: Callable = _nothing
+    # Kernels whose code no variant changes, and which kernel alone produces a tensor: a failure
+    # pinned there is one bug whatever the variant (one signature, one reproducer).
+    shared_kernels: frozenset = field(default_factory=frozenset)
+    producers: dict = field(default_factory=dict)
+
+    def unsupported(self, case: Case) -> str | None:
+        """A one-line reason the family cannot express `case`, or None."""
+        if case.variant not in self.variants:
+            return f"{case.family} has no variant {case.variant!r}; offered: {self.variants}"
+        for name in ("head_dim", "head_dim_v"):
+            if getattr(case, name) not in self.head_dims:
+                return f"{name} {getattr(case, name)} not in {self.head_dims}"
+        if case.tile not in self.tiles:
+            return f"tile config {case.tile} not offered; offered: {self.tiles}"
+        return self.fits(*case.tile, case.head_dim, case.head_dim_v)
+
+    def shared(self, kernel: str | None) -> str | None:
+        """`kernel` if every variant runs that same kernel, else None."""
+        return kernel if kernel in self.shared_kernels else None
+
+
+def family(name: str) -> Family:
+    registry = _registry()
     try:
-        return importlib.import_module(_MODULES[name])
+        where = registry[name]
     except KeyError:
-        raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(_MODULES)}") from None
+        raise CaseError(f"unknown kernel family {name!r}; known: {', '.join(registry)}") from None
+    module, attr = where.split(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def names() -> tuple[str, ...]:
-    return tuple(_MODULES)
+    return tuple(_registry())
+
+
+def check(case: Case) -> Case:
+    """`case`, validated, with a registered family; else CaseError."""
+    family(case.family)
+    return case.validate()
 
 
 class LaunchError(RuntimeError):
     """A kernel launch failed, or the device faulted while it ran: "<kernel>: <first line>"."""
+
+    def __init__(self, kernel: str, message: str):
+        super().__init__(f"{kernel}: {message}")
+        self.kernel = kernel
 
 
 def launch(name, kernel, *args):
@@ -46,20 +113,4 @@ def launch(name, kernel, *args):
             torch.cuda.synchronize()
     except Exception as e:
         first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise LaunchError(f"{name}: {first.strip()}") from e
-
-
-def tile(case) -> tuple:
-    return case.block_m, case.block_n, case.num_stages, case.threads
-
-
-def not_offered(case, variants, head_dims, tiles) -> str | None:
-    """Why `case` asks for a variant, head dim or tile config its family does not offer, or None."""
-    if case.variant not in variants:
-        return f"{case.family} has no variant {case.variant!r}; offered: {variants}"
-    for name in ("head_dim", "head_dim_v"):
-        if getattr(case, name) not in head_dims:
-            return f"{name} {getattr(case, name)} not in {head_dims}"
-    if tile(case) not in tiles:
-        return f"tile config {tile(case)} not offered; offered: {tiles}"
-    return None
+        raise LaunchError(name, first.strip()) from e

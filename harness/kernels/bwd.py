@@ -18,7 +18,7 @@ import math
 
 import tilelang.language as T
 
-from harness import compat
+from harness import compat, layout
 from harness.kernels import masking
 
 LOG2E = 1.4426950408889634
@@ -30,11 +30,7 @@ ROW_TILE = 8       # rows of one MMA accumulator tile (m16n8: two 8x8 tiles per 
 VARIANTS = ("atomic", "split", "atomic_nolayout", "atomic_tile")
 
 
-def _shapes(layout, batch, seq, heads, dim):
-    return [batch, seq, heads, dim] if layout == "bshd" else [batch, heads, seq, dim]
-
-
-def dq_layout(buf, layout):
+def dq_layout(buf, lay):
     """Global layout of the fp32 dQ accumulator matching an MMA accumulator fragment.
 
     The [seq, dim] plane is cut into 8x8 tiles. In an m16n8 accumulator, lane t holds the
@@ -46,7 +42,7 @@ def dq_layout(buf, layout):
     def tile(row, col):
         return [row // ROW_TILE, col // 8, col % 2, 4 * (row % ROW_TILE) + (col % 8) // 2]
 
-    if layout == "bshd":
+    if lay == "bshd":
         def fn(b, s, h, d):
             r0, c0, e, lane = tile(s, d)
             return [b, r0, h, c0, e, lane]
@@ -57,13 +53,12 @@ def dq_layout(buf, layout):
     return T.Layout(buf.shape, fn)
 
 
-def preprocess(heads, head_dim_v, dtype, layout):
+def preprocess(heads, head_dim_v, dtype, lay):
     """Delta[b, h, i] = sum_d O[b, h, i, d] * dO[b, h, i, d], in fp32."""
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
-    o_shape = _shapes(layout, batch, seq_q, heads, head_dim_v)
+    o_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
     blk = PREP_BLOCK
-    bshd = layout == "bshd"
 
     @T.prim_func
     def prep(
@@ -77,12 +72,8 @@ def preprocess(heads, head_dim_v, dtype, layout):
             prod = T.alloc_fragment([blk, head_dim_v], ACCUM)
             delta = T.alloc_fragment([blk], ACCUM)
             q0 = bx * blk
-            if bshd:
-                T.copy(O[bz, q0:q0 + blk, by, :], o_f)
-                T.copy(dO[bz, q0:q0 + blk, by, :], do_f)
-            else:
-                T.copy(O[bz, by, q0:q0 + blk, :], o_f)
-                T.copy(dO[bz, by, q0:q0 + blk, :], do_f)
+            T.copy(layout.rows(O, lay, bz, by, q0, blk), o_f)
+            T.copy(layout.rows(dO, lay, bz, by, q0, blk), do_f)
             for i, j in T.Parallel(blk, head_dim_v):
                 prod[i, j] = T.Cast(ACCUM, o_f[i, j]) * T.Cast(ACCUM, do_f[i, j])
             T.reduce_sum(prod, delta, dim=1)
@@ -91,7 +82,7 @@ def preprocess(heads, head_dim_v, dtype, layout):
     return prep
 
 
-def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout,
+def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, lay,
                 block_m, block_n, num_stages, threads, variant):
     """dQ (fp32, atomic), dK/dV (fp32 atomic per KV head, or per query head in `dtype` for split).
 
@@ -108,19 +99,18 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
     group = heads // kv_heads
     sm_scale = 1.0 / math.sqrt(head_dim)
     scale = sm_scale * LOG2E
-    bshd = layout == "bshd"
     split = variant == "split"
     annotate = variant in ("atomic", "split", "atomic_tile")
     tile_dq = variant == "atomic_tile"
-    q_shape = _shapes(layout, batch, seq_q, heads, head_dim)
-    do_shape = _shapes(layout, batch, seq_q, heads, head_dim_v)
-    k_shape = _shapes(layout, batch, seq_k, kv_heads, head_dim)
-    v_shape = _shapes(layout, batch, seq_k, kv_heads, head_dim_v)
-    dq_shape = _shapes(layout, batch, seq_q_acc, heads, head_dim)
+    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
+    do_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
+    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
+    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
+    dq_shape = layout.shape(lay, batch, seq_q_acc, heads, head_dim)
     grad_heads = heads if split else kv_heads
     grad_dtype = dtype if split else ACCUM
-    dk_shape = _shapes(layout, batch, seq_k, grad_heads, head_dim)
-    dv_shape = _shapes(layout, batch, seq_k, grad_heads, head_dim_v)
+    dk_shape = layout.shape(lay, batch, seq_k, grad_heads, head_dim)
+    dv_shape = layout.shape(lay, batch, seq_k, grad_heads, head_dim_v)
 
     @T.prim_func
     def bwd(
@@ -152,18 +142,14 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
             dq_f = T.alloc_fragment([block_m, head_dim], ACCUM)
 
             if annotate:
-                T.annotate_layout({dQ: dq_layout(dQ, layout)})
+                T.annotate_layout({dQ: dq_layout(dQ, lay)})
 
             kvh = by // group
             gh = by if split else kvh
             shift = seq_k - seq_q
             k0 = bx * block_n
-            if bshd:
-                T.copy(K[bz, k0:k0 + block_n, kvh, :], k_s)
-                T.copy(V[bz, k0:k0 + block_n, kvh, :], v_s)
-            else:
-                T.copy(K[bz, kvh, k0:k0 + block_n, :], k_s)
-                T.copy(V[bz, kvh, k0:k0 + block_n, :], v_s)
+            T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
+            T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
             T.clear(dk_f)
             T.clear(dv_f)
 
@@ -173,12 +159,8 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
             hi = masking.end_query_block(k0, shift, left, block_n, block_m, seq_q)
             for qb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
                 q0 = qb * block_m
-                if bshd:
-                    T.copy(Q[bz, q0:q0 + block_m, by, :], q_s)
-                    T.copy(dO[bz, q0:q0 + block_m, by, :], do_s)
-                else:
-                    T.copy(Q[bz, by, q0:q0 + block_m, :], q_s)
-                    T.copy(dO[bz, by, q0:q0 + block_m, :], do_s)
+                T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
+                T.copy(layout.rows(dO, lay, bz, by, q0, block_m), do_s)
                 # Element-wise, not T.copy: a tile copy of these rows becomes a TMA load whose
                 # descriptor needs seq_q * 4 bytes to be a multiple of 16, which TileLang cannot
                 # check at compile time for a symbolic length and rejects at launch otherwise.
@@ -203,56 +185,38 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
                 T.clear(dq_f)
                 T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
                 if tile_dq:  # one tile-level atomic add: TileLang plans (and may vectorize) it
-                    if bshd:
-                        T.atomic_add(dQ[bz, q0:q0 + block_m, by, :], dq_f)
-                    else:
-                        T.atomic_add(dQ[bz, by, q0:q0 + block_m, :], dq_f)
+                    T.atomic_add(layout.rows(dQ, lay, bz, by, q0, block_m), dq_f)
                 else:
                     for i, d in T.Parallel(block_m, head_dim):
-                        if bshd:
-                            T.atomic_add(dQ[bz, q0 + i, by, d], dq_f[i, d])
-                        else:
-                            T.atomic_add(dQ[bz, by, q0 + i, d], dq_f[i, d])
+                        T.atomic_add(layout.at(dQ, lay, bz, by, q0 + i, d), dq_f[i, d])
 
             if split:
-                if bshd:
-                    T.copy(dk_f, dK[bz, k0:k0 + block_n, gh, :])
-                    T.copy(dv_f, dV[bz, k0:k0 + block_n, gh, :])
-                else:
-                    T.copy(dk_f, dK[bz, gh, k0:k0 + block_n, :])
-                    T.copy(dv_f, dV[bz, gh, k0:k0 + block_n, :])
+                T.copy(dk_f, layout.rows(dK, lay, bz, gh, k0, block_n))
+                T.copy(dv_f, layout.rows(dV, lay, bz, gh, k0, block_n))
             else:
-                if bshd:
-                    T.atomic_add(dK[bz, k0:k0 + block_n, gh, :], dk_f)
-                    T.atomic_add(dV[bz, k0:k0 + block_n, gh, :], dv_f)
-                else:
-                    T.atomic_add(dK[bz, gh, k0:k0 + block_n, :], dk_f)
-                    T.atomic_add(dV[bz, gh, k0:k0 + block_n, :], dv_f)
+                T.atomic_add(layout.rows(dK, lay, bz, gh, k0, block_n), dk_f)
+                T.atomic_add(layout.rows(dV, lay, bz, gh, k0, block_n), dv_f)
 
     return bwd
 
 
-def postprocess(heads, head_dim, dtype, layout, annotate):
+def postprocess(heads, head_dim, dtype, lay, annotate):
     """dQ (dtype, the kernel layout) from the fp32 accumulator (fragment layout when `annotate`)."""
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
     seq_q_acc = T.symbolic("seq_q_acc")
     blk = PREP_BLOCK
-    bshd = layout == "bshd"
 
     @T.prim_func
     def post(
-        dQacc: compat.Tensor(_shapes(layout, batch, seq_q_acc, heads, head_dim), ACCUM),
-        dQ: compat.Tensor(_shapes(layout, batch, seq_q, heads, head_dim), dtype),
+        dQacc: compat.Tensor(layout.shape(lay, batch, seq_q_acc, heads, head_dim), ACCUM),
+        dQ: compat.Tensor(layout.shape(lay, batch, seq_q, heads, head_dim), dtype),
     ):
         with T.Kernel(T.ceildiv(seq_q, blk), heads, batch, threads=128) as (bx, by, bz):
             if annotate:
-                T.annotate_layout({dQacc: dq_layout(dQacc, layout)})
+                T.annotate_layout({dQacc: dq_layout(dQacc, lay)})
             q0 = bx * blk
-            if bshd:
-                T.copy(dQacc[bz, q0:q0 + blk, by, :], dQ[bz, q0:q0 + blk, by, :])
-            else:
-                T.copy(dQacc[bz, by, q0:q0 + blk, :], dQ[bz, by, q0:q0 + blk, :])
+            T.copy(layout.rows(dQacc, lay, bz, by, q0, blk), layout.rows(dQ, lay, bz, by, q0, blk))
 
     return post
 

@@ -7,30 +7,16 @@ from __future__ import annotations
 
 import torch
 
-from harness import kernels, oracle
-from harness.kernels import launch, tile
+from harness import layout
+from harness import reference as ref
+from harness.kernels import Family, fwd_family, launch
 
-HEAD_DIMS = (64, 128)
-TILES = (  # (block_m = query rows, block_n = key rows, num_stages, threads)
-    (64, 64, 1, 128),
-    (64, 64, 2, 128),
-    (32, 64, 2, 128),
-    (32, 128, 1, 256),
-    (32, 128, 2, 256),
-    (64, 128, 2, 256),
-)
-VARIANTS = ("atomic", "split", "atomic_nolayout", "atomic_tile")
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 176  # fp32 accumulators per thread: S^T, dP^T, dK, dV, dQ
 # The forward that produces O and LSE for the backward: one fixed tile, so it is compiled once
 # per static configuration and is not what a backward case varies.
 FWD_TILE = (64, 64, 1, 128)
 DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
-
-
-def unsupported(case) -> str | None:
-    return (kernels.not_offered(case, VARIANTS, HEAD_DIMS, TILES)
-            or fits(case.block_m, case.block_n, case.num_stages, case.threads, case.head_dim, case.head_dim_v))
 
 
 def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
@@ -54,11 +40,6 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | N
     return None
 
 
-def static_key(case) -> tuple:
-    return ("bwd", case.variant, case.heads, case.kv_heads, case.head_dim, case.head_dim_v,
-            case.dtype, case.bounds, case.sinks, case.layout, tile(case))
-
-
 def fwd_case(case):
     """The forward case whose O and LSE feed this backward case."""
     bm, bn, stages, threads = FWD_TILE
@@ -72,11 +53,11 @@ def build(case, target: str) -> tuple:
     A plain tuple so that compat.kernel_source() sees every generated kernel.
     """
     from harness import compat
-    from harness.kernels import bwd, fwd_family
+    from harness.kernels import bwd
 
     left, right = case.bounds
     main = bwd.main_kernel(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                           left, right, case.sinks, case.layout, *tile(case), case.variant)
+                           left, right, case.sinks, case.layout, *case.tile, case.variant)
     kernels = (
         fwd_family.build(fwd_case(case), target),
         compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, case.layout), target),
@@ -89,10 +70,9 @@ def build(case, target: str) -> tuple:
     return kernels
 
 
-# (tensor, k of the tolerance rule) in the order they are judged. dSinks is all zeros on both
-# sides when case.sinks is off; `tensors(case)` leaves it out then.
-TENSORS = (("dQ", oracle.K_GRADIENT), ("dK", oracle.K_GRADIENT), ("dV", oracle.K_GRADIENT),
-           ("dSinks", oracle.K_GRADIENT))
+# In the order they are judged. dSinks is all zeros on both sides when case.sinks is off;
+# `tensors(case)` leaves it out then.
+TENSORS = (("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"), ("dSinks", "gradient"))
 
 
 def contiguous(case) -> dict:
@@ -117,15 +97,13 @@ def floors(case, inputs) -> dict:
     dtype; were each rounding an independent error of u (unit roundoff) relative, Delta_i =
     sum_j P_ij (V_j . dO_i) would scatter by
         s_i = u * sqrt(sum_j (P_ij V_j . dO_i)^2 + sum_d (O_id dO_id)^2)
-    and dSinks by sigma = sqrt(sum_i (p_sink_i s_i)^2). The floor is k * sigma, k as for gradients.
+    and dSinks by sigma = sqrt(sum_i (p_sink_i s_i)^2): the spread returned (the oracle's floor is k * sigma).
     """
     if not case.sinks:
         return {}
-    from harness import reference as ref
-
     f64 = torch.float64
-    q, k, v = (ref.to_canonical(inputs[n], case.layout).to(f64) for n in ("q", "k", "v"))
-    do = ref.to_canonical(inputs["do"], case.layout).to(f64)
+    q, k, v = (layout.to_canonical(inputs[n], case.layout).to(f64) for n in ("q", "k", "v"))
+    do = layout.to_canonical(inputs["do"], case.layout).to(f64)
     sinks = inputs["sinks"].to(f64)
     seen = ref.visible(case.seqlen_q, case.seqlen_k, *case.bounds, device=q.device)
     p, lse = ref.softmax(q, k, sinks, seen, case.head_dim ** -0.5)
@@ -134,7 +112,7 @@ def floors(case, inputs) -> dict:
     spread = ((p * (do @ v.transpose(-1, -2))).pow(2).sum(-1) + (o * do).pow(2).sum(-1)).sqrt()
     u = torch.finfo(ref.DTYPES[case.dtype]).eps / 2
     sigma = (torch.exp(sinks[None, :, None] - lse) * spread * u).pow(2).sum(dim=(0, 2)).sqrt()
-    return {"dSinks": oracle.K_GRADIENT * sigma.max().item()}
+    return {"dSinks": sigma.max().item()}
 
 
 def reference(case, inputs, dtype) -> dict:
@@ -142,13 +120,11 @@ def reference(case, inputs, dtype) -> dict:
 
     dQ [b,h,sq,d], dK [b,hk,sk,d], dV [b,hk,sk,dv], dSinks [h] (zeros without sinks).
     """
-    from harness import reference as ref
-
     def leaf(name):
-        return ref.to_canonical(inputs[name], case.layout).to(dtype).detach().requires_grad_()
+        return layout.to_canonical(inputs[name], case.layout).to(dtype).detach().requires_grad_()
 
     q, k, v = leaf("q"), leaf("k"), leaf("v")
-    do = ref.to_canonical(inputs["do"], case.layout).to(dtype)
+    do = layout.to_canonical(inputs["do"], case.layout).to(dtype)
     left, right = case.bounds
     seen = ref.visible(case.seqlen_q, case.seqlen_k, left, right, device=q.device)
     sinks = inputs["sinks"].to(dtype) if case.sinks else None
@@ -170,19 +146,16 @@ def sink_grad(case, inputs, dtype):
     and autograd in `dtype`, going through P instead, never sees it. In float64 this is
     autograd's value exactly (tests/test_bwd_reference.py).
     """
-    from harness import reference as ref
-
     acc = torch.promote_types(dtype, torch.float32)
     o = ref.forward(case, inputs, dtype)["O"].to(acc)
     lse = ref.forward(case, inputs, acc)["LSE"]
-    do = ref.to_canonical(inputs["do"], case.layout).to(acc)
+    do = layout.to_canonical(inputs["do"], case.layout).to(acc)
     sinks = inputs["sinks"].to(acc)
     return -(torch.exp(sinks[None, :, None] - lse) * (o * do).sum(-1)).sum(dim=(0, 2))
 
 
 def canonical(case, outputs) -> dict:
-    from harness import reference as ref
-    out = {n: ref.to_canonical(outputs[n], case.layout) for n in ("dQ", "dK", "dV")}
+    out = {n: layout.to_canonical(outputs[n], case.layout) for n in ("dQ", "dK", "dV")}
     out["dSinks"] = outputs["dSinks"]
     return out
 
@@ -194,32 +167,27 @@ def do_seed(seed: int) -> int:
 
 def make_inputs(case, device) -> dict:
     """harness.reference.make_inputs plus dO [kernel layout, dtype], all determined by case.seed."""
-    from harness import reference as ref
     inputs = ref.make_inputs(case, device)
     g = torch.Generator(device="cpu").manual_seed(do_seed(case.seed))
     do = torch.randn(case.batch, case.heads, case.seqlen_q, case.head_dim_v, generator=g)
-    do = do.transpose(1, 2) if case.layout == "bshd" else do
-    inputs["do"] = do.contiguous().to(device=device, dtype=ref.DTYPES[case.dtype])
+    inputs["do"] = layout.from_canonical(do, case.layout).to(device=device, dtype=ref.DTYPES[case.dtype])
     return inputs
 
 
 def _shape(case, seq, heads, dim):
-    b = case.batch
-    return (b, seq, heads, dim) if case.layout == "bshd" else (b, heads, seq, dim)
+    return layout.shape(case.layout, case.batch, seq, heads, dim)
 
 
 def _group_sum(x, case):
     """[.., heads, ..] per query head -> [.., kv_heads, ..] summed over each group (fp32)."""
     g = case.heads // case.kv_heads
-    axis = 2 if case.layout == "bshd" else 1
+    axis = layout.head_axis(case.layout)
     shape = list(x.shape)
     x = x.float().reshape(shape[:axis] + [case.kv_heads, g] + shape[axis + 1:])
     return x.sum(dim=axis + 1)
 
 
 def run(kernels, case, inputs) -> dict:
-    from harness.kernels import fwd_family
-
     q, k, v, sinks, do = (inputs[n] for n in ("q", "k", "v", "sinks", "do"))
     dev, dtype = q.device, q.dtype
     nan = float("nan")
@@ -252,3 +220,24 @@ def run(kernels, case, inputs) -> dict:
     if case.sinks:
         launch("sink_grad", sink_k[0], lse, delta, sinks, dsinks)
     return {"dQ": dq, "dK": dk, "dV": dv, "dSinks": dsinks}
+
+
+FAMILY = Family(
+    name="bwd",
+    variants=("atomic", "split", "atomic_nolayout", "atomic_tile"),
+    head_dims=(64, 128),
+    tiles=((64, 64, 1, 128), (64, 64, 2, 128), (32, 64, 2, 128), (32, 128, 1, 256), (32, 128, 2, 256),
+           (64, 128, 2, 256)),  # (block_m = query rows, block_n = key rows, num_stages, threads)
+    fits=fits,
+    build=build,
+    run=run,
+    make_inputs=make_inputs,
+    tensors=tensors,
+    reference=reference,
+    canonical=canonical,
+    floors=floors,
+    contiguous=contiguous,
+    # The forward, Delta and dSinks kernels are the same program for every variant.
+    shared_kernels=frozenset({"fwd", "preprocess", "sink_grad"}),
+    producers={"dSinks": "sink_grad"},
+)

@@ -1,19 +1,20 @@
 """FlashAttention-2 style forward kernel: MHA/GQA, causal/sliding window, sinks, BHSD/BSHD.
 
 Sequence lengths and batch are symbolic, so one compiled kernel serves every length of a
-static configuration (see fwd_family.static_key). Masking: harness/kernels/masking.py.
+static configuration (harness.case.static_key). Masking: harness/kernels/masking.py; where the
+sequence and head axes sit: harness/layout.py.
 """
 import math
 
 import tilelang.language as T
 
-from harness import compat
+from harness import compat, layout
 from harness.kernels import masking
 
 LOG2E = 1.4426950408889634
 
 
-def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout,
+def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout_name,
             block_m, block_n, num_stages, threads):
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
@@ -22,11 +23,11 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
     scale = LOG2E / math.sqrt(head_dim)
     accum = "float32"
     neg_inf = -T.infinity(accum)
-    bshd = layout == "bshd"
-    q_shape = [batch, seq_q, heads, head_dim] if bshd else [batch, heads, seq_q, head_dim]
-    k_shape = [batch, seq_k, kv_heads, head_dim] if bshd else [batch, kv_heads, seq_k, head_dim]
-    v_shape = [batch, seq_k, kv_heads, head_dim_v] if bshd else [batch, kv_heads, seq_k, head_dim_v]
-    o_shape = [batch, seq_q, heads, head_dim_v] if bshd else [batch, heads, seq_q, head_dim_v]
+    lay = layout_name
+    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
+    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
+    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
+    o_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
 
     @T.prim_func
     def main(
@@ -55,10 +56,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             kvh = by // group
             shift = seq_k - seq_q
             q0 = bx * block_m
-            if bshd:
-                T.copy(Q[bz, q0:q0 + block_m, by, :], q_s)
-            else:
-                T.copy(Q[bz, by, q0:q0 + block_m, :], q_s)
+            T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
             T.fill(acc_o, 0)
             T.fill(denom, 0)
             T.fill(row_max, neg_inf)
@@ -68,10 +66,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             hi = masking.end_key_block(q0, shift, right, block_m, block_n, seq_k)
             for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
                 k0 = kb * block_n
-                if bshd:
-                    T.copy(K[bz, k0:k0 + block_n, kvh, :], k_s)
-                else:
-                    T.copy(K[bz, kvh, k0:k0 + block_n, :], k_s)
+                T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
                 T.clear(acc_s)
                 T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for i, j in T.Parallel(block_m, block_n):
@@ -91,10 +86,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                 for i, j in T.Parallel(block_m, head_dim_v):
                     acc_o[i, j] *= row_scale[i]
                 T.copy(acc_s, p_cast)
-                if bshd:
-                    T.copy(V[bz, k0:k0 + block_n, kvh, :], v_s)
-                else:
-                    T.copy(V[bz, kvh, k0:k0 + block_n, :], v_s)
+                T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
                 T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             if sinks:
@@ -110,10 +102,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                     row_max[i] == neg_inf, T.log2(denom[i]),
                     T.log2(denom[i]) + row_max[i] * scale) / LOG2E
             T.copy(acc_o, o_s)
-            if bshd:
-                T.copy(o_s, Out[bz, q0:q0 + block_m, by, :])
-            else:
-                T.copy(o_s, Out[bz, by, q0:q0 + block_m, :])
+            T.copy(o_s, layout.rows(Out, lay, bz, by, q0, block_m))
             T.copy(lse_f, Lse[bz, by, q0:q0 + block_m])
 
     return main

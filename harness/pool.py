@@ -1,13 +1,9 @@
-"""Run cases in worker subprocesses, with timeouts, and append each verdict as it ends.
+"""The pool side of the process boundary: worker processes, timeouts, scheduling.
 
-An illegal memory access poisons a CUDA context and a barrier bug hangs forever, so every
-case runs in a worker process: the parent gives each stage a deadline, kills a worker that
-misses it (HANG), replaces one that dies (CRASH), and goes on. Workers keep compiled kernels
-in memory (keyed by the family's static key) and TileLang keeps them on disk
-(TILELANG_CACHE_DIR), so a second run of the same configurations compiles nothing.
-
-Worker protocol (JSON lines): parent -> worker: a case; worker -> parent:
-{"event": "stage", "stage": "run"} when compiling is done, then {"event": "result", ...}.
+An illegal memory access poisons a CUDA context and a barrier bug hangs forever, so every case
+runs in a worker process (harness.worker): the pool gives each stage a deadline, kills a worker
+that misses it (HANG), replaces one that dies (CRASH), and goes on. Cases that share a compiled
+kernel go to the worker that compiled it; one kernel is never compiled twice at once.
 """
 from __future__ import annotations
 
@@ -18,134 +14,14 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import kernels, oracle
+from harness import oracle
 
 
-# ----------------------------------------------------------------------------- one case
-def result_of(case, verdict, stage, message="", **extra) -> dict:
-    r = {"case_id": case.id, "case": case_mod.to_dict(case), "verdict": verdict, "stage": stage,
-         "message": message, "tensor": "", "region": ""}
-    r.update(extra)
-    return r
-
-
-def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
-    """Compile (cached), run, compare to the references, and return one result dict."""
-    fam = kernels.family(case.family)
-    reason = fam.unsupported(case)
-    if reason:
-        return result_of(case, "UNSUPPORTED", "plan", reason)
-    key = fam.static_key(case)
-    seconds = {}
-    if key not in cache:
-        t0 = time.perf_counter()
-        try:
-            kernel = fam.build(case, target)
-        except Exception as e:  # the compiler rejected an ordinary program: that is a finding
-            return result_of(case, "COMPILE_ERROR", "compile", _last_line(e),
-                             seconds={"compile": time.perf_counter() - t0}, traceback=_tb(e))
-        seconds["compile"] = time.perf_counter() - t0
-        cache[key] = (kernel, hazards(fam, case, kernel))
-    kernel, found = cache[key]
-    if target != "auto":
-        return result_of(case, "COMPILED", "compile", seconds=seconds, hazards=found)
-    on_stage("run")
-    return {**_run_and_judge(case, fam, kernel, seconds), "hazards": found}
-
-
-def hazards(fam, case, kernel) -> list[str]:
-    """What the compile-only checks see in the generated code (harness.codegen)."""
-    from harness import codegen, compat
-    found = codegen.check(compat.kernel_source(kernel), fam.contiguous(case))
-    return [f"{f.check}: {f.message}" for f in found]
-
-
-def _run_and_judge(case, fam, kernel, seconds) -> dict:
-    stage = "inputs"
-    try:
-        inputs = fam.make_inputs(case, "cuda")
-        stage = "run"
-        t0 = time.perf_counter()
-        outputs = fam.run(kernel, case, inputs)  # returns after the device finished
-        seconds["run"] = time.perf_counter() - t0
-        stage = "judge"
-        checks = judge(case, fam, inputs, outputs)
-    except Exception as e:
-        # A device fault is the kernel's, wherever it surfaces (a sticky fault can escape the
-        # launch's synchronize and hit the next torch call); the context is dead either way.
-        if _is_cuda_fault(e):
-            return result_of(case, "CRASH", stage, _first_line(e), seconds=seconds, fatal=True, traceback=_tb(e))
-        return result_of(case, "HARNESS_ERROR", stage, _last_line(e), seconds=seconds, traceback=_tb(e))
-    bad = oracle.first_failure(checks)
-    extra = {"seconds": seconds, "checks": [oracle.as_dict(c) for c in checks]}
-    if bad is None:
-        return result_of(case, "PASS", "judge", **extra)
-    msg = f"{bad.tensor}: max error {bad.error:.4g} > tolerance {bad.tolerance:.4g} at {bad.where['index']}"
-    return result_of(case, bad.verdict, "judge", msg, tensor=bad.tensor, region=bad.region, **extra)
-
-
-def judge(case, fam, inputs, outputs) -> list:
-    """Every tensor the family produces, against the float64 reference and the same-dtype baseline."""
-    import torch
-    from harness import reference
-
-    dtype = reference.DTYPES[case.dtype]
-    ref = fam.reference(case, inputs, torch.float64)
-    base = fam.reference(case, inputs, dtype)
-    got = fam.canonical(case, outputs)
-    left, right = case.bounds
-    seen = reference.visible(case.seqlen_q, case.seqlen_k, left, right, device=inputs["q"].device)
-    locate = oracle.region_locator(case, seen.any(dim=1), seen.any(dim=0))
-    floors = fam.floors(case, inputs)
-    return [oracle.check(name, got[name], ref[name], base[name], dtype, k, locate, floors.get(name, 0.0))
-            for name, k in fam.tensors(case)]
-
-
-def _is_cuda_fault(e) -> bool:
-    text = f"{type(e).__name__} {e}"
-    return any(s in text for s in ("CUDA error", "AcceleratorError", "illegal", "unspecified launch failure",
-                                   "misaligned address", "CUDA_ERROR"))
-
-
-def _first_line(e) -> str:
-    """A CUDA error's cause comes first; torch appends advice after it."""
-    lines = [l for l in str(e).strip().splitlines() if l.strip()]
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:500]
-
-
-def _last_line(e) -> str:
-    lines = [l for l in str(e).strip().splitlines() if l.strip()]
-    return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
-
-
-def _tb(e) -> str:
-    return "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
-
-
-# ----------------------------------------------------------------------------- the worker process
-def worker_main(target: str) -> None:
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
-
-    def send(msg):
-        proto.write(json.dumps(msg) + "\n")
-
-    cache: dict = {}
-    for line in sys.stdin:
-        case = case_mod.from_json(line)
-        result = run_case(case, target, cache, on_stage=lambda s: send({"event": "stage", "stage": s}))
-        send({"event": "result", **result})
-        if result.get("fatal"):
-            return  # the CUDA context is poisoned: the parent starts a fresh worker
-
-
-# ----------------------------------------------------------------------------- the parent's pool
 @dataclass
 class Timeouts:
     compile: float = 600.0  # worker start + compile
@@ -221,7 +97,7 @@ class Pool:
             w.kill()
         self.workers.clear()
 
-    def _fresh(self, slot) -> "_Worker":
+    def _fresh(self, slot) -> _Worker:
         """The worker in `slot`, started or replaced if it is missing or dead."""
         w = self.workers.get(slot)
         if w is None or w.proc.poll() is not None:
@@ -239,7 +115,7 @@ class Pool:
         """Yield one result dict per case, in completion order. Stops dispatching at `deadline`."""
         groups = OrderedDict()
         for c in cases:
-            groups.setdefault(kernels.family(c.family).static_key(c), []).append(c)
+            groups.setdefault(case_mod.static_key(c), []).append(c)
         sel = selectors.DefaultSelector()
         idle = list(range(min(self.n, len(cases))))
         busy = {}
@@ -268,7 +144,7 @@ class Pool:
                     if done is None:
                         continue
                     sel.unregister(w.proc.stdout)
-                    self.compiled.add(kernels.family(w.case.family).static_key(w.case))
+                    self.compiled.add(case_mod.static_key(w.case))
                     w.case = None
                     del busy[slot]
                     idle.append(slot)
@@ -280,7 +156,7 @@ class Pool:
                     if now > w.deadline:
                         sel.unregister(w.proc.stdout)
                         limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
-                        r = result_of(w.case, "HANG", w.stage, f"no answer within {limit:g} s ({w.stage})")
+                        r = oracle.result(w.case, "HANG", w.stage, f"no answer within {limit:g} s ({w.stage})")
                         w.kill()
                         w.case = None
                         del busy[slot]
@@ -314,7 +190,7 @@ class Pool:
             w.proc.wait()
             code = w.proc.returncode
             msg = w.log_tail() or f"worker exited with status {code}"
-            r = result_of(w.case, "CRASH", w.stage, f"worker died (status {code}): {msg}")
+            r = oracle.result(w.case, "CRASH", w.stage, f"worker died (status {code}): {msg}")
             w.kill()
             return r
         w.buf += chunk

@@ -1,0 +1,216 @@
+"""A campaign: draw (or load) cases, run them through a pool, keep every result, record new bugs.
+
+The drawn cases are written to <out>/cases.jsonl before anything runs, so a campaign can be rerun
+exactly anywhere (`--cases-from`), whatever Hypothesis version draws there. Results are appended
+to <out>/results.jsonl as each case ends: a killed run loses nothing and the same --out resumes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import case as case_mod
+from harness import kernels, oracle, record, report
+from harness.environment import environment, gpu_count, importable
+from harness.minimize import Evaluator, shrink
+from harness.pool import Pool, Timeouts
+
+
+class CampaignError(ValueError):
+    """Bad input to a campaign; the message is one line."""
+
+
+@dataclass
+class Options:
+    out: Path
+    families: tuple[str, ...] = ("fwd",)
+    cases: int = 100
+    seed: int = 0
+    per_kernel: int = 4
+    cases_from: Path | None = None
+    workers: int = 0                 # 0: CPU cores - 1
+    arch: str = "sm_90a"             # compile target without a GPU
+    timeouts: Timeouts = None
+    time: float = 0                  # stop starting cases after this many seconds (0: no limit)
+    reproducers: Path = Path("reproducers")
+    minimize: bool = False
+    minimize_budget: float = 300
+
+
+def _err(*lines):
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- cases
+def draw(families, n, seed, per_kernel) -> list[case_mod.Case]:
+    from harness import strategies
+
+    cases = []
+    for i, f in enumerate(families):
+        count = n // len(families) + (i < n % len(families))
+        cases += strategies.draw(f, count, seed + i, per_kernel)
+    return cases
+
+
+def write_cases(path: Path, cases) -> None:
+    path.write_text("".join(case_mod.to_json(c) + "\n" for c in cases))
+
+
+def load_cases(path: Path) -> list[case_mod.Case]:
+    """Cases from a JSON-lines file, each validated; CampaignError names the line."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as e:
+        raise CampaignError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise CampaignError(f"{path}: not UTF-8 text") from None
+    cases = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                cases.append(kernels.check(case_mod.from_json(line)))
+            except case_mod.CaseError as e:
+                raise CampaignError(f"{path} line {n}: {e}") from None
+    if not cases:
+        raise CampaignError(f"{path}: no cases")
+    return cases
+
+
+def plan(opts: Options) -> list[case_mod.Case]:
+    """The campaign's cases, written to <out>/cases.jsonl (or checked against what is there)."""
+    cases = load_cases(opts.cases_from) if opts.cases_from else draw(opts.families, opts.cases, opts.seed,
+                                                                       opts.per_kernel)
+    path = opts.out / "cases.jsonl"
+    if path.exists():
+        there = [c.id for c in load_cases(path)]
+        if there != [c.id for c in cases]:
+            raise CampaignError(f"{opts.out} holds another campaign ({len(there)} cases in {path}): "
+                                f"resume it with --cases-from {path}, or choose another --out")
+    else:
+        write_cases(path, cases)
+    return cases
+
+
+# ----------------------------------------------------------------------------- results
+def read_results(path: Path) -> tuple[list[dict], list[str]]:
+    """(results, notes). A last line cut short (a kill mid-write, a full disk) is removed from
+    the file and its case runs again; an unreadable line elsewhere is skipped. Notes say so."""
+    if not path.exists():
+        return [], []
+    data, notes = path.read_bytes(), []
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        notes.append(f"{path}: last line cut short ({len(data) - keep} bytes): dropped, its case runs again")
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+        data = data[:keep]
+    results = []
+    for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            if not (isinstance(r, dict) and isinstance(r.get("case_id"), str) and r.get("verdict") in oracle.VERDICTS):
+                raise ValueError
+        except ValueError:
+            notes.append(f"{path}: line {n} is not a result: skipped, its case runs again")
+            continue
+        results.append(r)
+    return results, notes
+
+
+def progress(results, total, elapsed):
+    counts = {}
+    for r in results:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    width = 30
+    filled = width * len(results) // max(total, 1)
+    text = " ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    line = (f"[{'#' * filled}{'.' * (width - filled)}] {len(results)}/{total} {text} "
+            f"{len(results) / max(elapsed, 1e-9):.2f}/s")
+    if sys.stderr.isatty():
+        print("\r" + line, end="", file=sys.stderr, flush=True)
+    elif len(results) % max(1, total // 10) == 0 or len(results) == total:  # logs: ten lines, not one per case
+        print(line, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- the campaign
+def run(opts: Options) -> int:
+    """0 nothing new failed, 1 a new failure or a harness error, 125 TileLang does not import."""
+    if opts.out.exists() and not opts.out.is_dir():
+        raise CampaignError(f"--out {opts.out} is a file, not a directory")
+    opts.out.mkdir(parents=True, exist_ok=True)
+    cases = plan(opts)
+    env = environment()
+    if not importable(env):  # every case would fail the same way: not a finding about kernels
+        _err(f"harness run: cannot test here: tilelang {env['tilelang']}")
+        return 125
+    gpus = gpu_count()
+    target = "auto" if gpus else opts.arch
+    if not gpus:
+        _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
+    results_path = opts.out / "results.jsonl"
+    previous, notes = read_results(results_path)
+    _err(*notes)
+    done = {r["case_id"] for r in previous}
+    todo = [c for c in cases if c.id not in done]
+    workers = opts.workers or max(1, (os.cpu_count() or 2) - 1)
+    _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
+         f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
+    pool = Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None)
+    deadline = time.monotonic() + opts.time if opts.time else None
+    results = []
+    t0 = time.monotonic()
+    with open(results_path, "a") as sink:
+        for r in pool.run(todo, deadline):
+            sink.write(json.dumps(r) + "\n")
+            sink.flush()
+            results.append(r)
+            progress(results, len(todo), time.monotonic() - t0)
+    elapsed = time.monotonic() - t0
+    pool.close()  # its workers hold the GPUs; minimizing starts its own
+    everything = previous + results
+    known = record.known_signatures(opts.reproducers)
+    print(report.write(opts.out, everything, known))
+    print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
+          f"{pool.started} worker processes; results in {results_path}")
+    ours = [r for r in everything if r["verdict"] == "HARNESS_ERROR"]
+    if ours:
+        print(f"HARNESS_ERROR in {len(ours)} cases: the harness's own bug, not recorded "
+              f"(first: {ours[0]['case_id']}: {ours[0]['message']})")
+    record_failures(everything, opts, target)
+    # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
+    # says whether this run found something new, or the harness itself went wrong.
+    new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
+    return 1 if new or ours else 0
+
+
+def record_failures(results, opts: Options, target) -> list[Path]:
+    """One reproducer per compiler-failure signature not yet in opts.reproducers; print the paths."""
+    firsts = {}
+    for r in results:
+        if r["verdict"] in oracle.FAILURES:
+            firsts.setdefault(oracle.signature(r), r)
+    known = record.known_signatures(opts.reproducers)
+    new = {sig: r for sig, r in firsts.items() if sig not in known}
+    for sig in firsts.keys() & known.keys():
+        print(f"reproducer (already recorded): {known[sig]}")
+    if not new:
+        return []
+    env = environment()
+    paths = []
+    with Pool(1, target, opts.out / "logs" / "minimize", opts.timeouts) as pool:
+        for sig, r in new.items():
+            original = None
+            if opts.minimize:
+                _err(f"minimizing {r['case_id']}: {' '.join(sig[2:6])}")
+                small, r, _ = shrink(r, Evaluator(pool, 2, sig), opts.minimize_budget, 0, log=_err)
+                original = case_mod.from_dict(firsts[sig]["case"]) if small.id != firsts[sig]["case_id"] else None
+            paths.append(record.write(r, env, opts.reproducers, minimized_from=original))
+            print(f"reproducer (new): {paths[-1]}")
+    return paths

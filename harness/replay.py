@@ -1,0 +1,82 @@
+"""Replay a reproducer and answer as `git bisect run` wants: 0 good, 1 bad, 125 cannot test.
+
+Used by `harness repro`, by every generated reproducers/test_repro_<id>.py, and by bisect.
+1 means the recorded bug is here: some run fails the way a compiler bug fails (MISMATCH,
+NONFINITE, COMPILE_ERROR, CRASH, HANG). 125 means this machine cannot say: no GPU for a numerical
+bug, TileLang does not import, the case is unsupported here, or the harness itself erred (a
+HARNESS_ERROR is never evidence against the compiler).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import oracle, record
+from harness.environment import environment, gpu_count, importable
+from harness.minimize import Evaluator, triage
+from harness.pool import Pool, Timeouts
+
+GOOD, BAD, SKIP = 0, 1, 125
+
+
+@dataclass
+class Replay:
+    status: int                   # GOOD, BAD or SKIP
+    verdict: str                  # REPRODUCED, NOT REPRODUCED or CANNOT TEST, with the reason
+    evidence: list[str] = field(default_factory=list)  # one line per run
+    results: list[dict] = field(default_factory=list)
+
+
+def target(rep, env, arch="sm_90a") -> tuple[str | None, str]:
+    """(target, "") to replay `rep` here, or (None, why not). A compile error needs no GPU."""
+    if not importable(env):
+        return None, f"tilelang {env['tilelang']}"
+    if gpu_count():
+        return "auto", ""
+    if rep.observed["verdict"] == "COMPILE_ERROR":
+        return arch, ""
+    return None, "no GPU here (numerics need one)"
+
+
+def where(env) -> str:
+    return f"tilelang {env.get('tilelang', '?')} {env.get('tilelang_commit', '')}".rstrip() + f", {env.get('gpu', '?')}"
+
+
+def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, env=None) -> Replay:
+    """Run `rep.case` `runs` times in a fresh worker and judge what that says about the bug."""
+    env = env or environment()
+    tgt, reason = target(rep, env, arch)
+    if tgt is None:
+        return Replay(SKIP, f"CANNOT TEST: {reason}")
+    with Pool(1, tgt, Path(logs) / rep.id, timeouts) as pool:  # a crash or hang is a verdict, not our death
+        evaluate = Evaluator(pool)
+        seen = triage(rep.case, evaluate, max(runs, 1), rep.signature)
+    results = evaluate.results
+    evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results]
+    n = seen["runs"]
+    good = "PASS" if tgt == "auto" else "COMPILED"
+    failing = [r for r in results if r["verdict"] in oracle.FAILURES]
+    if failing:
+        same = seen["reproduced"]
+        verdict = (f"REPRODUCED: {len(failing)}/{n} runs fail; signature "
+                   + (f"matches in {same}/{n} runs" if same else "differs"))
+        if same < n:
+            evidence.append(f"  recorded signature: {list(rep.signature)}")
+            evidence += [f"  now:                {list(oracle.signature(r))}" for r in results]
+        return Replay(BAD, verdict, evidence, results)
+    other = next((r for r in results if r["verdict"] != good), None)
+    if other:  # UNSUPPORTED here, or our own HARNESS_ERROR: no evidence either way
+        return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)
+    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} runs {good} (recorded {rep.observed['verdict']})",
+                  evidence, results)
+
+
+def replay_test(json_path, tmp_path) -> None:
+    """The body of every generated test_repro_<id>.py: the case must behave correctly.
+    Without a GPU a compile error still replays (compiled for sm_90a); anything else skips."""
+    import pytest
+
+    out = replay(record.load(json_path), tmp_path)
+    if out.status == SKIP:
+        pytest.skip(out.verdict)
+    assert out.status == GOOD, "\n".join([out.verdict, *out.evidence])

@@ -1,0 +1,44 @@
+"""The architecture is a checked contract: import-linter's layers (pyproject.toml) and ruff."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tool(name):
+    path = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+    return path
+
+
+def lint_imports(root):
+    return subprocess.run([tool("lint-imports"), "--config", str(root / "pyproject.toml"), "--no-cache"],
+                          cwd=root, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(root),
+                                                                                   "PATH": "/usr/bin:/bin"})
+
+
+def test_imports_follow_the_layers():
+    out = lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "3 kept, 0 broken" in out.stdout
+
+
+def test_a_backwards_import_breaks_the_contract(tmp_path):
+    shutil.copytree(ROOT / "harness", tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    case = tmp_path / "harness" / "case.py"
+    backwards = "from harness import oracle  # noqa\nfrom dataclasses import"
+    case.write_text(case.read_text().replace("from dataclasses import", backwards, 1))
+    out = lint_imports(tmp_path)
+    assert out.returncode != 0
+    assert "Data flows one way BROKEN" in out.stdout and "harness.case -> harness.oracle" in out.stdout
+
+
+def test_ruff():
+    out = subprocess.run([tool("ruff"), "check", "--no-cache", str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,40 @@
+"""Every registered family (the test double included) is a complete `Family`."""
+import dataclasses
+
+import pytest
+
+from harness import case as case_mod
+from harness import kernels, strategies
+
+
+@pytest.mark.parametrize("name", ["fwd", "bwd", "fake"])
+def test_family_satisfies_the_contract(name):
+    fam = kernels.family(name)
+    assert isinstance(fam, kernels.Family) and fam.name == name
+    for f in dataclasses.fields(kernels.Family):
+        value = getattr(fam, f.name)
+        if f.type.startswith("Callable"):
+            assert callable(value), f.name
+    assert fam.variants and fam.head_dims and fam.tiles
+    assert all(len(t) == 4 and all(isinstance(x, int) and x > 0 for x in t[:2]) for t in fam.tiles)
+    # The strategies can draw cases of it, and each is valid and supported as drawn.
+    for c in strategies.draw(name, 6, seed=0, per_kernel=2):
+        assert kernels.check(c) is c and fam.unsupported(c) is None, c
+        assert {n for n, kind in fam.tensors(c)} and all(kind in ("forward", "gradient") for _, kind in fam.tensors(c))
+
+
+def test_registry_rejects_unknown_names():
+    assert set(kernels.names()) >= {"fwd", "bwd"}
+    with pytest.raises(case_mod.CaseError, match="unknown kernel family 'nope'; known: fwd, bwd"):
+        kernels.check(case_mod.Case(family="nope"))
+
+
+def test_unsupported_says_why():
+    fam = kernels.family("fwd")
+    c = case_mod.Case()
+    assert fam.unsupported(c) is None
+    assert "no variant 'split'" in fam.unsupported(c.replace(variant="split"))
+    assert "head_dim 72" in fam.unsupported(c.replace(head_dim=72))
+    assert "tile config" in fam.unsupported(c.replace(block_m=48))
+    assert "shared memory" in fam.unsupported(c.replace(head_dim=256, head_dim_v=256, block_m=128, block_n=128,
+                                                        num_stages=1, threads=256))

@@ -1,0 +1,83 @@
+"""Who is blamed: COMPILE_ERROR only for the compiler, CRASH only for the device, else HARNESS_ERROR."""
+
+import pytest
+
+from harness import kernels, oracle, record
+from harness.case import Case
+from harness.pool import Pool, Timeouts
+
+
+def fake(behaviour, **kw):
+    return Case(family="fake", heads=behaviour, **kw)
+
+
+def run(cases, target, tmp_path):
+    with Pool(1, target, tmp_path, Timeouts(compile=20, run=5)) as pool:
+        return {(r["case"]["heads"], r["case"]["variant"]): r for r in pool.run(cases)}, pool.started
+
+
+def test_a_python_bug_in_a_program_builder_is_ours(tmp_path):
+    results, _ = run([fake(8), fake(9), fake(12), fake(1)], "sm_90a", tmp_path)
+    assert (results[8, "default"]["verdict"], results[8, "default"]["stage"]) == ("HARNESS_ERROR", "compile")
+    assert results[8, "default"]["message"] == "KeyError: 'no such program'"
+    assert (results[9, "default"]["verdict"], results[9, "default"]["stage"]) == ("COMPILE_ERROR", "compile")
+    assert results[9, "default"]["message"].startswith("InternalError: Check failed")
+    # A broken generated-code scan is ours too, and the worker lives on to compile the next case.
+    assert (results[12, "default"]["verdict"], results[12, "default"]["stage"]) == ("HARNESS_ERROR", "hazards")
+    assert results[1, "default"]["verdict"] == "COMPILED"
+
+
+def test_an_illegal_word_is_not_a_device_fault(tmp_path):
+    results, started = run([fake(10), fake(1)], "auto", tmp_path)
+    assert results[10, "default"]["verdict"] == "HARNESS_ERROR"
+    assert results[10, "default"]["message"] == "ValueError: illegal value for argument 'q'"
+    assert results[1, "default"]["verdict"] == "PASS" and started == 1  # the worker was not thrown away
+
+
+def test_a_fault_in_a_shared_kernel_is_one_bug_whatever_the_variant(tmp_path):
+    results, _ = run([fake(11), fake(11, variant="other"), fake(6), fake(6, variant="other")], "auto", tmp_path)
+    shared = [results[11, v] for v in ("default", "other")]
+    assert all(r["verdict"] == "CRASH" and r["kernel"] == "common" for r in shared)
+    assert oracle.signature(shared[0]) == oracle.signature(shared[1])
+    assert oracle.signature(shared[0])[1] == "kernel:common"
+    # fake_kernel is not shared: each variant is its own signature.
+    assert oracle.signature(results[6, "default"]) != oracle.signature(results[6, "other"])
+
+
+def _raise_in(filename, exc):
+    code = compile("def f(e):\n    raise e\n", filename, "exec")
+    scope = {}
+    exec(code, scope)
+    try:
+        scope["f"](exc)
+    except Exception as e:
+        return e
+
+
+def test_blame_follows_the_innermost_frame(monkeypatch, tmp_path):
+    compiler = tmp_path / "tilelang"
+    monkeypatch.setattr(oracle, "_compiler_roots", lambda: [str(compiler)])
+    inside = _raise_in(str(compiler / "op" / "gemm.py"), AssertionError("block_K (72) must be a multiple of 16"))
+    outside = _raise_in(str(tmp_path / "harness" / "kernels" / "fwd.py"), NameError("name 'q_s' is not defined"))
+    native = _raise_in("<unknown>", RuntimeError("Check failed: layout"))
+    assert oracle.classify(inside, "compile") == ("COMPILE_ERROR",
+                                                  "AssertionError: block_K (72) must be a multiple of 16")
+    assert oracle.classify(outside, "compile")[0] == "HARNESS_ERROR"
+    assert oracle.classify(native, "compile")[0] == "COMPILE_ERROR"
+    assert oracle.classify(inside, "run")[0] == "HARNESS_ERROR"  # at run time only a device fault is the compiler's
+    fault = RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with TORCH_USE_CUDA_DSA")
+    assert oracle.classify(fault, "judge") == ("CRASH", "RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert oracle.classify(ValueError("illegal shape"), "run")[0] == "HARNESS_ERROR"
+    def faulting():
+        raise fault
+    with pytest.raises(kernels.LaunchError) as launched:
+        kernels.launch("sink_grad", faulting)
+    assert oracle.classify(launched.value, "run") == (
+        "CRASH", "LaunchError: sink_grad: CUDA error: an illegal memory access was encountered")
+
+
+def test_a_harness_error_is_never_recorded(tmp_path):
+    r = oracle.result(fake(8), "HARNESS_ERROR", "compile", "KeyError: 'no such program'")
+    with pytest.raises(ValueError, match="only compiler failures"):
+        record.write(r, {}, tmp_path)
+    assert list(tmp_path.iterdir()) == []
