@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 DTYPES = ("float16", "bfloat16")
-LAYOUTS = ("bhsd", "bshd")
+LAYOUTS = ("bhsd", "bshd", "thd")  # thd: packed varlen tokens (harness.layout)
 _NO_OFF = object()
 
 
@@ -52,6 +52,9 @@ class Case:
     num_stages: int = _static(1)
     threads: int = _static(128)
     seed: int = _dynamic(0, off=0)
+    # Packed (varlen) families: per-sequence (q, k) lengths, zero allowed; batch is their count and
+    # seqlen_q / seqlen_k bound them (the max lengths). Empty for dense families.
+    seqlens: tuple = _dynamic(())
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -86,11 +89,35 @@ class Case:
             raise CaseError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if len(self.window) != 2 or any(not -1 <= w <= MAX_LENGTH for w in self.window):
             raise CaseError(f"window must be (left, right) with each in [-1, {MAX_LENGTH}], got {self.window}")
+        if (self.layout == "thd") != bool(self.seqlens):
+            raise CaseError("the packed layout 'thd' goes with seqlens, and seqlens with it")
+        if self.seqlens:
+            self._validate_seqlens()
         elements = self.batch * self.heads * max(self.seqlen_q, self.seqlen_k) * max(self.head_dim, self.head_dim_v)
         if elements > MAX_ELEMENTS:
             raise CaseError(f"a tensor of batch x heads x length x head_dim = {elements} elements "
                             f"exceeds {MAX_ELEMENTS}")
         return self
+
+    def _validate_seqlens(self):
+        if len(self.seqlens) != self.batch:
+            raise CaseError(f"seqlens holds {len(self.seqlens)} sequences but batch is {self.batch}")
+        for i, pair in enumerate(self.seqlens):
+            if len(pair) != 2 or any(not 0 <= n <= MAX_LENGTH for n in pair):
+                raise CaseError(f"seqlens[{i}] must be (q, k) with each in [0, {MAX_LENGTH}], got {pair}")
+        for axis, name in ((0, "seqlen_q"), (1, "seqlen_k")):
+            longest = max(pair[axis] for pair in self.seqlens)
+            if longest > getattr(self, name):
+                raise CaseError(f"{name} (the max length, {getattr(self, name)}) is smaller than a sequence "
+                                f"of length {longest}")
+
+    @property
+    def total_q(self) -> int:
+        return sum(q for q, _ in self.seqlens)
+
+    @property
+    def total_k(self) -> int:
+        return sum(k for _, k in self.seqlens)
 
 
 # Bounds far beyond any kernel's, so that a case is rejected before it allocates absurd memory.
@@ -121,6 +148,7 @@ def features_on(case: Case, static_only=False) -> dict:
 def to_dict(case: Case) -> dict:
     d = dataclasses.asdict(case)
     d["window"] = list(case.window)
+    d["seqlens"] = [list(pair) for pair in case.seqlens]
     return d
 
 
@@ -135,6 +163,11 @@ def _check_type(name, value):
                 and all(type(v) is int for v in value)):
             raise CaseError(f"field 'window' must be a pair of integers, got {value!r}")
         return tuple(value)
+    if name == "seqlens":
+        if not (isinstance(value, (list, tuple)) and all(
+                isinstance(p, (list, tuple)) and len(p) == 2 and all(type(n) is int for n in p) for p in value)):
+            raise CaseError(f"field 'seqlens' must be a list of [q, k] integer pairs, got {value!r}")
+        return tuple(tuple(p) for p in value)
     if type(value) is not type(default):
         raise CaseError(f"field {name!r} must be {type(default).__name__}, got {type(value).__name__} {value!r}")
     return value

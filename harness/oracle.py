@@ -153,9 +153,11 @@ def judge(case, fam, inputs, outputs, seconds=None) -> dict:
     ref = fam.reference(case, inputs, torch.float64)
     base = fam.reference(case, inputs, dtype)
     got = fam.canonical(case, outputs)
-    left, right = case.bounds
-    seen = reference.visible(case.seqlen_q, case.seqlen_k, left, right, device=inputs["q"].device)
-    locate = region_locator(case, seen.any(dim=1), seen.any(dim=0))
+    if fam.locate is not None:
+        locate = fam.locate(case, inputs)
+    else:
+        seen = reference.visible(case.seqlen_q, case.seqlen_k, *case.bounds, device=inputs["q"].device)
+        locate = region_locator(case, seen.any(dim=1), seen.any(dim=0))
     spreads = fam.floors(case, inputs)
     checks = [check(name, got[name], ref[name], base[name], dtype, K[kind], locate, K[kind] * spreads.get(name, 0.0))
               for name, kind in fam.tensors(case)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from harness import kernels
-from harness.case import DTYPES, LAYOUTS, Case
+from harness.case import DTYPES, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
@@ -60,22 +60,50 @@ def static_case(draw, family: str) -> Case:
         family=family, variant=draw(st.sampled_from(fam.variants)),
         heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim, head_dim_v=head_dim_v,
         dtype=draw(st.sampled_from(DTYPES)), causal=draw(st.booleans()), window=draw(windows()),
-        sinks=draw(st.booleans()), layout=draw(st.sampled_from(LAYOUTS)),
+        sinks=draw(st.booleans()), layout=draw(st.sampled_from(fam.layouts)),
         block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads,
     )
 
 
 @st.composite
+def packed(draw, block_m: int, block_n: int) -> dict:
+    """Varlen batches: zero- and one-token sequences, q != k both ways per sequence, a sequence
+    boundary inside a tile, one long sequence beside short ones, totals not divisible by 8."""
+    short = st.one_of(st.sampled_from((0, 1, 2, 3, 5, 7)), lengths(block_m).filter(lambda n: n < 80))
+    count = draw(st.integers(1, 6))
+    pairs = []
+    for _ in range(count):
+        q = draw(short)
+        how = draw(st.sampled_from(("equal", "free", "longer_k")))
+        k = q if how == "equal" else draw(short) if how == "free" else q + draw(st.integers(1, 2 * block_n))
+        pairs.append((q, k))
+    if draw(st.booleans()):  # one long sequence among short ones
+        long_q = draw(lengths(block_m).filter(lambda n: n > 2 * block_m))
+        long_k = draw(st.sampled_from((long_q, long_q + 37, long_q // 2 + 1)))
+        pairs.insert(draw(st.integers(0, len(pairs))), (long_q, long_k))
+    if sum(q for q, _ in pairs) == 0:
+        pairs[0] = (1, pairs[0][1])
+    if sum(k for _, k in pairs) == 0:
+        pairs[-1] = (pairs[-1][0], 1)
+    return {"batch": len(pairs), "seqlens": tuple(pairs), "seqlen_q": max(1, max(q for q, _ in pairs)),
+            "seqlen_k": max(1, max(k for _, k in pairs)), "seed": draw(st.integers(0, 2**31 - 1))}
+
+
+def _lengths_for(c: Case):
+    return packed(c.block_m, c.block_n) if c.layout == "thd" else dynamic(c.block_m, c.block_n)
+
+
+@st.composite
 def cases(draw, family: str) -> Case:
     c = draw(static_case(family))
-    return c.replace(**draw(dynamic(c.block_m, c.block_n))).validate()
+    return c.replace(**draw(_lengths_for(c))).validate()
 
 
 @st.composite
 def kernel_batches(draw, family: str, per_kernel: int) -> list[Case]:
     """One static configuration and `per_kernel` length variants of it (one compile, many runs)."""
     c = draw(static_case(family))
-    return [c.replace(**draw(dynamic(c.block_m, c.block_n))).validate() for _ in range(per_kernel)]
+    return [c.replace(**draw(_lengths_for(c))).validate() for _ in range(per_kernel)]
 
 
 def draw(family: str, n: int, seed: int, per_kernel: int = 1) -> list[Case]:

@@ -66,7 +66,7 @@ def test_missing_fields_are_named():
 
 
 def test_fields_declare_static_dynamic_and_off():
-    assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed")
+    assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed", "seqlens")
     assert set(case_mod.STATIC) | set(case_mod.DYNAMIC) == set(case_mod.to_dict(Case()))
     assert case_mod.FEATURES == {"dtype": "float16", "causal": False, "window": (-1, -1), "sinks": False,
                                  "layout": "bhsd", "seed": 0}

@@ -13,7 +13,7 @@ def test_family_satisfies_the_contract(name):
     assert isinstance(fam, kernels.Family) and fam.name == name
     for f in dataclasses.fields(kernels.Family):
         value = getattr(fam, f.name)
-        if f.type.startswith("Callable"):
+        if f.type.startswith("Callable") and "None" not in f.type:  # optional hooks may be None
             assert callable(value), f.name
     assert fam.variants and fam.head_dims and fam.tiles
     assert all(len(t) == 4 and all(isinstance(x, int) and x > 0 for x in t[:2]) for t in fam.tiles)

@@ -17,6 +17,7 @@ from harness.case import Case, CaseError
 _REGISTRY = {
     "fwd": "harness.kernels.fwd_family:FAMILY",
     "bwd": "harness.kernels.bwd_family:FAMILY",
+    "varlen_fwd": "harness.kernels.varlen_family:FAMILY",
 }
 
 
@@ -58,11 +59,16 @@ class Family:
     # pinned there is one bug whatever the variant (one signature, one reproducer).
     shared_kernels: frozenset = field(default_factory=frozenset)
     producers: dict = field(default_factory=dict)
+    layouts: tuple[str, ...] = ("bhsd", "bshd")        # "thd": packed sequences (case.seqlens)
+    # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
+    locate: Callable | None = None
 
     def unsupported(self, case: Case) -> str | None:
         """A one-line reason the family cannot express `case`, or None."""
         if case.variant not in self.variants:
             return f"{case.family} has no variant {case.variant!r}; offered: {self.variants}"
+        if case.layout not in self.layouts:
+            return f"{case.family} has no layout {case.layout!r}; offered: {self.layouts}"
         for name in ("head_dim", "head_dim_v"):
             if getattr(case, name) not in self.head_dims:
                 return f"{name} {getattr(case, name)} not in {self.head_dims}"

@@ -1,0 +1,110 @@
+"""Varlen (packed) FlashAttention-2 forward: MHA/GQA, causal/sliding window per sequence, sinks.
+
+Q [total_q, heads, d], K/V [total_k, kv_heads, d], sequences packed one after another with
+cu_seqlens_q/k [batch + 1] (int32) giving each one's start. Totals and batch are symbolic; the
+grid covers ceil(total_q / block_m) query blocks per (head, sequence), so no max length is baked
+in: one compiled kernel serves every batch composition, and blocks past a sequence's end write
+nothing. Masking is FlashAttention's bottom-right alignment within each sequence
+(harness/kernels/masking.py). Loads and stores are element-wise and guarded by the sequence's
+length: a tile copy would read (harmlessly) or write (harmfully) the next sequence's rows.
+"""
+import math
+
+import tilelang.language as T
+
+from harness import compat
+from harness.kernels import masking
+
+LOG2E = 1.4426950408889634
+
+
+def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
+            block_m, block_n, num_stages, threads):
+    batch = T.symbolic("batch")
+    total_q = T.symbolic("total_q")
+    total_k = T.symbolic("total_k")
+    group = heads // kv_heads
+    scale = LOG2E / math.sqrt(head_dim)
+    accum = "float32"
+    neg_inf = -T.infinity(accum)
+
+    @T.prim_func
+    def main(
+        Q: compat.Tensor([total_q, heads, head_dim], dtype),
+        K: compat.Tensor([total_k, kv_heads, head_dim], dtype),
+        V: compat.Tensor([total_k, kv_heads, head_dim_v], dtype),
+        CuQ: compat.Tensor([batch + 1], "int32"),
+        CuK: compat.Tensor([batch + 1], "int32"),
+        Sinks: compat.Tensor([heads], accum),
+        Out: compat.Tensor([total_q, heads, head_dim_v], dtype),
+        Lse: compat.Tensor([heads, total_q], accum),
+    ):
+        with T.Kernel(T.ceildiv(total_q, block_m), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_m, head_dim], dtype)
+            k_s = T.alloc_shared([block_n, head_dim], dtype)
+            v_s = T.alloc_shared([block_n, head_dim_v], dtype)
+            acc_s = T.alloc_fragment([block_m, block_n], accum)
+            p_cast = T.alloc_fragment([block_m, block_n], dtype)
+            acc_o = T.alloc_fragment([block_m, head_dim_v], accum)
+            row_max = T.alloc_fragment([block_m], accum)
+            row_max_prev = T.alloc_fragment([block_m], accum)
+            row_scale = T.alloc_fragment([block_m], accum)
+            row_sum = T.alloc_fragment([block_m], accum)
+            denom = T.alloc_fragment([block_m], accum)
+
+            q_start = CuQ[bz]
+            k_start = CuK[bz]
+            seq_q = CuQ[bz + 1] - q_start
+            seq_k = CuK[bz + 1] - k_start
+            kvh = by // group
+            shift = seq_k - seq_q
+            q0 = bx * block_m
+            for i, d in T.Parallel(block_m, head_dim):
+                q_s[i, d] = T.if_then_else(q0 + i < seq_q, Q[q_start + q0 + i, by, d], 0)
+            T.fill(acc_o, 0)
+            T.fill(denom, 0)
+            T.fill(row_max, neg_inf)
+
+            lo = masking.first_key_block(q0, shift, left, block_n)
+            hi = masking.end_key_block(q0, shift, right, block_m, block_n, seq_k)
+            for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
+                k0 = kb * block_n
+                for j, d in T.Parallel(block_n, head_dim):
+                    k_s[j, d] = T.if_then_else(k0 + j < seq_k, K[k_start + k0 + j, kvh, d], 0)
+                for j, d in T.Parallel(block_n, head_dim_v):
+                    v_s[j, d] = T.if_then_else(k0 + j < seq_k, V[k_start + k0 + j, kvh, d], 0)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_m, block_n):
+                    acc_s[i, j] = masking.visible(acc_s[i, j], neg_inf, q0 + i, k0 + j, shift, seq_k, left, right)
+                T.copy(row_max, row_max_prev)
+                T.reduce_max(acc_s, row_max, dim=1, clear=False)
+                for i in T.Parallel(block_m):
+                    row_scale[i] = T.if_then_else(
+                        row_max_prev[i] == neg_inf, 0, T.exp2((row_max_prev[i] - row_max[i]) * scale))
+                for i, j in T.Parallel(block_m, block_n):
+                    acc_s[i, j] = T.if_then_else(
+                        row_max[i] == neg_inf, 0, T.exp2((acc_s[i, j] - row_max[i]) * scale))
+                T.reduce_sum(acc_s, row_sum, dim=1)
+                for i in T.Parallel(block_m):
+                    denom[i] = denom[i] * row_scale[i] + row_sum[i]
+                for i, j in T.Parallel(block_m, head_dim_v):
+                    acc_o[i, j] *= row_scale[i]
+                T.copy(acc_s, p_cast)
+                T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+
+            if sinks:
+                for i in T.Parallel(block_m):
+                    denom[i] += T.if_then_else(
+                        row_max[i] == neg_inf, T.exp2(Sinks[by] * LOG2E),
+                        T.exp2(Sinks[by] * LOG2E - row_max[i] * scale))
+            for i, d in T.Parallel(block_m, head_dim_v):
+                if q0 + i < seq_q:
+                    Out[q_start + q0 + i, by, d] = T.if_then_else(denom[i] == 0, 0, acc_o[i, d] / denom[i])
+            for i in T.Parallel(block_m):
+                if q0 + i < seq_q:
+                    Lse[by, q_start + q0 + i] = T.if_then_else(
+                        row_max[i] == neg_inf, T.log2(denom[i]),
+                        T.log2(denom[i]) + row_max[i] * scale) / LOG2E
+
+    return main
