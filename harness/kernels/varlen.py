@@ -20,7 +20,9 @@ LOG2E = 1.4426950408889634
 
 def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
             block_m, block_n, num_stages, threads):
-    batch = T.symbolic("batch")
+    # The offsets' length, not batch: 0.1.6.post2 binds a symbolic size only from a bare dimension
+    # ("variables [batch] are used, but are not passed in as API arguments" for [batch + 1]).
+    offsets = T.symbolic("batch_plus_one")
     total_q = T.symbolic("total_q")
     total_k = T.symbolic("total_k")
     group = heads // kv_heads
@@ -33,13 +35,13 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
         Q: compat.Tensor([total_q, heads, head_dim], dtype),
         K: compat.Tensor([total_k, kv_heads, head_dim], dtype),
         V: compat.Tensor([total_k, kv_heads, head_dim_v], dtype),
-        CuQ: compat.Tensor([batch + 1], "int32"),
-        CuK: compat.Tensor([batch + 1], "int32"),
+        CuQ: compat.Tensor([offsets], "int32"),
+        CuK: compat.Tensor([offsets], "int32"),
         Sinks: compat.Tensor([heads], accum),
         Out: compat.Tensor([total_q, heads, head_dim_v], dtype),
         Lse: compat.Tensor([heads, total_q], accum),
     ):
-        with T.Kernel(T.ceildiv(total_q, block_m), heads, batch, threads=threads) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(total_q, block_m), heads, offsets - 1, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_m, head_dim], dtype)
             k_s = T.alloc_shared([block_n, head_dim], dtype)
             v_s = T.alloc_shared([block_n, head_dim_v], dtype)
