@@ -136,6 +136,47 @@ def cmd_minimize(args) -> int:
     return 0
 
 
+def cmd_bisect(args) -> int:
+    from harness import bisect
+
+    rep, path = _load(args, "bisect")
+    if rep is None:
+        return 2
+    envs = Path(args.envs).expanduser()
+    state = Path(args.state) if args.state else envs / f"bisect-{rep.id}-{args.good}-{args.bad}.json"
+    try:
+        run = bisect.Bisect(path.resolve(), args.good, args.bad, bisect.Releases(envs, args.wheels and Path(args.wheels)),
+                            state, args.runs, log=lambda line: print(line, file=sys.stderr, flush=True))
+        text = run.run(bisect.available(run.releases.wheels))
+    except bisect.BisectError as e:
+        print(f"harness bisect: {e}", file=sys.stderr)
+        return 2
+    print(text)
+    print(f"installed this run: {', '.join(run.releases.installs) or 'nothing (all cached)'}; state: {state}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_matrix(args) -> int:
+    from harness import bisect
+
+    paths = sorted(Path(args.dir).glob("*.json"))
+    releases = bisect.Releases(Path(args.envs).expanduser(), args.wheels and Path(args.wheels))
+    try:
+        for p in paths:
+            record.load(p)
+        known = bisect.available(releases.wheels)
+        wanted = [bisect.Version(v) for v in args.releases.split(",")]
+        missing = [str(v) for v in wanted if v not in known]
+        if missing:
+            raise bisect.BisectError(f"not TileLang releases: {', '.join(missing)}")
+    except (record.RecordError, bisect.BisectError, bisect.InvalidVersion) as e:
+        print(f"harness matrix: {e}", file=sys.stderr)
+        return 2
+    print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=lambda line: print(line, file=sys.stderr)))
+    return 0
+
+
 def _replay_args(p):
     p.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
     p.add_argument("--arch", default="sm_90a", help="compile target for replaying a compile error without a GPU")
@@ -178,6 +219,23 @@ def parser() -> Parser:
     m.add_argument("--runs", type=_nonnegative_int, default=3, help="runs of the minimized case to triage flakiness (0: none)")
     _replay_args(m)
     m.set_defaults(func=cmd_minimize)
+    b = sub.add_parser("bisect", help="find the TileLang release that changed a reproducer's behaviour")
+    b.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    b.add_argument("--good", required=True, help="a release where the case behaves correctly")
+    b.add_argument("--bad", required=True, help="a release where the bug shows (older than --good: where it was fixed)")
+    b.add_argument("--runs", type=_positive(int), default=1, help="replays per step (flaky bugs: bad if any fails)")
+    b.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
+    b.add_argument("--wheels", help="install from the wheels in this directory, offline")
+    b.add_argument("--state", help="bisect state file (default: under --envs); an interrupted bisect resumes from it")
+    b.add_argument("--dir", default="reproducers", help="where reproducers live")
+    b.set_defaults(func=cmd_bisect)
+    mx = sub.add_parser("matrix", help="replay every reproducer on every release listed")
+    mx.add_argument("--releases", required=True, help="comma-separated, e.g. 0.1.6.post2,0.1.10,0.1.15")
+    mx.add_argument("--runs", type=_positive(int), default=1)
+    mx.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
+    mx.add_argument("--wheels", help="install from the wheels in this directory, offline")
+    mx.add_argument("--dir", default="reproducers", help="where reproducers live")
+    mx.set_defaults(func=cmd_matrix)
     e = sub.add_parser("env", help="what TileLang, torch, CUDA and GPU this machine has")
     e.set_defaults(func=cmd_env)
     return p

@@ -1,0 +1,301 @@
+"""Bisect a reproducer across TileLang releases: which release changed its behaviour.
+
+Each release is installed once into its own directory under --envs (a pip --target tree that
+shadows the installed TileLang on PYTHONPATH; torch and the rest come from this environment), and
+every step runs `harness repro` there as a subprocess: 0 good, 1 bad, 125 skip (the release does
+not install or import, or cannot test the case). The endpoints are checked first. Either direction
+works: --good older than --bad finds where a bug appeared, --good newer than --bad where it was
+fixed. Every step lands in a state file as it ends, so an interrupted bisect resumes there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+GOOD, BAD, SKIP = 0, 1, 125
+# Linked by TileLang's libraries through relative rpaths (0.1.10: "libz3.so.4.15: cannot open
+# shared object file" with z3 elsewhere on the path), so they are installed into each release's tree.
+NATIVE = ("apache-tvm-ffi", "z3-solver")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class BisectError(ValueError):
+    """Bad input or a bisect that cannot go on; the message is one line."""
+
+
+# ----------------------------------------------------------------------------- versions
+def available(wheels: Path | None = None) -> list[Version]:
+    """TileLang releases: the wheels in `wheels` (offline), else the package index pip is set up for."""
+    if wheels is not None:
+        found = {m.group(1) for m in (re.match(r"tilelang-([^-]+)-", p.name) for p in Path(wheels).glob("*.whl")) if m}
+    else:
+        out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "tilelang"],
+                             capture_output=True, text=True, timeout=300)
+        line = next((line for line in out.stdout.splitlines() if line.startswith("Available versions:")), "")
+        found = {v.strip() for v in line.split(":", 1)[-1].split(",") if v.strip()}
+        if not found:
+            raise BisectError(f"cannot list TileLang releases from the package index: {out.stderr.strip()[-200:]}")
+    return sorted(Version(v) for v in found)
+
+
+def between(versions: list[Version], good: str, bad: str) -> list[Version]:
+    """The releases from `good` to `bad`, both included, in the order the search walks them."""
+    ends = []
+    for name, text in (("--good", good), ("--bad", bad)):
+        try:
+            v = Version(text)
+        except InvalidVersion:
+            raise BisectError(f"{name} {text!r} is not a version") from None
+        if v not in versions:
+            raise BisectError(f"{name} {text} is not a TileLang release; known: {', '.join(map(str, versions))}")
+        ends.append(v)
+    g, b = ends
+    if g == b:
+        raise BisectError("--good and --bad name the same release")
+    inside = [v for v in versions if min(g, b) <= v <= max(g, b)]
+    return inside if g < b else inside[::-1]
+
+
+# ----------------------------------------------------------------------------- environments
+def requirements(wheel: Path) -> list[str]:
+    """What a release needs beyond this environment, pinned as it was built: an open range
+    (">=X" with no upper bound) would install today's ABI-incompatible apache-tvm-ffi, so it takes
+    its floor. A requirement this environment already meets is left to it, except the native
+    libraries TileLang links by a path relative to its own (NATIVE): those go beside it."""
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    out = []
+    for line in meta.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = Requirement(line.split(":", 1)[1].strip())
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        try:
+            have = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            have = None
+        if have is not None and req.specifier.contains(have, prereleases=True) and req.name not in NATIVE:
+            continue
+        floors = [s.version for s in req.specifier if s.operator == ">="]
+        open_range = floors and not any(s.operator in ("<", "<=", "==") for s in req.specifier)  # ~=0.1.0 is open too
+        out.append(f"{req.name}=={floors[0]}" if open_range else f"{req.name}{req.specifier}")
+    return out
+
+
+@dataclass
+class Releases:
+    """One install directory per release under `root`; `wheels` makes it offline."""
+    root: Path
+    wheels: Path | None = None
+    installs: list[str] = field(default_factory=list)   # releases installed by this process
+
+    def path(self, version) -> Path:
+        return self.root / f"tilelang-{version}"
+
+    def ensure(self, version) -> tuple[Path | None, str]:
+        """(directory, "") with the release installed, or (None, why it cannot be)."""
+        target = self.path(version)
+        if (target / ".complete").exists():
+            return target, ""
+        if target.exists():  # a partial install (killed): start over
+            subprocess.run(["rm", "-rf", str(target)], check=True)
+        download = self.root / "wheels"
+        pip = [sys.executable, "-m", "pip", "-q"]
+        source = ["--no-index", "--find-links", str(self.wheels)] if self.wheels else []
+        got = subprocess.run(pip + ["download", "--no-deps", "-d", str(download), *source, f"tilelang=={version}"],
+                             capture_output=True, text=True, timeout=1800)
+        wheel = next(iter(sorted(download.glob(f"tilelang-{version}-*.whl"))), None)
+        if got.returncode or wheel is None:
+            return None, f"tilelang {version} cannot be downloaded: {_last(got.stderr)}"
+        cmd = pip + ["install", "--no-deps", "--target", str(target), *source, str(wheel), *requirements(wheel)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        if done.returncode:
+            return None, f"tilelang {version} does not install: {_last(done.stderr)}"
+        (target / ".complete").write_text(" ".join(cmd[3:]) + "\n")
+        self.installs.append(str(version))
+        return target, ""
+
+
+def _last(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("WARNING")]
+    return (lines or [""])[-1][:300]
+
+
+# ----------------------------------------------------------------------------- one step
+def replay_in(target: Path, reproducer: Path, runs: int, logs: Path) -> tuple[int, str]:
+    """`harness repro` with the release in `target`: (status, its evidence in one line)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               TILELANG_CACHE_DIR=str(target / ".kernel-cache"))
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs),
+                        "--logs", str(logs)], capture_output=True, text=True, env=env, timeout=3600)
+    lines = [line.strip() for line in p.stdout.splitlines() if line.strip()]
+    verdict = next((line for line in reversed(lines) if line.split(":")[0] in
+                    ("REPRODUCED", "NOT REPRODUCED", "CANNOT TEST")), _last(p.stderr))
+    now = next((line[len("now:"):].strip() for line in lines if line.startswith("now:")), "")
+    if p.returncode not in (GOOD, BAD, SKIP):
+        raise BisectError(f"harness repro exited {p.returncode} in {target.name}: {verdict}")
+    return p.returncode, f"{verdict}" + (f" | {now}" if now else "")
+
+
+# ----------------------------------------------------------------------------- the search
+def search(order: list, test) -> tuple[int, int, list[int]]:
+    """(index of the last good, index of the first bad, skipped indexes between them).
+    `test(version) -> status`; order[0] must test good and order[-1] bad (checked first)."""
+    first, last = test(order[0]), test(order[-1])
+    if first != GOOD:
+        raise BisectError(f"--good {order[0]} is not good here (status {first})")
+    if last != BAD:
+        raise BisectError(f"--bad {order[-1]} is not bad here (status {last})")
+    lo, hi, skipped = 0, len(order) - 1, set()
+    while True:
+        untested = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not untested:
+            return lo, hi, [i for i in sorted(skipped) if lo < i < hi]
+        i = min(untested, key=lambda i: (abs(i - (lo + hi) / 2), i))
+        status = test(order[i])
+        if status == GOOD:
+            lo = i
+        elif status == BAD:
+            hi = i
+        else:
+            skipped.add(i)
+
+
+@dataclass
+class Bisect:
+    reproducer: Path
+    good: str
+    bad: str
+    releases: Releases
+    state_path: Path
+    runs: int = 1
+    log: callable = print
+    steps: dict = field(default_factory=dict)   # version -> {"status", "evidence", "seconds"}
+
+    def __post_init__(self):
+        if self.state_path.exists():
+            state = json.loads(self.state_path.read_text())
+            same = (state.get("reproducer"), state.get("good"), state.get("bad"), state.get("runs")) == \
+                (str(self.reproducer), self.good, self.bad, self.runs)
+            if not same:
+                raise BisectError(f"{self.state_path} holds another bisect: {state.get('reproducer')} "
+                                  f"{state.get('good')}..{state.get('bad')}; remove it or pass another --state")
+            self.steps = state["steps"]
+            if self.steps:
+                self.log(f"resuming: {len(self.steps)} step(s) already in {self.state_path}")
+
+    def test(self, version) -> int:
+        key = str(version)
+        if key not in self.steps:
+            t0 = time.monotonic()
+            target, why = self.releases.ensure(version)
+            if target is None:
+                status, evidence = SKIP, f"CANNOT TEST: {why}"
+            else:
+                status, evidence = replay_in(target, self.reproducer, self.runs, self.releases.root / "logs" / key)
+            self.steps[key] = {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - t0, 1)}
+            self._save()
+            self.log(f"  {key}: {evidence}")
+        return self.steps[key]["status"]
+
+    def _save(self):
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        state = {"reproducer": str(self.reproducer), "good": self.good, "bad": self.bad, "runs": self.runs,
+                 "steps": self.steps}
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.state_path)  # a kill mid-write leaves the previous state, never half of one
+
+    def run(self, versions: list[Version]) -> str:
+        order = between(versions, self.good, self.bad)
+        self.log(f"{len(order)} releases from {order[0]} to {order[-1]}")
+        lo, hi, skipped = search(order, self.test)
+        return report(self, order, lo, hi, skipped)
+
+
+def report(b: Bisect, order, lo, hi, skipped) -> str:
+    """A ready-to-paste markdown report."""
+    from harness import record
+
+    rep = record.load(b.reproducer)
+    appeared = order[0] < order[-1]
+    first_bad, last_good = order[hi], order[lo]
+    if appeared:
+        headline = f"**Regression: first bad release {first_bad}, last good {last_good}.**"
+    else:
+        headline = f"**Fixed in {last_good}; the last release with the bug is {first_bad}.**"
+    if skipped:
+        headline += (f" Untestable releases between them ({', '.join(str(order[i]) for i in skipped)}) "
+                     "leave the change somewhere in that range.")
+    rows = ["| release | result | evidence | seconds |", "|---|---|---|---|"]
+    names = {GOOD: "good", BAD: "bad", SKIP: "skip"}
+    for v in order:
+        step = b.steps.get(str(v))
+        if step:
+            rows.append(f"| {v} | {names[step['status']]} | {step['evidence'].replace('|', '/')} | {step['seconds']} |")
+    cmd = (f"harness bisect {b.reproducer} --good {b.good} --bad {b.bad} --envs {b.releases.root}"
+           + (f" --runs {b.runs}" if b.runs > 1 else ""))
+    return "\n".join([
+        f"## Bisect of reproducer {rep.id} across TileLang releases",
+        "",
+        f"{rep.title}",
+        "",
+        headline,
+        "",
+        f"Recorded signature: `{list(rep.signature)}`",
+        "",
+        *rows,
+        "",
+        f"Steps tested: {len(b.steps)} of {len(order)} releases; each replayed {b.runs} time(s) with "
+        "`harness repro` (0 good, 1 bad, 125 skip).",
+        f"Environment: Python {platform.python_version()}, {platform.machine()}, torch "
+        f"{_version('torch')}; releases installed under {b.releases.root}.",
+        "",
+        "Rerun:",
+        "",
+        f"    {cmd}",
+        f"    PYTHONPATH={b.releases.path(first_bad)} harness repro {b.reproducer}",
+        "",
+    ])
+
+
+def _version(name) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+# ----------------------------------------------------------------------------- the release matrix
+def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print) -> str:
+    """Every reproducer replayed on every release: a markdown table of REPRODUCED / NOT / CANNOT TEST."""
+    from harness import record
+
+    words = {GOOD: "not reproduced", BAD: "**REPRODUCED**", SKIP: "cannot test"}
+    reps = [record.load(p) for p in reproducers]
+    rows = ["| reproducer | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
+    cells = {}
+    for v in versions:
+        target, why = releases.ensure(v)
+        for rep, path in zip(reps, reproducers):
+            if target is None:
+                cells[rep.id, v] = (SKIP, why)
+            else:
+                cells[rep.id, v] = replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}")
+            log(f"  {v} {rep.id}: {cells[rep.id, v][1]}")
+    for rep in reps:
+        rows.append(f"| {rep.id} | " + " | ".join(words[cells[rep.id, v][0]] for v in versions) + " |")
+    return "\n".join(rows) + "\n"
