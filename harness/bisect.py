@@ -1,4 +1,4 @@
-"""Bisect a reproducer across TileLang releases: which release changed its behaviour.
+"""Bisect a reproducer across TileLang releases or commits: which one changed its behaviour.
 
 Each release is installed once into its own directory under --envs (a pip --target tree that
 shadows the installed TileLang on PYTHONPATH; torch and the rest come from this environment), and
@@ -6,6 +6,10 @@ every step runs `harness repro` there as a subprocess: 0 good, 1 bad, 125 skip (
 not install or import, or cannot test the case). The endpoints are checked first. Either direction
 works: --good older than --bad finds where a bug appeared, --good newer than --bad where it was
 fixed. Every step lands in a state file as it ends, so an interrupted bisect resumes there.
+
+Across commits (`Commits`), each first-parent commit between the endpoints is checked out into a
+scratch worktree, built into a wheel by the user's command (cached by commit; a commit that does
+not build is a skip), and installed like a release.
 """
 from __future__ import annotations
 
@@ -101,6 +105,7 @@ class Releases:
     root: Path
     wheels: Path | None = None
     installs: list[str] = field(default_factory=list)   # releases installed by this process
+    kind = "release"
 
     def path(self, version) -> Path:
         return self.root / f"tilelang-{version}"
@@ -120,13 +125,98 @@ class Releases:
         wheel = next(iter(sorted(download.glob(f"tilelang-{version}-*.whl"))), None)
         if got.returncode or wheel is None:
             return None, f"tilelang {version} cannot be downloaded: {_last(got.stderr)}"
-        cmd = pip + ["install", "--no-deps", "--target", str(target), *source, str(wheel), *requirements(wheel)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        if done.returncode:
-            return None, f"tilelang {version} does not install: {_last(done.stderr)}"
-        (target / ".complete").write_text(" ".join(cmd[3:]) + "\n")
+        why = install(wheel, target, source)
+        if why:
+            return None, f"tilelang {version} does not install: {why}"
         self.installs.append(str(version))
         return target, ""
+
+
+def install(wheel: Path, target: Path, source=()) -> str:
+    """pip-install `wheel` and what it needs (requirements()) into `target`; "" or why not."""
+    cmd = [sys.executable, "-m", "pip", "-q", "install", "--no-deps", "--target", str(target), *source, str(wheel),
+           *requirements(wheel)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        return _last(done.stderr)
+    (target / ".complete").write_text(" ".join(cmd[3:]) + "\n")
+    return ""
+
+
+@dataclass
+class Commits:
+    """One build and install per commit of `repo` under `root`. `build` is a shell command run in
+    a checkout of the commit (submodules are the command's business: e.g. `git submodule update
+    --init --recursive && pip wheel . -w $HARNESS_WHEEL_DIR`); it must leave a tilelang wheel in
+    $HARNESS_WHEEL_DIR. CCACHE_DIR is kept under `root`, so neighbouring commits rebuild little."""
+    root: Path
+    repo: Path
+    build: str
+    installs: list[str] = field(default_factory=list)
+    kind = "commit"
+
+    def order(self, good: str, bad: str) -> list[str]:
+        """First-parent commits from `good` to `bad`, both included, in search order."""
+        g, b = self.resolve(good, "--good"), self.resolve(bad, "--bad")
+        if self._git("merge-base", "--is-ancestor", g, b, check=False).returncode == 0:
+            older, newer, forward = g, b, True
+        elif self._git("merge-base", "--is-ancestor", b, g, check=False).returncode == 0:
+            older, newer, forward = b, g, False
+        else:
+            raise BisectError(f"--good {good} and --bad {bad} are not on one line of history")
+        inside = self._git("rev-list", "--first-parent", "--reverse", f"{older}..{newer}").stdout.split()
+        walk = [older, *inside]
+        return walk if forward else walk[::-1]
+
+    def path(self, sha) -> Path:
+        return self.root / "commits" / str(sha)
+
+    def ensure(self, sha) -> tuple[Path | None, str]:
+        target = self.path(sha) / "site"
+        if (target / ".complete").exists():
+            return target, ""
+        failed = self.path(sha) / "build-failed.txt"
+        if failed.exists():
+            return None, failed.read_text().strip()
+        wheels = self.path(sha) / "wheel"
+        if not any(wheels.glob("tilelang-*.whl")):
+            why = self._build(sha, wheels)
+            if why:
+                failed.write_text(why + "\n")
+                return None, why
+        if target.exists():
+            subprocess.run(["rm", "-rf", str(target)], check=True)
+        why = install(next(wheels.glob("tilelang-*.whl")), target)
+        if why:
+            return None, f"commit {sha[:12]} does not install: {why}"
+        self.installs.append(sha[:12])
+        return target, ""
+
+    def _build(self, sha, wheels: Path) -> str:
+        wheels.mkdir(parents=True, exist_ok=True)
+        tree = self.root / "worktree"
+        self._git("worktree", "remove", "--force", str(tree), check=False)
+        self._git("worktree", "add", "--detach", str(tree), sha)
+        env = dict(os.environ, HARNESS_WHEEL_DIR=str(wheels), CCACHE_DIR=str(self.root / "ccache"))
+        try:
+            p = subprocess.run(self.build, shell=True, cwd=tree, env=env, capture_output=True, text=True,
+                               timeout=6 * 3600)
+        finally:
+            self._git("worktree", "remove", "--force", str(tree), check=False)
+        if p.returncode:
+            return f"commit {sha[:12]} does not build (status {p.returncode}): {_last(p.stderr or p.stdout)}"
+        if not any(wheels.glob("tilelang-*.whl")):
+            return f"commit {sha[:12]}: the build command left no tilelang wheel in $HARNESS_WHEEL_DIR"
+        return ""
+
+    def resolve(self, rev, name) -> str:
+        p = self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        if p.returncode:
+            raise BisectError(f"{name} {rev} is not a commit of {self.repo}")
+        return p.stdout.strip()
+
+    def _git(self, *args, check=True):
+        return subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True, text=True, check=check)
 
 
 def _last(text: str) -> str:
@@ -219,9 +309,9 @@ class Bisect:
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.state_path)  # a kill mid-write leaves the previous state, never half of one
 
-    def run(self, versions: list[Version]) -> str:
-        order = between(versions, self.good, self.bad)
-        self.log(f"{len(order)} releases from {order[0]} to {order[-1]}")
+    def run(self, order: list) -> str:
+        """Search `order` (from the good endpoint to the bad one) and return the report."""
+        self.log(f"{len(order)} {self.releases.kind}s from {order[0]} to {order[-1]}")
         lo, hi, skipped = search(order, self.test)
         return report(self, order, lo, hi, skipped)
 
@@ -231,22 +321,24 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
     from harness import record
 
     rep = record.load(b.reproducer)
-    appeared = order[0] < order[-1]
+    kind = b.releases.kind
+    appeared = b.good == str(order[0]) and _older(b, order[0], order[-1])
     first_bad, last_good = order[hi], order[lo]
     if appeared:
-        headline = f"**Regression: first bad release {first_bad}, last good {last_good}.**"
+        headline = f"**Regression: first bad {kind} {first_bad}, last good {last_good}.**"
     else:
-        headline = f"**Fixed in {last_good}; the last release with the bug is {first_bad}.**"
+        headline = f"**Fixed in {last_good}; the last {kind} with the bug is {first_bad}.**"
     if skipped:
         headline += (f" Untestable releases between them ({', '.join(str(order[i]) for i in skipped)}) "
                      "leave the change somewhere in that range.")
-    rows = ["| release | result | evidence | seconds |", "|---|---|---|---|"]
+    rows = [f"| {kind} | result | evidence | seconds |", "|---|---|---|---|"]
     names = {GOOD: "good", BAD: "bad", SKIP: "skip"}
     for v in order:
         step = b.steps.get(str(v))
         if step:
             rows.append(f"| {v} | {names[step['status']]} | {step['evidence'].replace('|', '/')} | {step['seconds']} |")
-    cmd = (f"harness bisect {b.reproducer} --good {b.good} --bad {b.bad} --envs {b.releases.root}"
+    where = (f" --repo {b.releases.repo} --build '{b.releases.build}'" if kind == "commit" else "")
+    cmd = (f"harness bisect {b.reproducer} --good {b.good} --bad {b.bad} --envs {b.releases.root}{where}"
            + (f" --runs {b.runs}" if b.runs > 1 else ""))
     return "\n".join([
         f"## Bisect of reproducer {rep.id} across TileLang releases",
@@ -259,10 +351,10 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
         "",
         *rows,
         "",
-        f"Steps tested: {len(b.steps)} of {len(order)} releases; each replayed {b.runs} time(s) with "
+        f"Steps tested: {len(b.steps)} of {len(order)} {kind}s; each replayed {b.runs} time(s) with "
         "`harness repro` (0 good, 1 bad, 125 skip).",
         f"Environment: Python {platform.python_version()}, {platform.machine()}, torch "
-        f"{_version('torch')}; releases installed under {b.releases.root}.",
+        f"{_version('torch')}; {kind}s installed under {b.releases.root}.",
         "",
         "Rerun:",
         "",
@@ -270,6 +362,13 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
         f"    PYTHONPATH={b.releases.path(first_bad)} harness repro {b.reproducer}",
         "",
     ])
+
+
+def _older(b, first, last) -> bool:
+    """Whether the walk goes forward in time (a regression) rather than back (a fix)."""
+    if b.releases.kind == "commit":
+        return b.releases._git("merge-base", "--is-ancestor", str(first), str(last), check=False).returncode == 0
+    return first < last
 
 
 def _version(name) -> str:

@@ -143,11 +143,33 @@ def cmd_bisect(args) -> int:
     if rep is None:
         return 2
     envs = Path(args.envs).expanduser()
-    state = Path(args.state) if args.state else envs / f"bisect-{rep.id}-{args.good}-{args.bad}.json"
+    if bool(args.repo) != bool(args.build):
+        print("harness bisect: --repo and --build go together", file=sys.stderr)
+        return 2
+    if not args.at and not (args.good and args.bad):
+        print("harness bisect: --good and --bad are required (or --repo ... --at COMMIT for one step)", file=sys.stderr)
+        return 2
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        run = bisect.Bisect(path.resolve(), args.good, args.bad, bisect.Releases(envs, args.wheels and Path(args.wheels)),
-                            state, args.runs, log=lambda line: print(line, file=sys.stderr, flush=True))
-        text = run.run(bisect.available(run.releases.wheels))
+        if args.repo:
+            provider = bisect.Commits(envs, Path(args.repo).resolve(), args.build)
+            if args.at:  # one step, as `git bisect run` calls it
+                sha = provider.resolve(args.at, "--at")
+                target, why = provider.ensure(sha)
+                if target is None:
+                    print(f"CANNOT TEST: {why}")
+                    return bisect.SKIP
+                status, evidence = bisect.replay_in(target, path.resolve(), args.runs, envs / "logs" / sha)
+                print(evidence)
+                return status
+            order = provider.order(args.good, args.bad)
+        else:
+            provider = bisect.Releases(envs, args.wheels and Path(args.wheels))
+            order = bisect.between(bisect.available(provider.wheels), args.good, args.bad)
+        tag = f"{rep.id}-{args.good}-{args.bad}".replace("/", "_")
+        state = Path(args.state) if args.state else envs / f"bisect-{tag}.json"
+        run = bisect.Bisect(path.resolve(), args.good, args.bad, provider, state, args.runs, log=log)
+        text = run.run(order)
     except bisect.BisectError as e:
         print(f"harness bisect: {e}", file=sys.stderr)
         return 2
@@ -221,8 +243,12 @@ def parser() -> Parser:
     m.set_defaults(func=cmd_minimize)
     b = sub.add_parser("bisect", help="find the TileLang release that changed a reproducer's behaviour")
     b.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    b.add_argument("--good", required=True, help="a release where the case behaves correctly")
-    b.add_argument("--bad", required=True, help="a release where the bug shows (older than --good: where it was fixed)")
+    b.add_argument("--good", help="a release (or commit) where the case behaves correctly")
+    b.add_argument("--bad", help="a release (or commit) where the bug shows (older than --good: where it was fixed)")
+    b.add_argument("--repo", help="bisect the first-parent commits of this TileLang checkout instead of releases")
+    b.add_argument("--build", help="with --repo: shell command, run in a checkout of each commit, that leaves a "
+                                   "tilelang wheel in $HARNESS_WHEEL_DIR")
+    b.add_argument("--at", help="with --repo: test this one commit and exit 0/1/125 (a `git bisect run` script)")
     b.add_argument("--runs", type=_positive(int), default=1, help="replays per step (flaky bugs: bad if any fails)")
     b.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
     b.add_argument("--wheels", help="install from the wheels in this directory, offline")

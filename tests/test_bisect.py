@@ -1,6 +1,10 @@
-"""Release bisect on the CPU: ordering, the search with skips, pins, resume, the report."""
+"""Bisect on the CPU: releases (ordering, search with skips, pins, resume, report) and commits."""
 import json
+import os
+import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -113,11 +117,11 @@ def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer,
                              log=lambda line: None, **kw)
 
     with pytest.raises(KeyboardInterrupt):
-        start().run(RELEASES)
+        start().run(bisect.between(RELEASES, "0.1.6.post2", "0.1.15"))
     # The endpoints and the skipped 0.1.8 were saved; the step killed mid-way (0.1.7.post3) was not.
     assert set(json.loads(state.read_text())["steps"]) == {"0.1.6.post2", "0.1.15", "0.1.8"}
     replay_in.resumed = True
-    text = start().run(RELEASES)
+    text = start().run(bisect.between(RELEASES, "0.1.6.post2", "0.1.15"))
     assert replays[:2] == ["0.1.6.post2", "0.1.15"] and "0.1.6.post2" not in replays[3:]  # nothing tested twice
     assert "**Regression: first bad release 0.1.10, last good 0.1.7.post3.**" in text
     assert "harness bisect" in text and "| release | result | evidence | seconds |" in text
@@ -130,7 +134,7 @@ def test_a_fix_is_reported_as_a_fix(tmp_path, reproducer, monkeypatch):
         (GOOD, "NOT REPRODUCED") if Version(target.name.split("-", 1)[1]) >= Version("0.1.12") else (BAD, "REPRODUCED")))
     b = bisect.Bisect(reproducer, "0.1.15", "0.1.7", FakeReleases(tmp_path / "envs"), tmp_path / "s.json",
                       log=lambda line: None)
-    text = b.run(RELEASES)
+    text = b.run(bisect.between(RELEASES, "0.1.15", "0.1.7"))
     assert "**Fixed in 0.1.12; the last release with the bug is 0.1.10.**" in text
 
 
@@ -147,3 +151,90 @@ def test_bad_versions_are_one_line_errors(tmp_path, reproducer, capsys):
     assert cli.main(["matrix", "--releases", "0.1.10,0.1.99", "--dir", str(reproducer.parent), *common]) == 2
     assert capsys.readouterr().err == "harness matrix: not TileLang releases: 0.1.99\n"
     assert not (tmp_path / "envs").exists() or not any((tmp_path / "envs").glob("tilelang-*"))  # nothing installed
+
+
+MAKE_WHEEL = '''
+import base64, hashlib, os, pathlib, zipfile
+if pathlib.Path("BROKEN").exists():
+    raise SystemExit("error: this commit does not compile")
+bug = pathlib.Path("bug.txt").read_text().strip()
+files = {"tilelang/__init__.py": f"BUG = {bug!r}\\n",
+         "tilelang-0.0.1.dist-info/METADATA": "Metadata-Version: 2.1\\nName: tilelang\\nVersion: 0.0.1\\n",
+         "tilelang-0.0.1.dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b'=').decode()},"
+                 f"{len(t.encode())}\\n" for n, t in files.items()) + "tilelang-0.0.1.dist-info/RECORD,,\\n"
+files["tilelang-0.0.1.dist-info/RECORD"] = record
+with zipfile.ZipFile(pathlib.Path(os.environ["HARNESS_WHEEL_DIR"]) / "tilelang-0.0.1-py3-none-any.whl", "w") as z:
+    for n, t in files.items():
+        z.writestr(n, t)
+'''
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """Six first-parent commits: the bug arrives in the fifth; the third does not build."""
+    r = tmp_path / "tilelang-src"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    (r / "make_wheel.py").write_text(MAKE_WHEEL)
+    shas = []
+    for i, (bug, broken) in enumerate([("no", 0), ("no", 0), ("no", 1), ("no", 0), ("yes", 0), ("yes", 0)]):
+        (r / "bug.txt").write_text(bug)
+        (r / "version.txt").write_text(str(i))
+        (r / "BROKEN").unlink(missing_ok=True)
+        if broken:
+            (r / "BROKEN").write_text("")
+        git(r, "add", "-A")
+        git(r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"commit {i}")
+        shas.append(git(r, "rev-parse", "HEAD"))
+    return r, shas
+
+
+def by_build(target, rep, runs, logs):
+    """Stands for `harness repro` in the built tree: bad where the built package has the bug."""
+    text = (target / "tilelang" / "__init__.py").read_text()
+    return (BAD, "REPRODUCED: 1/1 runs fail") if "yes" in text else (GOOD, "NOT REPRODUCED: 1/1 runs COMPILED")
+
+
+def test_commit_bisect_builds_each_commit_once_and_skips_what_does_not_build(tmp_path, repo, reproducer, monkeypatch):
+    r, shas = repo
+    monkeypatch.setattr(bisect, "replay_in", by_build)
+    commits = bisect.Commits(tmp_path / "envs", r, f"{sys.executable} make_wheel.py")
+    order = commits.order(shas[0], "main")
+    assert order == shas
+    b = bisect.Bisect(reproducer, shas[0], "main", commits, tmp_path / "state.json", log=lambda line: None)
+    text = b.run(order)
+    assert f"**Regression: first bad commit {shas[4]}, last good {shas[3]}.**" in text
+    assert "does not build (status 1): error: this commit does not compile" in (tmp_path / "envs" / "commits" /
+                                                                                 shas[2] / "build-failed.txt").read_text()
+    # The build cache is keyed by commit: a second bisect builds nothing.
+    again = bisect.Commits(tmp_path / "envs", r, "false")  # a build command that would fail everywhere
+    text2 = bisect.Bisect(reproducer, shas[0], "main", again, tmp_path / "state2.json", log=lambda line: None).run(
+        again.order(shas[0], "main"))
+    assert again.installs == [] and f"first bad commit {shas[4]}" in text2
+    # The other direction: where it was fixed, walked back from the newer good end.
+    assert commits.order("main", shas[0]) == shas[::-1]
+
+
+def test_commit_mode_is_a_git_bisect_run_script(tmp_path, repo, reproducer):
+    """`git bisect run harness bisect REPRO --repo . --build CMD --at HEAD`: exit 0/1/125 per commit."""
+    r, shas = repo
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
+    said = {}
+    for sha in (shas[2], shas[5]):
+        p = subprocess.run([sys.executable, "-m", "harness.cli", "bisect", str(reproducer), "--repo", str(r),
+                            "--build", f"{sys.executable} make_wheel.py", "--at", sha, "--envs", str(tmp_path / "envs")],
+                           capture_output=True, text=True, env=env, timeout=600)
+        said[sha] = (p.returncode, p.stdout.strip())
+    # A commit that does not build is a skip. One that builds is replayed in its own tree: the
+    # stand-in package there has no tilelang.language, so the replay fails on our side: a skip too,
+    # never "bad", and it says so.
+    assert said[shas[2]] == (SKIP, f"CANNOT TEST: commit {shas[2][:12]} does not build (status 1): "
+                                   "error: this commit does not compile")
+    assert said[shas[5]][0] == SKIP and said[shas[5]][1].startswith("CANNOT TEST: HARNESS_ERROR (compile)")
+    assert "No module named 'tilelang.language'" in said[shas[5]][1]
+    assert (tmp_path / "envs" / "commits" / shas[5] / "site" / "tilelang" / "__init__.py").read_text() == "BUG = 'yes'\n"
