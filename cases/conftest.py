@@ -67,6 +67,7 @@ def pytest_runtest_makereport(item, call):
         from harness.environment import environment
         path = record.write(result, environment(), item.config.getoption("--record-dir"))
         report.sections.append(("reproducer", f"recorded {path}"))
+        report.user_properties.append(("reproducer", str(path)))  # JUnit XML names it
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -10,8 +10,11 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from tqdm import tqdm
 
 from harness import case as case_mod
 from harness import kernels, oracle, record, report
@@ -124,21 +127,6 @@ def read_results(path: Path) -> tuple[list[dict], list[str]]:
     return results, notes
 
 
-def progress(results, total, elapsed):
-    counts = {}
-    for r in results:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    width = 30
-    filled = width * len(results) // max(total, 1)
-    text = " ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    line = (f"[{'#' * filled}{'.' * (width - filled)}] {len(results)}/{total} {text} "
-            f"{len(results) / max(elapsed, 1e-9):.2f}/s")
-    if sys.stderr.isatty():
-        print("\r" + line, end="", file=sys.stderr, flush=True)
-    elif len(results) % max(1, total // 10) == 0 or len(results) == total:  # logs: ten lines, not one per case
-        print(line, file=sys.stderr, flush=True)
-
-
 # ----------------------------------------------------------------------------- the campaign
 def run(opts: Options) -> int:
     """0 nothing new failed, 1 a new failure or a harness error, 125 TileLang does not import."""
@@ -164,14 +152,18 @@ def run(opts: Options) -> int:
          f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
     pool = Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None)
     deadline = time.monotonic() + opts.time if opts.time else None
-    results = []
+    results, counts = [], Counter()
     t0 = time.monotonic()
-    with open(results_path, "a") as sink:
+    # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
+    bar = tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=0.2 if sys.stderr.isatty() else 30)
+    with open(results_path, "a") as sink, bar:
         for r in pool.run(todo, deadline):
             sink.write(json.dumps(r) + "\n")
             sink.flush()
             results.append(r)
-            progress(results, len(todo), time.monotonic() - t0)
+            counts[r["verdict"]] += 1
+            bar.set_postfix_str(" ".join(f"{k} {v}" for k, v in sorted(counts.items())), refresh=False)
+            bar.update()
     elapsed = time.monotonic() - t0
     pool.close()  # its workers hold the GPUs; minimizing starts its own
     everything = previous + results

@@ -77,6 +77,21 @@ def cmd_run(args) -> int:
         return 2
 
 
+def cmd_report(args) -> int:
+    from harness import campaign, report
+
+    path = Path(args.dir) / "results.jsonl"
+    if not path.is_file():
+        print(f"harness report: no {path}", file=sys.stderr)
+        return 2
+    results, notes = campaign.read_results(path)
+    for note in notes:
+        print(note, file=sys.stderr)
+    print(report.write(args.dir, results, record.known_signatures(args.reproducers)))
+    print(f"wrote {Path(args.dir) / 'summary.md'}, results.csv, report.html")
+    return 0
+
+
 def _load(args, command):
     """The reproducer named on the command line, or None after one line on stderr."""
     try:
@@ -149,7 +164,7 @@ def cmd_bisect(args) -> int:
     if not args.at and not (args.good and args.bad):
         print("harness bisect: --good and --bad are required (or --repo ... --at COMMIT for one step)", file=sys.stderr)
         return 2
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log = lambda line: print(line, file=sys.stderr, flush=True)
     try:
         if args.repo:
             provider = bisect.Commits(envs, Path(args.repo).resolve(), args.build)
@@ -262,6 +277,10 @@ def parser() -> Parser:
     mx.add_argument("--wheels", help="install from the wheels in this directory, offline")
     mx.add_argument("--dir", default="reproducers", help="where reproducers live")
     mx.set_defaults(func=cmd_matrix)
+    rr = sub.add_parser("report", help="summary.md, results.csv and report.html (with plots) from a run's results")
+    rr.add_argument("dir", help="a run's --out directory")
+    rr.add_argument("--reproducers", default="reproducers", help="known bugs, to mark failures already recorded")
+    rr.set_defaults(func=cmd_report)
     e = sub.add_parser("env", help="what TileLang, torch, CUDA and GPU this machine has")
     e.set_defaults(func=cmd_env)
     return p

@@ -1,4 +1,4 @@
-"""Results (JSON lines) -> pandas tables -> markdown and CSV."""
+"""Results (JSON lines) -> pandas tables -> markdown, CSV, and one self-contained HTML page with plots."""
 from __future__ import annotations
 
 import json
@@ -8,15 +8,21 @@ import pandas as pd
 
 from harness import oracle
 
+COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message", "compile_s", "run_s",
+           "seqlen_q", "seqlen_k", "head_dim", "error_ratio"]
+
 
 def frame(results: list[dict]) -> pd.DataFrame:
+    """One row per case; error_ratio is the largest error / tolerance over its judged tensors."""
     rows = [{"case_id": r["case_id"], "family": r["case"]["family"], "variant": r["case"]["variant"],
              "verdict": r["verdict"], "stage": r["stage"], "tensor": r.get("tensor", ""),
              "region": r.get("region", ""), "message": r.get("message", ""),
-             "compile_s": (r.get("seconds") or {}).get("compile"), "run_s": (r.get("seconds") or {}).get("run")}
+             "compile_s": (r.get("seconds") or {}).get("compile"), "run_s": (r.get("seconds") or {}).get("run"),
+             "seqlen_q": r["case"]["seqlen_q"], "seqlen_k": r["case"]["seqlen_k"], "head_dim": r["case"]["head_dim"],
+             "error_ratio": max((c["error"] / c["tolerance"] for c in r.get("checks") or [] if c["tolerance"] > 0),
+                                default=None)}
             for r in results]
-    return pd.DataFrame(rows, columns=["case_id", "family", "variant", "verdict", "stage", "tensor", "region",
-                                       "message", "compile_s", "run_s"])
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def verdict_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -24,6 +30,7 @@ def verdict_table(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     t = df.pivot_table(index=["family", "variant"], columns="verdict", values="case_id", aggfunc="count", fill_value=0)
     t["total"] = t.sum(axis=1)
+    t.columns.name = None  # else the pivot's "verdict" label becomes an empty first column in HTML
     return t.reset_index()
 
 
@@ -74,11 +81,78 @@ def summary(results: list[dict], known: dict | None = None) -> str:
 
 
 def write(out_dir, results: list[dict], known: dict | None = None) -> str:
+    """summary.md, results.csv and report.html in `out_dir`; returns the markdown."""
     out_dir = Path(out_dir)
     text = summary(results, known)
     (out_dir / "summary.md").write_text(text)
     frame(results).to_csv(out_dir / "results.csv", index=False)
+    (out_dir / "report.html").write_text(html(results, known))
     return text
+
+
+# Correct behaviour green, the compiler's failures warm, our own error black.
+COLORS = {"PASS": "#2ca02c", "COMPILED": "#98df8a", "UNSUPPORTED": "#c7c7c7", "MISMATCH": "#d62728",
+          "NONFINITE": "#ff7f0e", "COMPILE_ERROR": "#9467bd", "CRASH": "#8c564b", "HANG": "#e377c2",
+          "HARNESS_ERROR": "#000000"}
+
+
+def _png(fig) -> str:
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    return f'<img alt="" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def plots(df: pd.DataFrame) -> list[str]:
+    """error / tolerance against sequence length and head dim, verdicts per family, time per kernel."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = []
+    judged = df.dropna(subset=["error_ratio"])
+    if not judged.empty:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+        for family, part in judged.groupby("family"):
+            axes[0].scatter(part["seqlen_q"], part["error_ratio"], s=10, label=family)
+            axes[1].scatter(part["head_dim"], part["error_ratio"], s=10, label=family)
+        for ax, name in zip(axes, ("seqlen_q", "head_dim")):
+            ax.axhline(1.0, color="red", linewidth=1)  # the tolerance
+            ax.set_yscale("log")
+            ax.set_xlabel(name)
+            ax.set_ylabel("max error / tolerance")
+            ax.legend(fontsize=8)
+        out.append(_png(fig))
+        plt.close(fig)
+    if not df.empty:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+        counts = df.pivot_table(index="family", columns="verdict", values="case_id", aggfunc="count", fill_value=0)
+        counts.plot.bar(ax=axes[0], stacked=True, rot=0, color=[COLORS.get(v, "#999999") for v in counts.columns])
+        axes[0].set_ylabel("cases")
+        times = df.dropna(subset=["compile_s"])
+        if not times.empty:
+            axes[1].hist([part["compile_s"] for _, part in times.groupby("family")], bins=20,
+                         label=list(times.groupby("family").groups), stacked=True)
+            axes[1].set_xlabel("seconds to compile one kernel")
+            axes[1].legend(fontsize=8)
+        out.append(_png(fig))
+        plt.close(fig)
+    return out
+
+
+def html(results: list[dict], known: dict | None = None) -> str:
+    df = frame(results)
+    sections = [("Verdicts", verdict_table(df)), ("Distinct failures", failure_table(results, known)),
+                ("Generated-code hazards", hazard_table(results))]
+    body = "".join(f"<h2>{title}</h2>" + (t.to_html(index=False, border=0) if not t.empty else "<p>(none)</p>")
+                   for title, t in sections)
+    style = ("body{font-family:sans-serif;margin:2em;max-width:1100px} table{border-collapse:collapse;font-size:13px}"
+             "td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left} img{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>harness report</title><style>{style}</style>"
+            f"</head><body><h1>Harness report: {len(df)} cases</h1>{body}<h2>Plots</h2>{''.join(plots(df))}"
+            "</body></html>\n")
 
 
 def explain(result: dict) -> str:

@@ -1,0 +1,35 @@
+"""The run report: markdown, CSV and one self-contained HTML page with plots."""
+from harness import cli, report
+from harness.case import Case
+from harness.oracle import result
+
+
+def results():
+    check = {"tensor": "O", "ok": True, "verdict": "PASS", "error": 1e-3, "tolerance": 1e-2}
+    return [result(Case(seqlen_q=n), "PASS", "judge", checks=[check], seconds={"compile": 2.0, "run": 0.1})
+            for n in (1, 65, 300)] + [
+        result(Case(seqlen_q=70, causal=True), "MISMATCH", "judge", "O: max error 0.5 > tolerance 0.004",
+               tensor="O", region="tail_q_tile", checks=[dict(check, ok=False, verdict="MISMATCH", error=0.5)])]
+
+
+def test_frame_has_the_error_ratio_and_the_verdict_table_no_empty_column():
+    df = report.frame(results())
+    assert list(df["error_ratio"]) == [0.1, 0.1, 0.1, 50.0]
+    assert list(report.verdict_table(df).columns) == ["family", "variant", "MISMATCH", "PASS", "total"]
+
+
+def test_html_is_self_contained_with_tables_and_plots(tmp_path):
+    text = report.write(tmp_path, results())
+    page = (tmp_path / "report.html").read_text()
+    assert "## Distinct failures" in text and "tail_q_tile" in page
+    assert page.count("data:image/png;base64,") == 2 and "http" not in page.split("<body>")[1]
+    assert (tmp_path / "results.csv").read_text().startswith("case_id,family")
+
+
+def test_report_command(tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"harness report: no {tmp_path / 'results.jsonl'}\n"
+    import json
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results()))
+    assert cli.main(["report", str(tmp_path), "--reproducers", str(tmp_path / "none")]) == 0
+    assert (tmp_path / "report.html").exists()
