@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 
 DTYPES = ("float16", "bfloat16")
 LAYOUTS = ("bhsd", "bshd", "thd")  # thd: packed varlen tokens (harness.layout)
+# Compile knobs: pass configurations that change code generation (harness.compat maps each to the
+# release's own PassConfigKey; a release without one reports the case UNSUPPORTED).
+KNOBS = ("fast_math", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize", "no_wgmma")
 _NO_OFF = object()
 
 
@@ -51,6 +54,7 @@ class Case:
     block_n: int = _static(64)
     num_stages: int = _static(1)
     threads: int = _static(128)
+    knobs: tuple = _static((), off=())
     seed: int = _dynamic(0, off=0)
     # Packed (varlen) families: per-sequence (q, k) lengths, zero allowed; batch is their count and
     # seqlen_q / seqlen_k bound them (the max lengths). Empty for dense families.
@@ -89,6 +93,8 @@ class Case:
             raise CaseError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if len(self.window) != 2 or any(not -1 <= w <= MAX_LENGTH for w in self.window):
             raise CaseError(f"window must be (left, right) with each in [-1, {MAX_LENGTH}], got {self.window}")
+        if any(k not in KNOBS for k in self.knobs) or list(self.knobs) != sorted(set(self.knobs)):
+            raise CaseError(f"knobs must be distinct names from {KNOBS}, sorted, got {list(self.knobs)}")
         if (self.layout == "thd") != bool(self.seqlens):
             raise CaseError("the packed layout 'thd' goes with seqlens, and seqlens with it")
         if self.seqlens:
@@ -149,6 +155,7 @@ def to_dict(case: Case) -> dict:
     d = dataclasses.asdict(case)
     d["window"] = list(case.window)
     d["seqlens"] = [list(pair) for pair in case.seqlens]
+    d["knobs"] = list(case.knobs)
     return d
 
 
@@ -162,6 +169,10 @@ def _check_type(name, value):
         if not (isinstance(value, (list, tuple)) and len(value) == 2
                 and all(type(v) is int for v in value)):
             raise CaseError(f"field 'window' must be a pair of integers, got {value!r}")
+        return tuple(value)
+    if name == "knobs":
+        if not (isinstance(value, (list, tuple)) and all(isinstance(k, str) for k in value)):
+            raise CaseError(f"field 'knobs' must be a list of strings, got {value!r}")
         return tuple(value)
     if name == "seqlens":
         if not (isinstance(value, (list, tuple)) and all(

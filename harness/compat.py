@@ -8,16 +8,36 @@ VERSION = tilelang.__version__
 Tensor = getattr(T, "Tensor", None) or T.Buffer
 
 
-def compile(func, target):
-    """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a".
+# The harness's compile knobs (harness.case.KNOBS) -> the PassConfigKey member that sets each.
+KNOBS = {"fast_math": "TL_ENABLE_FAST_MATH", "no_smem_reuse": "TL_DISABLE_SHARED_MEMORY_REUSE",
+         "no_tma": "TL_DISABLE_TMA_LOWER", "no_vectorize_256": "TL_DISABLE_VECTORIZE_256",
+         "no_warp_specialize": "TL_DISABLE_WARP_SPECIALIZED", "no_wgmma": "TL_DISABLE_WGMMA"}
+
+
+def _pass_config_key():
+    transform = getattr(tilelang, "transform", None)
+    return getattr(transform, "PassConfigKey", None)
+
+
+def missing_knobs(knobs) -> str | None:
+    """Why this release cannot set `knobs`, or None."""
+    keys = _pass_config_key()
+    missing = [KNOBS[k] for k in knobs if keys is None or not hasattr(keys, KNOBS[k])]
+    return f"tilelang {VERSION} has no pass config {', '.join(missing)}" if missing else None
+
+
+def compile(func, target, knobs=()):
+    """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a";
+    `knobs` switch pass configurations (none: the release's defaults, passed as nothing at all).
 
     An explicit arch goes in as a TVM Target object: current releases reject the string form
     ("cuda -arch=sm_90a") and older ones (0.1.8) the dict form.
     """
+    extra = {"pass_configs": {getattr(_pass_config_key(), KNOBS[k]): True for k in knobs}} if knobs else {}
     if target == "auto":
-        return tilelang.compile(func, target="auto")
+        return tilelang.compile(func, target="auto", **extra)
     import tvm
-    return tilelang.compile(func, target=tvm.target.Target({"kind": "cuda", "arch": target}))
+    return tilelang.compile(func, target=tvm.target.Target({"kind": "cuda", "arch": target}), **extra)
 
 
 def kernel_source(kernel) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from harness import kernels
-from harness.case import DTYPES, Case
+from harness.case import DTYPES, KNOBS, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
@@ -62,7 +62,14 @@ def static_case(draw, family: str) -> Case:
         dtype=draw(st.sampled_from(DTYPES)), causal=draw(st.booleans()), window=draw(windows()),
         sinks=draw(st.booleans()), layout=draw(st.sampled_from(fam.layouts)),
         block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads,
+        knobs=draw(knobs()),
     )
+
+
+def knobs() -> st.SearchStrategy[tuple]:
+    """Half the kernels with the release's default passes, the rest with one or two switched."""
+    some = st.lists(st.sampled_from(KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
+    return st.one_of(st.just(()), some)
 
 
 @st.composite

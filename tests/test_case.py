@@ -69,15 +69,24 @@ def test_fields_declare_static_dynamic_and_off():
     assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed", "seqlens")
     assert set(case_mod.STATIC) | set(case_mod.DYNAMIC) == set(case_mod.to_dict(Case()))
     assert case_mod.FEATURES == {"dtype": "float16", "causal": False, "window": (-1, -1), "sinks": False,
-                                 "layout": "bhsd", "seed": 0}
+                                 "layout": "bhsd", "knobs": (), "seed": 0}
     c = Case(heads=4, kv_heads=2, causal=True, layout="bshd", seed=9)
     # Lengths, batch and seed share a compiled kernel; any static field does not.
     assert case_mod.static_key(c) == case_mod.static_key(c.replace(batch=3, seqlen_q=77, seqlen_k=5, seed=1))
     others = {"family": "bwd", "variant": "split", "heads": 8, "kv_heads": 1, "head_dim": 128, "head_dim_v": 32,
               "dtype": "bfloat16", "causal": False, "window": (1, 2), "sinks": True, "layout": "bhsd",
-              "block_m": 128, "block_n": 32, "num_stages": 2, "threads": 256}
+              "block_m": 128, "block_n": 32, "num_stages": 2, "threads": 256, "knobs": ("no_tma",)}
     assert set(others) == set(case_mod.STATIC)
     for name, other in others.items():
         assert case_mod.static_key(c) != case_mod.static_key(c.replace(**{name: other})), name
     assert case_mod.features_on(c) == {"causal": True, "layout": "bshd", "seed": 9}
     assert case_mod.features_on(c, static_only=True) == {"causal": True, "layout": "bshd"}
+
+
+def test_knobs_are_known_distinct_and_sorted():
+    assert Case(knobs=("fast_math", "no_tma")).validate()
+    for bad in (("no_such_pass",), ("no_tma", "fast_math"), ("no_tma", "no_tma")):
+        with pytest.raises(CaseError, match="knobs must be distinct names"):
+            Case(knobs=bad).validate()
+    c = Case(knobs=("no_wgmma",))
+    assert case_mod.from_json(case_mod.to_json(c)) == c

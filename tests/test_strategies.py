@@ -48,3 +48,10 @@ def test_draw_is_reproducible_and_groups_share_a_kernel():
     assert [c.id for c in a] == [c.id for c in strategies.draw("fwd", 12, seed=3, per_kernel=4)]
     # Groups of 4 share a kernel; a duplicate case dropped from a group may split one.
     assert len({case_mod.static_key(c) for c in a}) <= len(a) // 2
+
+
+def test_compile_knobs_are_drawn():
+    from harness.case import KNOBS
+    drawn = [c.knobs for c in CASES]
+    assert drawn.count(()) > len(drawn) // 5
+    assert {k for ks in drawn for k in ks} == set(KNOBS)

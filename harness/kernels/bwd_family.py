@@ -60,13 +60,13 @@ def build(case, target: str) -> tuple:
                            left, right, case.sinks, case.layout, *case.tile, case.variant)
     kernels = (
         fwd_family.build(fwd_case(case), target),
-        compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, case.layout), target),
-        compat.compile(main, target),
+        compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, case.layout), target, case.knobs),
+        compat.compile(main, target, case.knobs),
         compat.compile(bwd.postprocess(case.heads, case.head_dim, case.dtype, case.layout,
-                                       case.variant != "atomic_nolayout"), target),
+                                       case.variant != "atomic_nolayout"), target, case.knobs),
     )
     if case.sinks:
-        kernels += (compat.compile(bwd.sink_grad(case.heads), target),)
+        kernels += (compat.compile(bwd.sink_grad(case.heads), target, case.knobs),)
     return kernels
 
 

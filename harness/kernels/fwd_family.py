@@ -27,7 +27,7 @@ def build(case, target: str):
     left, right = case.bounds
     func = fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                        left, right, case.sinks, case.layout, *case.tile)
-    return compat.compile(func, target)
+    return compat.compile(func, target, case.knobs)
 
 
 def tensors(case) -> tuple:

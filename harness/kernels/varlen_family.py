@@ -46,7 +46,7 @@ def build(case, target: str):
 
     left, right = case.bounds
     return compat.compile(varlen.forward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                                         left, right, case.sinks, *case.tile), target)
+                                         left, right, case.sinks, *case.tile), target, case.knobs)
 
 
 def make_inputs(case, device) -> dict:
