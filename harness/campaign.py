@@ -155,7 +155,8 @@ def run(opts: Options) -> int:
     results, counts = [], Counter()
     t0 = time.monotonic()
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
-    bar = tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=0.2 if sys.stderr.isatty() else 30)
+    every = 0.2 if sys.stderr.isatty() else 30
+    bar = tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=every, maxinterval=max(every, 10))
     with open(results_path, "a") as sink, bar:
         for r in pool.run(todo, deadline):
             sink.write(json.dumps(r) + "\n")

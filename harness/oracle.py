@@ -175,6 +175,7 @@ def judge(case, fam, inputs, outputs, seconds=None) -> dict:
 # A device fault as torch, TileLang's runtime or the CUDA driver words it (first line of a message).
 _DEVICE_FAULT = re.compile(r"CUDA error|CUDA_ERROR_\w+|cudaError\w+|CUDA driver error|device-side assert")
 _COMPILER_PACKAGES = ("tilelang", "tvm", "tvm_ffi")
+_NATIVE_SOURCES = {".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh", ".pxi", ".pyx"}
 
 
 def _chain(e):
@@ -204,16 +205,17 @@ def _compiler_roots() -> list[str]:
 
 def from_compiler(e: BaseException) -> bool:
     """Raised by TileLang, TVM or the nvcc driver they run: the exception's type comes from
-    their packages, or the innermost frame of its traceback lies in their code (or in native
-    code they call, which Python shows as '<unknown>'). An error in our program builders comes
-    from our own frames, even when TileLang's tracer called them."""
+    their packages, or the innermost frame of its traceback lies in their code or in native code
+    they call (Python shows it as '<unknown>' or as the C++ source it came from, e.g. TVM's
+    `include/tvm/ir/cast.h` raising a plain TypeError from CUDA codegen). An error in our program
+    builders comes from our own frames, even when TileLang's tracer called them."""
     if type(e).__module__.split(".")[0] in _COMPILER_PACKAGES:
         return True
     frames = traceback.extract_tb(e.__traceback__)
     if not frames:
         return False
     innermost = frames[-1].filename
-    if innermost.startswith("<") and innermost != "<string>":
+    if innermost.startswith("<") and innermost != "<string>" or Path(innermost).suffix in _NATIVE_SOURCES:
         return True
     path = str(Path(innermost).resolve())
     return any(path.startswith(root + "/") for root in _compiler_roots())

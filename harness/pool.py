@@ -201,6 +201,8 @@ class Pool:
             if msg["event"] == "stage":
                 w.stage = msg["stage"]
                 w.deadline = time.monotonic() + self.timeouts.run
+            elif msg["event"] == "refused":
+                result = oracle.result(w.case, "HARNESS_ERROR", "protocol", msg["message"])
             elif msg["event"] == "result":
                 msg.pop("event")
                 result = msg

@@ -76,7 +76,11 @@ def main(target: str) -> None:
 
     cache: dict = {}
     for line in sys.stdin:
-        case = case_mod.from_json(line)
+        try:
+            case = case_mod.from_json(line)
+        except case_mod.CaseError as e:  # parent and worker disagree about the Case: ours, not a crash
+            send({"event": "refused", "message": f"worker cannot read the case: {e}"})
+            continue
         result = run_case(case, target, cache, on_stage=lambda s: send({"event": "stage", "stage": s}))
         send({"event": "result", **result})
         if result.get("fatal"):

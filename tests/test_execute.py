@@ -51,3 +51,16 @@ def test_workers_outlive_a_run(tmp_path):
         assert pool.run_one(fake(1))["verdict"] == "PASS"
         assert pool.run_one(fake(1, batch=2))["verdict"] == "PASS"
         assert pool.started == 1
+
+
+def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch):
+    """Parent and worker out of step (code edited mid-run): the worker refuses the case and lives."""
+    from harness import case as case_mod
+
+    real = case_mod.to_json
+    monkeypatch.setattr(case_mod, "to_json", lambda c: real(c).replace('"knobs": [], ', "") if c.heads == 7 else real(c))
+    with Pool(1, "sm_90a", tmp_path, Timeouts(compile=10, run=3)) as pool:
+        r = pool.run_one(fake(7))
+        assert (r["verdict"], r["stage"]) == ("HARNESS_ERROR", "protocol")
+        assert "worker cannot read the case: missing case field(s): knobs" in r["message"]
+        assert pool.run_one(fake(1))["verdict"] == "COMPILED" and pool.started == 1

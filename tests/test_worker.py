@@ -60,10 +60,13 @@ def test_blame_follows_the_innermost_frame(monkeypatch, tmp_path):
     inside = _raise_in(str(compiler / "op" / "gemm.py"), AssertionError("block_K (72) must be a multiple of 16"))
     outside = _raise_in(str(tmp_path / "harness" / "kernels" / "fwd.py"), NameError("name 'q_s' is not defined"))
     native = _raise_in("<unknown>", RuntimeError("Check failed: layout"))
+    # 0.1.15's CUDA codegen with no_warp_specialize: a builtin TypeError raised in TVM's C++ header.
+    header = _raise_in("/project/3rdparty/tvm/include/tvm/ir/cast.h", TypeError("Downcast from tirx.Sub to ir.IntImm failed."))
     assert oracle.classify(inside, "compile") == ("COMPILE_ERROR",
                                                   "AssertionError: block_K (72) must be a multiple of 16")
     assert oracle.classify(outside, "compile")[0] == "HARNESS_ERROR"
     assert oracle.classify(native, "compile")[0] == "COMPILE_ERROR"
+    assert oracle.classify(header, "compile")[0] == "COMPILE_ERROR"
     assert oracle.classify(inside, "run")[0] == "HARNESS_ERROR"  # at run time only a device fault is the compiler's
     fault = RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with TORCH_USE_CUDA_DSA")
     assert oracle.classify(fault, "judge") == ("CRASH", "RuntimeError: CUDA error: an illegal memory access was encountered")
