@@ -66,9 +66,14 @@ def static_case(draw, family: str) -> Case:
     )
 
 
+# fast_math trades accuracy by design: it is drawn once the tolerance rule has been checked
+# against it on a GPU (a case may still set it by hand).
+DRAWN_KNOBS = tuple(k for k in KNOBS if k != "fast_math")
+
+
 def knobs() -> st.SearchStrategy[tuple]:
     """Half the kernels with the release's default passes, the rest with one or two switched."""
-    some = st.lists(st.sampled_from(KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
+    some = st.lists(st.sampled_from(DRAWN_KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
     return st.one_of(st.just(()), some)
 
 
