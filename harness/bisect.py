@@ -322,7 +322,7 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
 
     rep = record.load(b.reproducer)
     kind = b.releases.kind
-    appeared = b.good == str(order[0]) and _older(b, order[0], order[-1])
+    appeared = _older(b, order[0], order[-1])  # order runs from the good end to the bad one
     first_bad, last_good = order[hi], order[lo]
     if appeared:
         headline = f"**Regression: first bad {kind} {first_bad}, last good {last_good}.**"

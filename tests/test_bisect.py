@@ -216,6 +216,9 @@ def test_commit_bisect_builds_each_commit_once_and_skips_what_does_not_build(tmp
     text2 = bisect.Bisect(reproducer, shas[0], "main", again, tmp_path / "state2.json", log=lambda line: None).run(
         again.order(shas[0], "main"))
     assert again.installs == [] and f"first bad commit {shas[4]}" in text2
+    # Endpoints named by refs rather than shas read the same.
+    by_ref = bisect.Bisect(reproducer, "main~5", "main", commits, tmp_path / "state3.json", log=lambda line: None)
+    assert f"**Regression: first bad commit {shas[4]}" in by_ref.run(commits.order("main~5", "main"))
     # The other direction: where it was fixed, walked back from the newer good end.
     assert commits.order("main", shas[0]) == shas[::-1]
 
