@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -116,7 +117,7 @@ class Releases:
         if (target / ".complete").exists():
             return target, ""
         if target.exists():  # a partial install (killed): start over
-            subprocess.run(["rm", "-rf", str(target)], check=True)
+            shutil.rmtree(target)
         download = self.root / "wheels"
         pip = [sys.executable, "-m", "pip", "-q"]
         source = ["--no-index", "--find-links", str(self.wheels)] if self.wheels else []
@@ -185,7 +186,7 @@ class Commits:
                 failed.write_text(why + "\n")
                 return None, why
         if target.exists():
-            subprocess.run(["rm", "-rf", str(target)], check=True)
+            shutil.rmtree(target)
         why = install(next(wheels.glob("tilelang-*.whl")), target)
         if why:
             return None, f"commit {sha[:12]} does not install: {why}"

@@ -11,6 +11,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from harness import case as case_mod
 from harness import kernels, oracle, record
 from harness.environment import environment
@@ -203,11 +205,11 @@ def cmd_matrix(args) -> int:
         for p in paths:
             record.load(p)
         known = bisect.available(releases.wheels)
-        wanted = [bisect.Version(v) for v in args.releases.split(",")]
+        wanted = [Version(v) for v in args.releases.split(",")]
         missing = [str(v) for v in wanted if v not in known]
         if missing:
             raise bisect.BisectError(f"not TileLang releases: {', '.join(missing)}")
-    except (record.RecordError, bisect.BisectError, bisect.InvalidVersion) as e:
+    except (record.RecordError, bisect.BisectError, InvalidVersion) as e:
         print(f"harness matrix: {e}", file=sys.stderr)
         return 2
     print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=lambda line: print(line, file=sys.stderr)))
