@@ -18,6 +18,7 @@ _REGISTRY = {
     "fwd": "harness.kernels.fwd_family:FAMILY",
     "bwd": "harness.kernels.bwd_family:FAMILY",
     "varlen_fwd": "harness.kernels.varlen_family:FAMILY",
+    "varlen_bwd": "harness.kernels.varlen_bwd_family:FAMILY",
 }
 
 

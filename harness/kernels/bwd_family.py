@@ -40,10 +40,10 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | N
     return None
 
 
-def fwd_case(case):
-    """The forward case whose O and LSE feed this backward case."""
+def fwd_case(case, family="fwd"):
+    """The forward case (of `family`) whose O and LSE feed this backward case."""
     bm, bn, stages, threads = FWD_TILE
-    return case.replace(family="fwd", variant="default", block_m=bm, block_n=bn,
+    return case.replace(family=family, variant="default", block_m=bm, block_n=bn,
                         num_stages=stages, threads=threads)
 
 
@@ -101,18 +101,22 @@ def floors(case, inputs) -> dict:
     """
     if not case.sinks:
         return {}
-    f64 = torch.float64
-    q, k, v = (layout.to_canonical(inputs[n], case.layout).to(f64) for n in ("q", "k", "v"))
-    do = layout.to_canonical(inputs["do"], case.layout).to(f64)
-    sinks = inputs["sinks"].to(f64)
+    q, k, v, do = (layout.to_canonical(inputs[n], case.layout) for n in ("q", "k", "v", "do"))
     seen = ref.visible(case.seqlen_q, case.seqlen_k, *case.bounds, device=q.device)
+    return {"dSinks": sink_spread(case, q, k, v, do, inputs["sinks"], seen).sqrt().max().item()}
+
+
+def sink_spread(case, q, k, v, do, sinks, seen):
+    """sigma^2 per head (see floors) over the rows of canonical q, k, v, dO: sums over
+    sequences add up (the varlen backward calls it once per sequence)."""
+    f64 = torch.float64
+    q, k, v, do, sinks = (x.to(f64) for x in (q, k, v, do, sinks))
     p, lse = ref.softmax(q, k, sinks, seen, case.head_dim ** -0.5)
     v = ref.repeat_kv(v, case.heads)
     o = p @ v
     spread = ((p * (do @ v.transpose(-1, -2))).pow(2).sum(-1) + (o * do).pow(2).sum(-1)).sqrt()
     u = torch.finfo(ref.DTYPES[case.dtype]).eps / 2
-    sigma = (torch.exp(sinks[None, :, None] - lse) * spread * u).pow(2).sum(dim=(0, 2)).sqrt()
-    return {"dSinks": sigma.max().item()}
+    return (torch.exp(sinks[None, :, None] - lse) * spread * u).pow(2).sum(dim=(0, 2))
 
 
 def reference(case, inputs, dtype) -> dict:
@@ -136,7 +140,7 @@ def reference(case, inputs, dtype) -> dict:
     return out
 
 
-def sink_grad(case, inputs, dtype):
+def sink_grad(case, inputs, dtype, forward=ref.forward):
     """dSinks[h] = -sum over batch and rows of exp(sink[h] - LSE) * Delta, Delta = rowsum(O * dO).
 
     A backward gets O as the forward stored it, in the input dtype, and computes Delta from it
@@ -144,11 +148,12 @@ def sink_grad(case, inputs, dtype):
     forward computed in `dtype` (P and O rounded as a same-precision forward rounds them) and the
     rest is float32: that rounding dominates dSinks' error when Delta is small against |O| |dO|,
     and autograd in `dtype`, going through P instead, never sees it. In float64 this is
-    autograd's value exactly (tests/test_bwd_reference.py).
+    autograd's value exactly (tests/test_bwd_reference.py). `forward(case, inputs, dtype)` gives
+    canonical {"O", "LSE"}: the dense reference, or the varlen one.
     """
     acc = torch.promote_types(dtype, torch.float32)
-    o = ref.forward(case, inputs, dtype)["O"].to(acc)
-    lse = ref.forward(case, inputs, acc)["LSE"]
+    o = forward(case, inputs, dtype)["O"].to(acc)
+    lse = forward(case, inputs, acc)["LSE"]
     do = layout.to_canonical(inputs["do"], case.layout).to(acc)
     sinks = inputs["sinks"].to(acc)
     return -(torch.exp(sinks[None, :, None] - lse) * (o * do).sum(-1)).sum(dim=(0, 2))

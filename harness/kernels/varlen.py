@@ -110,3 +110,123 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
                         T.log2(denom[i]) + row_max[i] * scale) / LOG2E
 
     return main
+
+
+def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right,
+             block_m, block_n, num_stages, threads, variant):
+    """The varlen backward's main kernel: dQ (fp32 atomics through bwd.dq_layout), dK/dV.
+
+    One block per (key block, query head, sequence); it walks the query blocks of its sequence
+    that can see its keys. Variants as the dense backward's: `atomic` adds dK/dV into fp32 per KV
+    head (across the GQA group), `split` writes them per query head in `dtype` (summed on the
+    host). Delta, LSE and the dQ accumulator cover every packed token at once: they are
+    [1, heads, total] and [1, total_acc, heads, d] so that the dense backward's preprocess,
+    postprocess and sink-gradient kernels serve packed tensors unchanged (batch 1, "bshd").
+    Loads and stores are element-wise and guarded by the sequence's lengths (see forward()).
+    """
+    from harness.kernels import bwd
+
+    offsets = T.symbolic("batch_plus_one")
+    total_q = T.symbolic("total_q")
+    total_k = T.symbolic("total_k")
+    total_acc = T.symbolic("total_q_acc")
+    group = heads // kv_heads
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    scale = sm_scale * LOG2E
+    accum = "float32"
+    split = variant == "split"
+    grad_heads = heads if split else kv_heads
+    grad_dtype = dtype if split else accum
+
+    @T.prim_func
+    def main(
+        Q: compat.Tensor([total_q, heads, head_dim], dtype),
+        K: compat.Tensor([total_k, kv_heads, head_dim], dtype),
+        V: compat.Tensor([total_k, kv_heads, head_dim_v], dtype),
+        dO: compat.Tensor([total_q, heads, head_dim_v], dtype),
+        CuQ: compat.Tensor([offsets], "int32"),
+        CuK: compat.Tensor([offsets], "int32"),
+        Lse: compat.Tensor([1, heads, total_q], accum),
+        Delta: compat.Tensor([1, heads, total_q], accum),
+        dQ: compat.Tensor([1, total_acc, heads, head_dim], accum),
+        dK: compat.Tensor([total_k, grad_heads, head_dim], grad_dtype),
+        dV: compat.Tensor([total_k, grad_heads, head_dim_v], grad_dtype),
+    ):
+        with T.Kernel(T.ceildiv(total_k, block_n), heads, offsets - 1, threads=threads) as (bx, by, bz):
+            k_s = T.alloc_shared([block_n, head_dim], dtype)
+            v_s = T.alloc_shared([block_n, head_dim_v], dtype)
+            q_s = T.alloc_shared([block_m, head_dim], dtype)
+            do_s = T.alloc_shared([block_m, head_dim_v], dtype)
+            lse_s = T.alloc_shared([block_m], accum)
+            delta_s = T.alloc_shared([block_m], accum)
+            ds_s = T.alloc_shared([block_n, block_m], dtype)
+            s_t = T.alloc_fragment([block_n, block_m], accum)    # S^T, then P^T
+            dp_t = T.alloc_fragment([block_n, block_m], accum)   # dP^T = V dO^T
+            p_cast = T.alloc_fragment([block_n, block_m], dtype)
+            ds_cast = T.alloc_fragment([block_n, block_m], dtype)
+            dk_f = T.alloc_fragment([block_n, head_dim], accum)
+            dv_f = T.alloc_fragment([block_n, head_dim_v], accum)
+            dq_f = T.alloc_fragment([block_m, head_dim], accum)
+            T.annotate_layout({dQ: bwd.dq_layout(dQ, "bshd")})
+
+            q_start = CuQ[bz]
+            k_start = CuK[bz]
+            seq_q = CuQ[bz + 1] - q_start
+            seq_k = CuK[bz + 1] - k_start
+            kvh = by // group
+            gh = by if split else kvh
+            shift = seq_k - seq_q
+            k0 = bx * block_n
+            for j, d in T.Parallel(block_n, head_dim):
+                k_s[j, d] = T.if_then_else(k0 + j < seq_k, K[k_start + k0 + j, kvh, d], 0)
+            for j, d in T.Parallel(block_n, head_dim_v):
+                v_s[j, d] = T.if_then_else(k0 + j < seq_k, V[k_start + k0 + j, kvh, d], 0)
+            T.clear(dk_f)
+            T.clear(dv_f)
+
+            # A key block past its sequence's end walks no query block.
+            lo = masking.first_query_block(k0, shift, right, block_m)
+            hi = T.if_then_else(k0 < seq_k, masking.end_query_block(k0, shift, left, block_n, block_m, seq_q), 0)
+            for qb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
+                q0 = qb * block_m
+                for i, d in T.Parallel(block_m, head_dim):
+                    q_s[i, d] = T.if_then_else(q0 + i < seq_q, Q[q_start + q0 + i, by, d], 0)
+                for i, d in T.Parallel(block_m, head_dim_v):
+                    do_s[i, d] = T.if_then_else(q0 + i < seq_q, dO[q_start + q0 + i, by, d], 0)
+                for i in T.Parallel(block_m):
+                    lse_s[i] = T.if_then_else(q0 + i < seq_q, Lse[0, by, q_start + q0 + i], 0)
+                    delta_s[i] = T.if_then_else(q0 + i < seq_q, Delta[0, by, q_start + q0 + i], 0)
+                T.clear(s_t)
+                T.gemm(k_s, q_s, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.clear(dp_t)
+                T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for j, i in T.Parallel(block_n, block_m):
+                    s_t[j, i] = masking.visible(T.if_then_else(q0 + i < seq_q, T.exp2(s_t[j, i] * scale - lse_s[i] * LOG2E), 0),
+                                                0, q0 + i, k0 + j, shift, seq_k, left, right)
+                    ds_cast[j, i] = masking.visible(
+                        T.if_then_else(q0 + i < seq_q, s_t[j, i] * (dp_t[j, i] - delta_s[i]) * sm_scale, 0),
+                        0, q0 + i, k0 + j, shift, seq_k, left, right)
+                T.copy(s_t, p_cast)
+                T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(ds_cast, ds_s)
+                T.clear(dq_f)
+                T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, d in T.Parallel(block_m, head_dim):
+                    if q0 + i < seq_q:
+                        T.atomic_add(dQ[0, q_start + q0 + i, by, d], dq_f[i, d])
+
+            for j, d in T.Parallel(block_n, head_dim):
+                if k0 + j < seq_k:
+                    if split:
+                        dK[k_start + k0 + j, gh, d] = dk_f[j, d]
+                    else:
+                        T.atomic_add(dK[k_start + k0 + j, gh, d], dk_f[j, d])
+            for j, d in T.Parallel(block_n, head_dim_v):
+                if k0 + j < seq_k:
+                    if split:
+                        dV[k_start + k0 + j, gh, d] = dv_f[j, d]
+                    else:
+                        T.atomic_add(dV[k_start + k0 + j, gh, d], dv_f[j, d])
+
+    return main

@@ -71,24 +71,31 @@ def make_inputs(case, device) -> dict:
 def forward_reference(case, inputs, dtype) -> dict:
     """Canonical O [1, h, total_q, dv] and LSE [1, h, total_q]: the dense reference per sequence."""
     q, k, v = (layout.to_canonical(inputs[n], "thd").to(dtype) for n in ("q", "k", "v"))
-    sinks = inputs["sinks"] if case.sinks else None
+    o, lse = attention(case, q, k, v, inputs["sinks"] if case.sinks else None)
+    return {"O": o, "LSE": lse}
+
+
+def attention(case, q, k, v, sinks):
+    """O and LSE of packed canonical q [1, h, total_q, d], k/v [1, hk, total_k, d], computed
+    sequence by sequence in their dtype (differentiable: the backward's reference)."""
     left, right = case.bounds
     outs, lses = [], []
-    for (sq, sk), q0, k0 in zip(case.seqlens, _starts(case, 0), _starts(case, 1)):
+    for (sq, sk), q0, k0 in zip(case.seqlens, starts(case, 0), starts(case, 1)):
         qi, ki, vi = q[:, :, q0:q0 + sq], k[:, :, k0:k0 + sk], v[:, :, k0:k0 + sk]
         if sk == 0:  # no key at all: O = 0, LSE = the sink logit or -inf
-            outs.append(torch.zeros(1, case.heads, sq, case.head_dim_v, dtype=dtype, device=q.device))
-            empty = sinks.to(dtype)[None, :, None] if sinks is not None else torch.tensor(float("-inf"), dtype=dtype)
-            lses.append(torch.zeros(1, case.heads, sq, dtype=dtype, device=q.device) + empty)
+            outs.append(q.new_zeros(1, case.heads, sq, case.head_dim_v))
+            empty = sinks.to(q.dtype)[None, :, None] if sinks is not None else float("-inf")
+            lses.append(q.new_zeros(1, case.heads, sq) + empty)
             continue
         seen = reference.visible(sq, sk, left, right, device=q.device)
         o, lse = reference.attention(qi, ki, vi, sinks, seen, case.head_dim ** -0.5)
         outs.append(o)
         lses.append(lse)
-    return {"O": torch.cat(outs, dim=2), "LSE": torch.cat(lses, dim=2)}
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
 
 
-def _starts(case, axis):
+def starts(case, axis):
+    """Each sequence's first token in the packed q (axis 0) or k/v (axis 1)."""
     return itertools.accumulate((pair[axis] for pair in case.seqlens[:-1]), initial=0)
 
 
@@ -106,20 +113,26 @@ def run(kernel, case, inputs) -> dict:
 
 
 def locate(case, inputs):
-    """locate(name, canonical index) -> region: the row's sequence decides. `empty_rows` (it sees
-    no key), `sequence_end_tile` (the last, partial query tile of its sequence: the tile whose rows
-    run past the sequence into the next one's), or `interior`."""
-    starts = list(_starts(case, 0))
+    """locate(name, canonical index) -> region: the row's sequence decides. `empty_rows` (a query
+    that sees no key) or `unseen_keys` (a key no query sees), `sequence_end_tile` (the last,
+    partial tile of its sequence, whose rows run into the next sequence's: query tiles of block_m
+    rows, key tiles of block_n for dK/dV), `interior`, or `per_head` (dSinks)."""
     left, right = case.bounds
 
     def where(name, index):
+        if len(index) < 3:
+            return "per_head"
+        axis = 1 if name in ("dK", "dV") else 0
+        first = list(starts(case, axis))
         token = index[2]
-        seq = max(i for i, s in enumerate(starts) if s <= token and case.seqlens[i][0] > 0)
+        seq = max(i for i, s in enumerate(first) if s <= token and case.seqlens[i][axis] > 0)
         sq, sk = case.seqlens[seq]
-        row = token - starts[seq]
-        if sk == 0 or not bool(reference.visible(sq, sk, left, right)[row].any()):
-            return "empty_rows"
-        if sq % case.block_m and row >= sq // case.block_m * case.block_m:
+        row = token - first[seq]
+        seen = reference.visible(sq, sk, left, right)
+        if not bool((seen[row] if axis == 0 else seen[:, row]).any()):
+            return "empty_rows" if axis == 0 else "unseen_keys"
+        length, block = (sq, case.block_m) if axis == 0 else (sk, case.block_n)
+        if length % block and row >= length // block * block:
             return "sequence_end_tile"
         return "interior"
     return where

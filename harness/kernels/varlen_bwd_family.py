@@ -1,0 +1,148 @@
+"""The varlen backward family: gradients of packed sequences (TileLang itself: varlen.backward).
+
+run() is the real pipeline: the varlen forward gives O and LSE, then the dense backward's
+preprocess (Delta), the varlen main kernel (dQ through the fragment-matched atomic layout, dK/dV
+atomic per KV head or split per query head), the dense postprocess and, with sinks, the sink
+gradient. The dense kernels see all packed tokens as one batch of one sequence ("bshd"): Delta,
+the dQ accumulator and dSinks never depend on where a sequence starts. The reference runs
+autograd through the varlen forward reference (dense attention sequence by sequence).
+"""
+from __future__ import annotations
+
+import torch
+
+from harness import layout
+from harness import reference as ref
+from harness.kernels import Family, bwd_family, launch, varlen_family
+
+VARIANTS = ("atomic", "split")
+
+
+def fwd_case(case):
+    return bwd_family.fwd_case(case, family="varlen_fwd")
+
+
+def build(case, target: str) -> tuple:
+    """(fwd, prep, main, post) compiled kernels, plus the sink-gradient kernel with sinks."""
+    from harness import compat
+    from harness.kernels import bwd, varlen
+
+    left, right = case.bounds
+    main = varlen.backward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
+                           left, right, *case.tile, case.variant)
+    kernels = (
+        varlen_family.build(fwd_case(case), target),
+        compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, "bshd"), target, case.knobs),
+        compat.compile(main, target, case.knobs),
+        compat.compile(bwd.postprocess(case.heads, case.head_dim, case.dtype, "bshd", True), target, case.knobs),
+    )
+    if case.sinks:
+        kernels += (compat.compile(bwd.sink_grad(case.heads), target, case.knobs),)
+    return kernels
+
+
+def make_inputs(case, device) -> dict:
+    """The varlen forward's inputs plus dO [total_q, heads, dv], all determined by case.seed."""
+    inputs = varlen_family.make_inputs(case, device)
+    g = torch.Generator(device="cpu").manual_seed(bwd_family.do_seed(case.seed))
+    do = torch.randn(case.total_q, case.heads, case.head_dim_v, generator=g)
+    inputs["do"] = do.to(device=device, dtype=ref.DTYPES[case.dtype])
+    return inputs
+
+
+def reference(case, inputs, dtype) -> dict:
+    """Canonical gradients of sum(O * dO), in `dtype`: dQ [1, h, total_q, d], dK/dV
+    [1, hk, total_k, d] by autograd through the per-sequence reference; dSinks in closed form."""
+    q, k, v = (layout.to_canonical(inputs[n], "thd").to(dtype).detach().requires_grad_() for n in ("q", "k", "v"))
+    do = layout.to_canonical(inputs["do"], "thd").to(dtype)
+    sinks = inputs["sinks"].to(dtype) if case.sinks else None
+    o, _ = varlen_family.attention(case, q, k, v, sinks)
+    # A token no sequence reads (a key of a sequence without queries) has no path to O.
+    grads = torch.autograd.grad((o * do).sum(), (q, k, v), allow_unused=True)
+    out = {name: torch.zeros_like(x) if g is None else g for name, x, g in zip(("dQ", "dK", "dV"), (q, k, v), grads)}
+    out["dSinks"] = (bwd_family.sink_grad(case, inputs, dtype, forward=varlen_family.forward_reference) if case.sinks
+                     else torch.zeros(case.heads, dtype=dtype, device=q.device))
+    return out
+
+
+def floors(case, inputs) -> dict:
+    """bwd_family.floors' dSinks spread, summed sequence by sequence."""
+    if not case.sinks:
+        return {}
+    q, k, v, do = (layout.to_canonical(inputs[n], "thd") for n in ("q", "k", "v", "do"))
+    total = torch.zeros(case.heads, dtype=torch.float64, device=q.device)
+    for (sq, sk), q0, k0 in zip(case.seqlens, varlen_family.starts(case, 0), varlen_family.starts(case, 1)):
+        if sq == 0 or sk == 0:  # no key: O = 0, Delta = 0, no term
+            continue
+        seen = ref.visible(sq, sk, *case.bounds, device=q.device)
+        rows, keys = slice(q0, q0 + sq), slice(k0, k0 + sk)
+        total += bwd_family.sink_spread(case, q[:, :, rows], k[:, :, keys], v[:, :, keys], do[:, :, rows],
+                                        inputs["sinks"], seen)
+    return {"dSinks": total.sqrt().max().item()}
+
+
+def canonical(case, outputs) -> dict:
+    out = {n: layout.to_canonical(outputs[n], "thd") for n in ("dQ", "dK", "dV")}
+    out["dSinks"] = outputs["dSinks"]
+    return out
+
+
+def run(kernels, case, inputs) -> dict:
+    q, k, v, sinks, do = (inputs[n] for n in ("q", "k", "v", "sinks", "do"))
+    dev, dtype, nan = q.device, q.dtype, float("nan")
+    fwd_k, prep_k, main_k, post_k, *sink_k = kernels
+    fwd_out = varlen_family.run(fwd_k, fwd_case(case), inputs)  # checks the offsets first
+    o, lse = fwd_out["O"], fwd_out["LSE"][None]
+
+    delta = torch.full((1, case.heads, case.total_q), nan, dtype=torch.float32, device=dev)
+    launch("preprocess", prep_k, o[None], do[None], delta)
+
+    pad = -(-case.total_q // bwd_family.DQ_ROW_PAD) * bwd_family.DQ_ROW_PAD
+    dq_acc = torch.zeros(1, pad, case.heads, case.head_dim, dtype=torch.float32, device=dev)
+    if case.variant == "split":
+        # NaN sentinels: every key token of every head must be written.
+        grads = [torch.full((case.total_k, case.heads, dim), nan, dtype=dtype, device=dev)
+                 for dim in (case.head_dim, case.head_dim_v)]
+    else:
+        grads = [torch.zeros(case.total_k, case.kv_heads, dim, dtype=torch.float32, device=dev)
+                 for dim in (case.head_dim, case.head_dim_v)]
+    launch("main", main_k, q, k, v, do, inputs["cu_q"], inputs["cu_k"], lse, delta, dq_acc, *grads)
+
+    dq = torch.full((1, case.total_q, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
+    launch("postprocess", post_k, dq_acc, dq)
+    if case.variant == "split":  # query head h serves KV head h // group
+        group = case.heads // case.kv_heads
+        grads = [g.float().reshape(case.total_k, case.kv_heads, group, -1).sum(dim=2) for g in grads]
+    dk, dv = (g.to(dtype) for g in grads)
+
+    dsinks = torch.zeros(case.heads, dtype=torch.float32, device=dev)  # accumulated by atomics
+    if case.sinks:
+        launch("sink_grad", sink_k[0], lse, delta, sinks, dsinks)
+    return {"dQ": dq[0], "dK": dk, "dV": dv, "dSinks": dsinks}
+
+
+def contiguous(case) -> dict:
+    """As the dense backward's: the fragment-matched dQ and the one-cell dSinks keep no two
+    consecutive loop elements on consecutive addresses."""
+    return {"dQ": 1, "dSinks": 1}
+
+
+FAMILY = Family(
+    name="varlen_bwd",
+    variants=VARIANTS,
+    head_dims=bwd_family.FAMILY.head_dims,
+    tiles=bwd_family.FAMILY.tiles,
+    fits=bwd_family.fits,
+    build=build,
+    run=run,
+    make_inputs=make_inputs,
+    tensors=bwd_family.tensors,
+    reference=reference,
+    canonical=canonical,
+    floors=floors,
+    contiguous=contiguous,
+    shared_kernels=frozenset({"varlen_fwd", "preprocess", "postprocess", "sink_grad"}),
+    producers={"dSinks": "sink_grad"},
+    layouts=("thd",),
+    locate=varlen_family.locate,
+)
