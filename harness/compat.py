@@ -26,18 +26,28 @@ def missing_knobs(knobs) -> str | None:
     return f"tilelang {VERSION} has no pass config {', '.join(missing)}" if missing else None
 
 
-def compile(func, target, knobs=()):
+def compile(func, target, knobs=(), kernel=None):
     """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a";
     `knobs` switch pass configurations (none: the release's defaults, passed as nothing at all).
+    An exception names `kernel` (its `kernel` attribute), so that a compile error is pinned on
+    the kernel that raised it, as a launch error is.
 
     An explicit arch goes in as a TVM Target object: current releases reject the string form
     ("cuda -arch=sm_90a") and older ones (0.1.8) the dict form.
     """
     extra = {"pass_configs": {getattr(_pass_config_key(), KNOBS[k]): True for k in knobs}} if knobs else {}
-    if target == "auto":
-        return tilelang.compile(func, target="auto", **extra)
-    import tvm
-    return tilelang.compile(func, target=tvm.target.Target({"kind": "cuda", "arch": target}), **extra)
+    try:
+        if target == "auto":
+            return tilelang.compile(func, target="auto", **extra)
+        import tvm
+        return tilelang.compile(func, target=tvm.target.Target({"kind": "cuda", "arch": target}), **extra)
+    except Exception as e:
+        if kernel is not None:
+            try:
+                e.kernel = kernel
+            except AttributeError:  # an exception type without a __dict__: left unpinned
+                pass
+        raise
 
 
 def kernel_source(kernel) -> str:

@@ -130,10 +130,13 @@ def normalize(message: str) -> str:
 
 def signature(result: dict) -> tuple:
     """(family, variant, verdict, stage, tensor, region, normalized message). A failure pinned on
-    a kernel that every variant shares names that kernel instead of the variant: one bug."""
+    a shared kernel (one program, whatever the variant, and whichever family runs it: the dense
+    backward's sink gradient serves the varlen backward too) names that kernel instead of the
+    family and variant: one bug, one signature."""
     case = result["case"]
-    scope = f"kernel:{result['kernel']}" if result.get("kernel") else case["variant"]
-    return (case["family"], scope, result["verdict"], result.get("stage", ""),
+    kernel = result.get("kernel")
+    family, scope = ("", f"kernel:{kernel}") if kernel else (case["family"], case["variant"])
+    return (family, scope, result["verdict"], result.get("stage", ""),
             result.get("tensor", ""), result.get("region", ""), normalize(result.get("message", "")))
 
 

@@ -44,7 +44,9 @@ def failure_table(results: list[dict], known: dict | None = None) -> pd.DataFram
     rows = {}
     for r in failures(results):
         sig = oracle.signature(r)
-        row = rows.setdefault(sig, {"family": sig[0], "variant": sig[1], "verdict": sig[2], "stage": sig[3],
+        # A shared kernel's signature names no family: the first case's family stands for it.
+        row = rows.setdefault(sig, {"family": sig[0] or r["case"]["family"], "variant": sig[1], "verdict": sig[2],
+                                    "stage": sig[3],
                                     "tensor": sig[4], "region": sig[5], "message": r.get("message", "")[:120],
                                     "count": 0, "example": r["case_id"],
                                     "known": Path((known or {})[sig]).stem if sig in (known or {}) else ""})

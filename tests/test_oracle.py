@@ -91,3 +91,15 @@ def test_signature_ignores_numbers_and_paths():
     r2 = dict(r1, message="InternalError: /opt/x.cu:99: block_K (104) at 0xdead")
     assert oracle.signature(r1) == oracle.signature(r2)
     assert oracle.signature(r1) != oracle.signature(dict(r1, verdict="CRASH"))
+
+
+def test_a_failure_pinned_on_a_shared_kernel_has_one_signature_across_families():
+    dense = Case(family="bwd", variant="atomic_nolayout", sinks=True)
+    packed = Case(family="varlen_bwd", variant="split", sinks=True, layout="thd", seqlens=((3, 4),), seqlen_q=3,
+                  seqlen_k=4)
+    msg = "LaunchError: sink_grad: CUDA error: misaligned address"
+    pinned = [oracle.result(c, "CRASH", "run", msg, kernel="sink_grad") for c in (dense, packed)]
+    assert oracle.signature(pinned[0]) == oracle.signature(pinned[1])
+    assert oracle.signature(pinned[0])[:2] == ("", "kernel:sink_grad")
+    own = [oracle.result(c, "CRASH", "run", msg) for c in (dense, packed)]
+    assert oracle.signature(own[0]) != oracle.signature(own[1])  # not pinned: each family's own

@@ -52,21 +52,33 @@ def build(case, target: str) -> tuple:
 
     A plain tuple so that compat.kernel_source() sees every generated kernel.
     """
-    from harness import compat
     from harness.kernels import bwd
 
     left, right = case.bounds
     main = bwd.main_kernel(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                            left, right, case.sinks, case.layout, *case.tile, case.variant)
+    return pipeline(case, target, lambda: fwd_family.build(fwd_case(case), target), main, case.layout,
+                    annotate=case.variant != "atomic_nolayout")
+
+
+def pipeline(case, target, forward, main, lay, annotate) -> tuple:
+    """Compiled (forward, preprocess, main, postprocess[, sink_grad]), each pinned by name on its
+    compile errors; `forward()` compiles the forward. The prim_func `main` compiles first, so that
+    a release that cannot compile the forward still says whether it compiles the backward's own."""
+    from harness import compat
+    from harness.kernels import bwd
+
+    main = compat.compile(main, target, case.knobs, kernel="main")
     kernels = (
-        fwd_family.build(fwd_case(case), target),
-        compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, case.layout), target, case.knobs),
-        compat.compile(main, target, case.knobs),
-        compat.compile(bwd.postprocess(case.heads, case.head_dim, case.dtype, case.layout,
-                                       case.variant != "atomic_nolayout"), target, case.knobs),
+        forward(),
+        compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, lay), target, case.knobs,
+                       kernel="preprocess"),
+        main,
+        compat.compile(bwd.postprocess(case.heads, case.head_dim, case.dtype, lay, annotate), target, case.knobs,
+                       kernel="postprocess"),
     )
     if case.sinks:
-        kernels += (compat.compile(bwd.sink_grad(case.heads), target, case.knobs),)
+        kernels += (compat.compile(bwd.sink_grad(case.heads), target, case.knobs, kernel="sink_grad"),)
     return kernels
 
 

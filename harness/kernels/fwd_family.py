@@ -27,7 +27,7 @@ def build(case, target: str):
     left, right = case.bounds
     func = fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                        left, right, case.sinks, case.layout, *case.tile)
-    return compat.compile(func, target, case.knobs)
+    return compat.compile(func, target, case.knobs, kernel="fwd")
 
 
 def tensors(case) -> tuple:
@@ -60,4 +60,7 @@ FAMILY = Family(
     tensors=tensors,
     reference=reference.forward,   # canonical O [b,h,sq,dv] and LSE [b,h,sq]
     canonical=canonical,
+    # Its one kernel, which the backward family runs too: a failure there is one bug for both.
+    shared_kernels=frozenset({"fwd"}),
+    producers={"O": "fwd", "LSE": "fwd"},
 )

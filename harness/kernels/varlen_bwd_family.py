@@ -23,22 +23,14 @@ def fwd_case(case):
 
 
 def build(case, target: str) -> tuple:
-    """(fwd, prep, main, post) compiled kernels, plus the sink-gradient kernel with sinks."""
-    from harness import compat
-    from harness.kernels import bwd, varlen
+    """The dense backward's pipeline (bwd_family.pipeline) around the varlen forward and main kernel."""
+    from harness.kernels import varlen
 
     left, right = case.bounds
     main = varlen.backward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                            left, right, *case.tile, case.variant)
-    kernels = (
-        varlen_family.build(fwd_case(case), target),
-        compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, "bshd"), target, case.knobs),
-        compat.compile(main, target, case.knobs),
-        compat.compile(bwd.postprocess(case.heads, case.head_dim, case.dtype, "bshd", True), target, case.knobs),
-    )
-    if case.sinks:
-        kernels += (compat.compile(bwd.sink_grad(case.heads), target, case.knobs),)
-    return kernels
+    return bwd_family.pipeline(case, target, lambda: varlen_family.build(fwd_case(case), target), main, "bshd",
+                               annotate=True)
 
 
 def make_inputs(case, device) -> dict:

@@ -46,7 +46,8 @@ def build(case, target: str):
 
     left, right = case.bounds
     return compat.compile(varlen.forward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                                         left, right, case.sinks, *case.tile), target, case.knobs)
+                                         left, right, case.sinks, *case.tile), target, case.knobs,
+                          kernel="varlen_fwd")
 
 
 def make_inputs(case, device) -> dict:
@@ -152,4 +153,6 @@ FAMILY = Family(
     canonical=canonical,
     layouts=("thd",),
     locate=locate,
+    shared_kernels=frozenset({"varlen_fwd"}),  # run by the varlen backward too, as fwd_family's
+    producers={"O": "varlen_fwd", "LSE": "varlen_fwd"},
 )
