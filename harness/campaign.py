@@ -42,6 +42,7 @@ class Options:
     reproducers: Path = Path("reproducers")
     minimize: bool = False
     minimize_budget: float = 300
+    pairwise: bool = True            # the first kernels cover every pair of static feature values
 
 
 def _err(*lines):
@@ -50,13 +51,13 @@ def _err(*lines):
 
 
 # ----------------------------------------------------------------------------- cases
-def draw(families, n, seed, per_kernel) -> list[case_mod.Case]:
+def draw(families, n, seed, per_kernel, cover=True) -> list[case_mod.Case]:
     from harness import strategies
 
     cases = []
     for i, f in enumerate(families):
         count = n // len(families) + (i < n % len(families))
-        cases += strategies.draw(f, count, seed + i, per_kernel)
+        cases += strategies.draw(f, count, seed + i, per_kernel, cover=cover)
     return cases
 
 
@@ -87,7 +88,7 @@ def load_cases(path: Path) -> list[case_mod.Case]:
 def plan(opts: Options) -> list[case_mod.Case]:
     """The campaign's cases, written to <out>/cases.jsonl (or checked against what is there)."""
     cases = load_cases(opts.cases_from) if opts.cases_from else draw(opts.families, opts.cases, opts.seed,
-                                                                       opts.per_kernel)
+                                                                       opts.per_kernel, opts.pairwise)
     path = opts.out / "cases.jsonl"
     if path.exists():
         there = [c.id for c in load_cases(path)]

@@ -71,7 +71,7 @@ def cmd_run(args) -> int:
                             per_kernel=args.per_kernel, cases_from=args.cases_from and Path(args.cases_from),
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
                             reproducers=Path(args.reproducers), minimize=args.minimize,
-                            minimize_budget=args.minimize_budget)
+                            minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -239,6 +239,8 @@ def parser() -> Parser:
     r.add_argument("--time", type=_positive(float), help="stop starting new cases after this many seconds")
     r.add_argument("--seed", type=_nonnegative_int, default=0)
     r.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
+    r.add_argument("--no-pairwise", action="store_true",
+                   help="draw every kernel at random (default: first a covering array of static feature pairs)")
     r.add_argument("--out", default="reports/run", help="results directory (the same one resumes)")
     r.add_argument("--workers", type=_positive(int), default=0, help="worker processes (default: CPU cores - 1)")
     r.add_argument("--arch", default="sm_90a", help="compile target when there is no GPU")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import oracle
+from harness import case as case_mod
+from harness import oracle, pairwise
 
 COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message", "compile_s", "run_s",
            "seqlen_q", "seqlen_k", "head_dim", "error_ratio"]
@@ -75,11 +76,17 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def coverage_table(results: list[dict]) -> pd.DataFrame:
+    """Pairwise coverage of the static features the run's cases reached (harness.pairwise)."""
+    return pairwise.summary([case_mod.from_dict(r["case"]) for r in results])
+
+
 def summary(results: list[dict], known: dict | None = None) -> str:
     df = frame(results)
     return ("## Verdicts\n\n" + markdown(verdict_table(df)) +
             "\n## Distinct failures\n\n" + markdown(failure_table(results, known)) +
-            "\n## Generated-code hazards\n\n" + markdown(hazard_table(results)))
+            "\n## Generated-code hazards\n\n" + markdown(hazard_table(results)) +
+            "\n## Pairwise coverage\n\n" + markdown(coverage_table(results)))
 
 
 def write(out_dir, results: list[dict], known: dict | None = None) -> str:
@@ -147,7 +154,7 @@ def plots(df: pd.DataFrame) -> list[str]:
 def html(results: list[dict], known: dict | None = None) -> str:
     df = frame(results)
     sections = [("Verdicts", verdict_table(df)), ("Distinct failures", failure_table(results, known)),
-                ("Generated-code hazards", hazard_table(results))]
+                ("Generated-code hazards", hazard_table(results)), ("Pairwise coverage", coverage_table(results))]
     body = "".join(f"<h2>{title}</h2>" + (t.to_html(index=False, border=0) if not t.empty else "<p>(none)</p>")
                    for title, t in sections)
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px} table{border-collapse:collapse;font-size:13px}"

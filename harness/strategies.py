@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from harness import kernels
+from harness import kernels, pairwise
 from harness.case import DTYPES, KNOBS, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
@@ -120,22 +120,41 @@ def kernel_batches(draw, family: str, per_kernel: int) -> list[Case]:
     return [c.replace(**draw(_lengths_for(c))).validate() for _ in range(per_kernel)]
 
 
-def draw(family: str, n: int, seed: int, per_kernel: int = 1) -> list[Case]:
-    """n distinct cases, reproducible from `seed`, in groups of `per_kernel` sharing a kernel."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
-
+def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = False) -> list[Case]:
+    """n distinct cases, reproducible from `seed`, in groups of `per_kernel` sharing a kernel.
+    With `cover`, the first kernels are a covering array of the family's static features
+    (harness.pairwise: every pair of factor values at least once), one case each."""
     out: dict[str, Case] = {}
+    if cover:
+        rows = pairwise.covering(family, seed)[:n]
+        # Lengths for every row at once; Hypothesis's first example is its simplest (all lengths
+        # 1), so the rows take a later one.
+        drawn = []
+        _examples(drawn.append, st.tuples(*(_lengths_for(r) for r in rows)), seed, 3)
+        for row, lengths in zip(rows, drawn[-1]):
+            c = row.replace(**lengths).validate()
+            out.setdefault(c.id, c)
 
-    @hypothesis_seed(seed)
-    # Hypothesis repeats itself; ask for plenty and keep the first n distinct cases.
-    @settings(max_examples=max(1, -(-n // per_kernel)) * 8, database=None, deadline=None,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(kernel_batches(family, per_kernel))
-    def collect(batch):
+    def keep(batch):
         for c in batch:
             if len(out) < n:
                 out.setdefault(c.id, c)
 
-    collect()
+    # Hypothesis repeats itself; ask for plenty and keep the first n distinct cases.
+    _examples(keep, kernel_batches(family, per_kernel), seed, max(1, -(-n // per_kernel)) * 8)
     return list(out.values())
+
+
+def _examples(keep, strategy, seed: int, count: int) -> None:
+    """keep(example) for `count` examples of `strategy`, reproducible from `seed`."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(example):
+        keep(example)
+
+    collect()

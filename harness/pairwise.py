@@ -1,0 +1,130 @@
+"""Pairwise coverage of a family's static features: factors, a covering array, and the table of
+the pairs a run covered.
+
+A bug that needs two features at once (one variant with one GQA shape) hides from random draws
+of a few dozen kernels; a covering array puts every pair of factor values into some kernel.
+Factors are what a compiled kernel depends on, coarsened to the values that change its code:
+the variant, the GQA shape, the kind of window, sinks, layout, dtype, tile and knobs.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+
+import pandas as pd
+
+from harness import kernels
+from harness.case import DTYPES, Case
+
+# GQA shapes -> (kv_heads, heads per KV head): a query head and its KV head differ only under gqa/mqa.
+GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4)}
+# Window kinds -> (causal, window): bottom-right aligned bounds (left, right), -1 unbounded.
+WINDOWS = {"none": (False, (-1, -1)), "causal": (True, (-1, -1)), "left": (False, (17, -1)),
+           "right": (False, (-1, 65)), "band": (False, (63, 1)), "causal_left": (True, (129, -1))}
+# One knob at a time: a pair of knobs is a pair of factor values here only through other factors.
+KNOB_VALUES = ((), ("no_tma",), ("no_smem_reuse",), ("no_vectorize_256",), ("no_wgmma",))
+
+
+def factors(family: str) -> dict[str, tuple]:
+    fam = kernels.family(family)
+    return {"variant": fam.variants, "gqa": tuple(GQA), "window": tuple(WINDOWS), "sinks": (False, True),
+            "layout": fam.layouts, "dtype": DTYPES, "tile": fam.tiles, "knobs": KNOB_VALUES}
+
+
+def levels(case: Case) -> dict:
+    """The factor values of a case (any case, drawn or built here)."""
+    left, right = case.bounds
+    if (left, right) == (-1, -1):
+        window = "none"
+    elif (left, right) == (-1, 0):
+        window = "causal"
+    elif right == -1:
+        window = "left"
+    elif left == -1:
+        window = "right"
+    else:
+        window = "causal_left" if right == 0 else "band"
+    gqa = "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
+    return {"variant": case.variant, "gqa": gqa, "window": window, "sinks": case.sinks, "layout": case.layout,
+            "dtype": case.dtype, "tile": case.tile, "knobs": case.knobs}
+
+
+def _pairs(row: dict) -> set:
+    return {((a, row[a]), (b, row[b])) for a, b in itertools.combinations(sorted(row), 2)}
+
+
+def _case(family: str, row: dict) -> Case | None:
+    """A case (placeholder lengths) with `row`'s factor values, or None if the family cannot build it."""
+    fam = kernels.family(family)
+    kv_heads, group = GQA[row["gqa"]]
+    causal, window = WINDOWS[row["window"]]
+    block_m, block_n, num_stages, threads = row["tile"]
+    for head_dim in fam.head_dims[::-1]:  # the largest head dim the tile can hold
+        c = Case(family=family, variant=row["variant"], heads=kv_heads * group, kv_heads=kv_heads,
+                 head_dim=head_dim, head_dim_v=head_dim, dtype=row["dtype"], causal=causal, window=window,
+                 sinks=row["sinks"], layout=row["layout"], block_m=block_m, block_n=block_n,
+                 num_stages=num_stages, threads=threads, knobs=row["knobs"])
+        if fam.unsupported(c) is None:
+            return c
+    return None
+
+
+def covering(family: str, seed: int, tries: int = 40) -> list[Case]:
+    """Static cases (placeholder lengths) covering every buildable pair of factor values at least
+    once: greedy, each row the best of `tries` random candidates (AETG's construction), seeded."""
+    rng = random.Random(seed)
+    space = factors(family)
+    names = sorted(space)
+    uncovered = set()
+    for a, b in itertools.combinations(names, 2):
+        uncovered |= {((a, x), (b, y)) for x in space[a] for y in space[b]}
+    rows, stale = [], 0
+    while uncovered and stale < 3:
+        best, gain = None, 0
+        pool = sorted(uncovered, key=repr)
+        for _ in range(tries):
+            # Start from an uncovered pair, fill the other factors at random.
+            (a, x), (b, y) = rng.choice(pool)
+            row = {n: rng.choice(space[n]) for n in names} | {a: x, b: y}
+            c = _case(family, row)
+            if c is None:
+                continue
+            new = len(_pairs(levels(c)) & uncovered)
+            if new > gain:
+                best, gain = c, new
+        if best is None:
+            stale += 1
+            continue
+        stale = 0
+        rows.append(best)
+        uncovered -= _pairs(levels(best))
+    return rows
+
+
+def coverage(cases: list[Case]) -> pd.DataFrame:
+    """Per family and pair of factors: value pairs the cases covered, out of all value pairs."""
+    out = []
+    for family in sorted({c.family for c in cases}):
+        space = factors(family)
+        seen = set().union(*(_pairs(levels(c)) for c in cases if c.family == family))
+        for a, b in itertools.combinations(sorted(space), 2):
+            total = len(space[a]) * len(space[b])
+            hit = sum(((a, x), (b, y)) in seen for x in space[a] for y in space[b])
+            out.append({"family": family, "factors": f"{a} x {b}", "covered": hit, "pairs": total})
+    return pd.DataFrame(out)
+
+
+def summary(cases: list[Case]) -> pd.DataFrame:
+    """Per family: value pairs covered out of all, and the pairs of factors not fully covered."""
+    table = coverage(cases)
+    if table.empty:
+        return table
+    rows = []
+    for family, part in table.groupby("family"):
+        gaps = part[part.covered < part.pairs]
+        rows.append({"family": family, "cases": sum(c.family == family for c in cases),
+                     "value pairs covered": f"{part.covered.sum()} / {part.pairs.sum()}",
+                     "factor pairs with gaps": ", ".join(f"{f} ({c}/{p})" for f, c, p in
+                                                         gaps[["factors", "covered", "pairs"]].itertuples(index=False))
+                     or "none"})
+    return pd.DataFrame(rows)
