@@ -20,8 +20,9 @@ def test_covering_rows_cover_every_pair_and_can_be_built(family):
     for a, b in itertools.combinations(space, 2):
         missing = [(x, y) for x in space[a] for y in space[b] if (a, x, b, y) not in seen]
         assert not missing, f"{family}: {a} x {b} never together: {missing[:3]}"
-    # Far fewer kernels than the full product, and the same rows for the same seed.
-    assert len(rows) < 60
+    # Near the lower bound (the two largest factors' product), and the same rows for the same seed.
+    sizes = sorted(len(v) for v in space.values())
+    assert len(rows) <= 1.3 * sizes[-1] * sizes[-2]
     assert [c.id for c in rows] == [c.id for c in pairwise.covering(family, seed=3)]
 
 
@@ -51,7 +52,7 @@ def test_a_campaign_starts_with_the_covering_array():
 
 
 def test_the_run_summary_shows_the_pairs_covered():
-    cases = strategies.draw("fwd", 60, seed=1, per_kernel=4, cover=True)
+    cases = strategies.draw("fwd", 80, seed=1, per_kernel=4, cover=True)
     results = [{"case_id": c.id, "case": case_mod.to_dict(c), "verdict": "PASS", "stage": "judge"} for c in cases]
     text = report.summary(results)
     assert "## Pairwise coverage" in text

@@ -243,8 +243,11 @@ FAMILY = Family(
     name="bwd",
     variants=("atomic", "split", "atomic_nolayout", "atomic_tile"),
     head_dims=(64, 128),
+    # (block_m = query rows, block_n = key rows, num_stages, threads); 16 query rows: reductions over
+    # the smallest fragments. 512 threads over 256 keys fails ptxas's register allocation (64 per
+    # thread) and 384 threads split no 64-row GEMM evenly: neither is offered.
     tiles=((64, 64, 1, 128), (64, 64, 2, 128), (32, 64, 2, 128), (32, 128, 1, 256), (32, 128, 2, 256),
-           (64, 128, 2, 256)),  # (block_m = query rows, block_n = key rows, num_stages, threads)
+           (64, 128, 2, 256), (16, 64, 1, 128)),
     fits=fits,
     build=build,
     run=run,

@@ -1,7 +1,9 @@
 """FlashAttention-2 style forward kernel: MHA/GQA, causal/sliding window, sinks, BHSD/BSHD.
 
 Sequence lengths and batch are symbolic, so one compiled kernel serves every length of a
-static configuration (harness.case.static_key). Masking: harness/kernels/masking.py; where the
+static configuration (harness.case.static_key). Variants differ in the epilogue only: `default`
+stores O through shared memory (a tile copy TileLang may lower to a TMA store) and LSE as a tile
+copy; `direct` stores both element-wise from registers, guarded by the sequence length. Masking: harness/kernels/masking.py; where the
 sequence and head axes sit: harness/layout.py.
 """
 import math
@@ -14,8 +16,14 @@ from harness.kernels import masking
 LOG2E = 1.4426950408889634
 
 
+VARIANTS = ("default", "direct")
+
+
 def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout_name,
-            block_m, block_n, num_stages, threads):
+            block_m, block_n, num_stages, threads, variant="default"):
+    if variant not in VARIANTS:
+        raise ValueError(f"fwd has no variant {variant!r}")
+    direct = variant == "direct"
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
@@ -101,8 +109,19 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                 lse_f[i] = T.if_then_else(
                     row_max[i] == neg_inf, T.log2(denom[i]),
                     T.log2(denom[i]) + row_max[i] * scale) / LOG2E
-            T.copy(acc_o, o_s)
-            T.copy(o_s, layout.rows(Out, lay, bz, by, q0, block_m))
-            T.copy(lse_f, Lse[bz, by, q0:q0 + block_m])
+            if direct:
+                for i, j in T.Parallel(block_m, head_dim_v):
+                    if q0 + i < seq_q:
+                        if lay == "bshd":
+                            Out[bz, q0 + i, by, j] = acc_o[i, j]
+                        else:
+                            Out[bz, by, q0 + i, j] = acc_o[i, j]
+                for i in T.Parallel(block_m):
+                    if q0 + i < seq_q:
+                        Lse[bz, by, q0 + i] = lse_f[i]
+            else:
+                T.copy(acc_o, o_s)
+                T.copy(o_s, layout.rows(Out, lay, bz, by, q0, block_m))
+                T.copy(lse_f, Lse[bz, by, q0:q0 + block_m])
 
     return main

@@ -26,7 +26,7 @@ def build(case, target: str):
 
     left, right = case.bounds
     func = fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                       left, right, case.sinks, case.layout, *case.tile)
+                       left, right, case.sinks, case.layout, *case.tile, case.variant)
     return compat.compile(func, target, case.knobs, kernel="fwd")
 
 
@@ -50,9 +50,13 @@ def run(kernel, case, inputs) -> dict:
 
 FAMILY = Family(
     name="fwd",
-    variants=("default",),
+    variants=("default", "direct"),
     head_dims=(32, 64, 96, 128, 256),
-    tiles=((64, 64, 1, 128), (64, 64, 2, 128), (64, 128, 2, 128), (128, 64, 2, 256), (128, 128, 1, 256)),
+    # (block_m, block_n, num_stages, threads): up to four warpgroups along M (512 threads), three
+    # (384, not a power of two), and key tiles of 32 to 192 rows.
+    tiles=((64, 64, 1, 128), (64, 64, 2, 128), (64, 128, 2, 128), (128, 64, 2, 256), (128, 128, 1, 256),
+           (256, 64, 1, 512), (192, 64, 1, 384), (128, 32, 2, 256), (64, 96, 2, 128), (128, 192, 1, 256),
+           (64, 32, 1, 128)),
     fits=fits,
     build=build,
     run=run,
