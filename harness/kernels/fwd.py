@@ -3,8 +3,8 @@
 Sequence lengths and batch are symbolic, so one compiled kernel serves every length of a
 static configuration (harness.case.static_key). Variants differ in the epilogue only: `default`
 stores O through shared memory (a tile copy TileLang may lower to a TMA store) and LSE as a tile
-copy; `direct` stores both element-wise from registers, guarded by the sequence length. Masking: harness/kernels/masking.py; where the
-sequence and head axes sit: harness/layout.py.
+copy; `direct` stores both element-wise from registers, guarded by the sequence length.
+Masking: harness/kernels/masking.py; where the sequence and head axes sit: harness/layout.py.
 """
 import math
 
