@@ -6,6 +6,7 @@ to <out>/results.jsonl as each case ends: a killed run loses nothing and the sam
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -43,6 +44,7 @@ class Options:
     minimize: bool = False
     minimize_budget: float = 300
     pairwise: bool = True            # the first kernels cover every pair of static feature values
+    shard: tuple[int, int] = (1, 1)  # (i, n): run the i-th of n disjoint parts, split by kernel
 
 
 def _err(*lines):
@@ -85,10 +87,22 @@ def load_cases(path: Path) -> list[case_mod.Case]:
     return cases
 
 
+def shard_of(case: case_mod.Case, n: int) -> int:
+    """Which of n shards (1..n) runs `case`: decided by its kernel (static fields), so a kernel is
+    compiled on one runner only, and the same on every machine."""
+    key = json.dumps(case_mod.static_key(case), default=list).encode()
+    return int(hashlib.sha1(key).hexdigest(), 16) % n + 1
+
+
 def plan(opts: Options) -> list[case_mod.Case]:
-    """The campaign's cases, written to <out>/cases.jsonl (or checked against what is there)."""
+    """The campaign's cases (this shard's), written to <out>/cases.jsonl (or checked against what
+    is there)."""
     cases = load_cases(opts.cases_from) if opts.cases_from else draw(opts.families, opts.cases, opts.seed,
                                                                        opts.per_kernel, opts.pairwise)
+    i, n = opts.shard
+    cases = [c for c in cases if shard_of(c, n) == i]
+    if not cases:
+        raise CampaignError(f"shard {i}/{n} holds none of the cases")
     path = opts.out / "cases.jsonl"
     if path.exists():
         there = [c.id for c in load_cases(path)]

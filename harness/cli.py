@@ -38,6 +38,13 @@ def _positive(kind):
     return parse
 
 
+def _shard(text):
+    i, sep, n = text.partition("/")
+    if not (sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {text!r}")
+    return int(i), int(n)
+
+
 def _nonnegative_int(text):
     try:
         value = int(text)
@@ -71,7 +78,8 @@ def cmd_run(args) -> int:
                             per_kernel=args.per_kernel, cases_from=args.cases_from and Path(args.cases_from),
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
                             reproducers=Path(args.reproducers), minimize=args.minimize,
-                            minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise)
+                            minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
+                            shard=args.shard)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -239,6 +247,8 @@ def parser() -> Parser:
     r.add_argument("--time", type=_positive(float), help="stop starting new cases after this many seconds")
     r.add_argument("--seed", type=_nonnegative_int, default=0)
     r.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
+    r.add_argument("--shard", type=_shard, default=(1, 1), metavar="I/N",
+                   help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
     r.add_argument("--no-pairwise", action="store_true",
                    help="draw every kernel at random (default: first a covering array of static feature pairs)")
     r.add_argument("--out", default="reports/run", help="results directory (the same one resumes)")

@@ -74,6 +74,9 @@ def test_repro_of_an_unknown_family(reproducer):
     (["--run-timeout", "0"], "--run-timeout: must be > 0, got 0"),
     (["--seed", "-1"], "--seed: must be >= 0, got -1"),
     (["--cases", "many"], "--cases: expected a int, got 'many'"),
+    (["--shard", "3/2"], "--shard: expected I/N with 1 <= I <= N, got '3/2'"),
+    (["--shard", "0/2"], "--shard: expected I/N with 1 <= I <= N, got '0/2'"),
+    (["--shard", "1"], "--shard: expected I/N with 1 <= I <= N, got '1'"),
 ])
 def test_run_rejects_bad_numbers(argv, contains, tmp_path):
     code, _, err = harness("run", *argv, "--out", tmp_path / "out", "--reproducers", tmp_path / "r")

@@ -58,3 +58,13 @@ def test_the_run_summary_shows_the_pairs_covered():
     assert "## Pairwise coverage" in text
     row = pairwise.summary(cases).iloc[0]
     assert row["factor pairs with gaps"] == "none" and row["value pairs covered"] in text
+
+
+def test_shards_split_the_cases_by_kernel_and_cover_them_all():
+    from harness import campaign
+    cases = strategies.draw("bwd", 60, seed=2, per_kernel=4, cover=True)
+    shards = [[c for c in cases if campaign.shard_of(c, 3) == i] for i in (1, 2, 3)]
+    assert sorted(c.id for part in shards for c in part) == sorted(c.id for c in cases)
+    kernels_of = [{case_mod.static_key(c) for c in part} for part in shards]
+    assert all(part for part in shards)
+    assert not (kernels_of[0] & kernels_of[1] or kernels_of[1] & kernels_of[2] or kernels_of[0] & kernels_of[2])
