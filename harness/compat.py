@@ -50,8 +50,8 @@ def compile(func, target, knobs=(), kernel=None):
         raise
 
 
-def kernel_source(kernel) -> str:
-    """The generated CUDA source of a compiled kernel (or of the first of a tuple of kernels)."""
+def kernel_sources(kernel) -> list[str]:
+    """The generated CUDA source of each compiled kernel (a family's build may give a tuple)."""
     if isinstance(kernel, (tuple, list)):
-        return "\n".join(kernel_source(k) for k in kernel)
-    return kernel.get_kernel_source()
+        return [source for k in kernel for source in kernel_sources(k)]
+    return [kernel.get_kernel_source()]

@@ -93,3 +93,25 @@ def test_atomic_into_a_local_copy_is_flagged():
     """
     [f] = codegen.check(src)
     assert f.check == "atomics_on_locals" and "condval_4" in f.message
+
+
+def test_each_kernel_is_checked_alone():
+    """Buffers and barriers of one kernel say nothing about another's: a backward's forward kernel
+    (o_s at offset 0) must not make its main kernel's q_s (also at offset 0) look aliased."""
+    from harness.worker import hazards
+
+    class Kernel:
+        def __init__(self, source):
+            self.source = source
+
+        def get_kernel_source(self):
+            return self.source
+
+    class Family:
+        def contiguous(self, case):
+            return {}
+
+    main = WAIT_IN_FIRST_ITERATION.replace("void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n", "")
+    other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].wait(0);\n"
+    [found] = hazards(Family(), None, (Kernel(other), Kernel(main)))
+    assert "mbarrier[8] waited on only inside a loop" in found and "shares" not in found

@@ -50,7 +50,7 @@ def fwd_case(case, family="fwd"):
 def build(case, target: str) -> tuple:
     """(fwd, prep, main, post) compiled kernels, plus the sink-gradient kernel with sinks.
 
-    A plain tuple so that compat.kernel_source() sees every generated kernel.
+    A plain tuple so that compat.kernel_sources() sees every generated kernel.
     """
     from harness.kernels import bwd
 
