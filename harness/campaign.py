@@ -45,6 +45,7 @@ class Options:
     minimize_budget: float = 300
     pairwise: bool = True            # the first kernels cover every pair of static feature values
     shard: tuple[int, int] = (1, 1)  # (i, n): run the i-th of n disjoint parts, split by kernel
+    stop_after: int = 0              # stop starting cases after this many failures (0: never)
 
 
 def _err(*lines):
@@ -180,6 +181,8 @@ def run(opts: Options) -> int:
             counts[r["verdict"]] += 1
             bar.set_postfix_str(" ".join(f"{k} {v}" for k, v in sorted(counts.items())), refresh=False)
             bar.update()
+            if opts.stop_after and sum(counts[v] for v in oracle.FAILURES) >= opts.stop_after:
+                break  # leaving the loop closes the pool: cases in flight are dropped, not recorded
     elapsed = time.monotonic() - t0
     pool.close()  # its workers hold the GPUs; minimizing starts its own
     everything = previous + results

@@ -79,7 +79,7 @@ def cmd_run(args) -> int:
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
                             reproducers=Path(args.reproducers), minimize=args.minimize,
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
-                            shard=args.shard)
+                            shard=args.shard, stop_after=args.stop_after_failures)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -249,6 +249,8 @@ def parser() -> Parser:
     r.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
     r.add_argument("--shard", type=_shard, default=(1, 1), metavar="I/N",
                    help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
+    r.add_argument("--stop-after-failures", type=_nonnegative_int, default=0, metavar="N",
+                   help="stop starting cases after N failures (0: run them all)")
     r.add_argument("--no-pairwise", action="store_true",
                    help="draw every kernel at random (default: first a covering array of static feature pairs)")
     r.add_argument("--out", default="reports/run", help="results directory (the same one resumes)")

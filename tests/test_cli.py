@@ -153,6 +153,17 @@ def test_a_harness_error_exits_1_and_is_not_recorded(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_campaign_stops_after_n_failures(tmp_path):
+    # heads 9: the compiler rejects the program (COMPILE_ERROR), one worker, so one at a time.
+    cases = [Case(family="fake", heads=9, seqlen_q=q) for q in range(1, 6)]
+    campaign.write_cases(tmp_path / "c.jsonl", cases)
+    code, _, _ = harness("run", "--cases-from", tmp_path / "c.jsonl", "--out", tmp_path / "out", "--workers", "1",
+                         "--reproducers", tmp_path / "r", "--stop-after-failures", "2")
+    assert code == 1
+    verdicts = [json.loads(line)["verdict"] for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert verdicts == ["COMPILE_ERROR", "COMPILE_ERROR"]
+
+
 def test_repro_statuses_follow_git_bisect_run(tmp_path):
     """A recorded compile error replays on the CPU: 1 while it reproduces, 0 once the case
     compiles, 125 when the harness itself fails on it."""

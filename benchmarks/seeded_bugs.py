@@ -1,0 +1,194 @@
+"""Finding power: seeded kernel bugs, and how many of them a ci-sized campaign catches.
+
+    python benchmarks/seeded_bugs.py --cases 50 --workers 15 [--families fwd,bwd] [--only NAME,...]
+
+Each seeded bug (MUTANTS) is one textual change to a kernel module, applied to a temporary copy
+of this tree, never to the package. First the unmutated copy runs a campaign per family
+(`--cases`, `--seed`, pairwise kernels first, as `harness run` does); a case that fails there is
+dropped, so that the mutants run only cases the real kernels pass. Then each mutant runs exactly
+those cases (`--cases-from`) in its family and stops at its first failure. Printed per mutant:
+detected or not, the first failure (verdict, tensor, region), cases finished until then, and
+seconds; then the score and the survivors with the condition their bug needs. Numbers need a GPU:
+without one the campaigns are compile-only and only a mutant that breaks compilation can show.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import case as case_mod  # noqa: E402
+from harness import oracle  # noqa: E402
+from harness.report import markdown  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    family: str   # whose campaign should catch it
+    file: str     # relative to the repository root
+    find: str     # occurs exactly once in `file`
+    replace: str
+    why: str      # the bug it models, and when it can show
+
+
+K = "harness/kernels/"
+MUTANTS = [
+    Mutant("fwd_no_rescale", "fwd", K + "fwd.py", "acc_o[i, j] *= row_scale[i]", "acc_o[i, j] *= 1",
+           "dropped rescale of O when the running max grows: needs two or more key blocks"),
+    Mutant("fwd_denominator_no_rescale", "fwd", K + "fwd.py", "denom[i] = denom[i] * row_scale[i] + row_sum[i]",
+           "denom[i] = denom[i] + row_sum[i]", "row sum not rescaled: needs two or more key blocks"),
+    Mutant("fwd_gqa_head_mapping", "fwd", K + "fwd.py", "            kvh = by // group\n",
+           "            kvh = by % kv_heads\n", "wrong KV head for a query head: needs kv_heads > 1 and a group > 1"),
+    Mutant("fwd_sink_dropped", "fwd", K + "fwd.py", "            if sinks:\n", "            if False:\n",
+           "the sink logit left out of the denominator: needs sinks"),
+    Mutant("fwd_lse_scale", "fwd", K + "fwd.py", "T.log2(denom[i]) + row_max[i] * scale) / LOG2E",
+           "T.log2(denom[i]) + row_max[i] * scale) * LOG2E", "LSE in the wrong log base"),
+    Mutant("mask_left_off_by_one", "fwd", K + "masking.py", "kj >= qi + shift - left", "kj > qi + shift - left",
+           "sliding window's left edge one key short: needs a left bound"),
+    Mutant("mask_right_off_by_one", "fwd", K + "masking.py", "kj <= qi + shift + right", "kj < qi + shift + right",
+           "causal diagonal excluded: needs causal or a right bound"),
+    Mutant("mask_tail_key_block_skipped", "fwd", K + "masking.py", "end = T.ceildiv(seq_k, block_n)",
+           "end = T.floordiv(seq_k, block_n)", "the partial last key block skipped: needs seq_k % block_n != 0"),
+    Mutant("bwd_first_query_block_skipped", "bwd", K + "masking.py", "T.floordiv(k0 - shift - right, block_m)",
+           "T.floordiv(k0 - shift - right, block_m) + 1",
+           "a key block's first query block skipped: needs causal or a right bound"),
+    Mutant("bwd_gqa_head_mapping", "bwd", K + "bwd.py", "            kvh = by // group\n",
+           "            kvh = by % kv_heads\n", "wrong KV head in the backward: needs kv_heads > 1 and a group > 1"),
+    Mutant("bwd_delta_max_not_sum", "bwd", K + "bwd.py", "T.reduce_sum(prod, delta, dim=1)",
+           "T.reduce_max(prod, delta, dim=1)", "Delta reduced with max instead of sum"),
+    Mutant("bwd_dq_layout_reader_mismatch", "bwd", K + "bwd.py",
+           "            if annotate:\n                T.annotate_layout({dQacc:",
+           "            if not annotate:\n                T.annotate_layout({dQacc:",
+           "dQ accumulator read in another layout than it was written"),
+    Mutant("bwd_dkdv_wrong_head", "bwd", K + "bwd.py", "gh = by if split else kvh", "gh = by if split else 0",
+           "atomic dK/dV all added into KV head 0: needs kv_heads > 1 and an atomic variant"),
+    Mutant("bwd_lse_scale", "bwd", K + "bwd.py", "T.exp2(s_t[j, i] * scale - lse_s[i] * LOG2E)",
+           "T.exp2(s_t[j, i] * scale - lse_s[i] * scale)", "P recomputed with LSE in the wrong scale"),
+    Mutant("bwd_sink_grad_sign", "bwd", K + "bwd.py", "-T.exp(Sinks[bx] - Lse[bz, bx, qi]) * Delta[bz, bx, qi]",
+           "T.exp(Sinks[bx] - Lse[bz, bx, qi]) * Delta[bz, bx, qi]", "dSinks with the wrong sign: needs sinks"),
+    Mutant("varlen_k_offset_from_q", "varlen_fwd", K + "varlen.py",
+           "k_start = CuK[bz]\n            seq_q = CuQ[bz + 1] - q_start\n            seq_k = CuK[bz + 1] - k_start\n"
+           "            kvh = by // group\n            shift = seq_k - seq_q\n            q0 = bx * block_m",
+           "k_start = CuQ[bz]\n            seq_q = CuQ[bz + 1] - q_start\n            seq_k = CuK[bz + 1] - k_start\n"
+           "            kvh = by // group\n            shift = seq_k - seq_q\n            q0 = bx * block_m",
+           "keys read from the query offsets: needs a sequence whose q and k starts differ"),
+    Mutant("varlen_store_past_sequence", "varlen_fwd", K + "varlen.py",
+           "                if q0 + i < seq_q:\n                    Out[",
+           "                if q0 + i < seq_q + 1:\n                    Out[",
+           "O written one row past its sequence: needs a sequence end inside a tile"),
+    Mutant("varlen_bwd_gqa_head_mapping", "varlen_bwd", K + "varlen.py",
+           "kvh = by // group\n            gh = by if split else kvh",
+           "kvh = by % kv_heads\n            gh = by if split else kvh",
+           "wrong KV head in the varlen backward: needs kv_heads > 1 and a group > 1"),
+    Mutant("varlen_bwd_lse_without_offset", "varlen_bwd", K + "varlen.py", "Lse[0, by, q_start + q0 + i]",
+           "Lse[0, by, q0 + i]", "LSE read without the sequence's offset: needs a second sequence with queries"),
+]
+
+
+def apply(mutant: Mutant, tree: Path) -> None:
+    path = tree / mutant.file
+    text = path.read_text()
+    if text.count(mutant.find) != 1:
+        raise SystemExit(f"{mutant.name}: its text occurs {text.count(mutant.find)} times in {mutant.file}, not once")
+    path.write_text(text.replace(mutant.find, mutant.replace))
+
+
+def copy_tree(dst: Path) -> Path:
+    """The harness (package, benchmarks, reproducers) without environments, builds or reports."""
+    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".git", ".venv", ".gpu", ".scratch", "reports",
+                                                             "__pycache__", "*.tar.xz", "*.egg-info"))
+    return dst
+
+
+def campaign(tree: Path, out: Path, args, family, *extra) -> tuple[list[dict], float]:
+    """Run `harness run` inside `tree` (its own copy of the package first on the path)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--families", family, "--out", str(out),
+           "--workers", str(args.workers), "--arch", args.arch, "--reproducers", str(out / "recorded"), *extra]
+    t0 = time.monotonic()
+    subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = time.monotonic() - t0
+    path = out / "results.jsonl"
+    return ([json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []), seconds
+
+
+def failed(r: dict) -> bool:
+    return r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", type=int, default=50, help="cases per family (a ci-sized campaign)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    p.add_argument("--families", help="only the mutants of these families (comma-separated)")
+    p.add_argument("--only", help="only these mutants (comma-separated names)")
+    p.add_argument("--arch", default="sm_90a", help="compile target without a GPU")
+    p.add_argument("--out", default="reports/seeded_bugs", help="the table (markdown and JSON) goes here")
+    args = p.parse_args()
+    chosen = [m for m in MUTANTS if (not args.only or m.name in args.only.split(","))
+              and (not args.families or m.family in args.families.split(","))]
+    if not chosen:
+        raise SystemExit(f"no mutant chosen; names: {', '.join(m.name for m in MUTANTS)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        os.environ.setdefault("TILELANG_CACHE_DIR", str(tmp / "cache"))  # shared: unchanged kernels load, not compile
+        base = copy_tree(tmp / "base")
+        cases_of = {}
+        for family in sorted({m.family for m in chosen}):
+            results, seconds = campaign(base, tmp / f"base-{family}", args, family, "--cases", str(args.cases),
+                                        "--seed", str(args.seed))
+            bad = {r["case_id"] for r in results if failed(r)}
+            lines = (tmp / f"base-{family}" / "cases.jsonl").read_text().splitlines()
+            keep = [line for line in lines if case_mod.from_json(line).id not in bad]
+            if not keep:
+                raise SystemExit(f"baseline {family}: every case failed unmutated; nothing to measure with")
+            cases_of[family] = tmp / f"cases-{family}.jsonl"
+            cases_of[family].write_text("\n".join(keep) + "\n")
+            print(f"baseline {family}: {len(results)} cases in {seconds:.0f} s, "
+                  f"{len(bad)} failing unmutated (dropped), {len(keep)} kept", flush=True)
+        rows = []
+        for m in chosen:
+            tree = copy_tree(tmp / m.name)
+            apply(m, tree)
+            results, seconds = campaign(tree, tmp / f"run-{m.name}", args, m.family, "--cases-from",
+                                        str(cases_of[m.family]), "--stop-after-failures", "1")
+            first = next((i for i, r in enumerate(results) if failed(r)), None)
+            hit = results[first] if first is not None else None
+            rows.append({"mutant": m.name, "family": m.family, "detected": "yes" if hit else "NO",
+                         "first failure": (f"{hit['verdict']} {hit.get('tensor', '')} {hit.get('region', '')}".strip()
+                                           if hit else ""),
+                         "cases run": len(results), "cases to detect": first + 1 if hit else "",
+                         "seconds": round(seconds), "why": m.why})
+            print(f"{m.name}: {rows[-1]['detected']} {rows[-1]['first failure']} after "
+                  f"{rows[-1]['cases to detect'] or len(results)} cases, {seconds:.0f} s", flush=True)
+            shutil.rmtree(tree)
+    import pandas as pd
+    table = pd.DataFrame(rows)
+    caught = int((table.detected == "yes").sum())
+    text = (markdown(table.drop(columns="why")) + f"\nscore: {caught} / {len(rows)} seeded bugs detected "
+            f"({100 * caught / len(rows):.0f}%), {args.cases} cases per family, seed {args.seed}\n")
+    survivors = table[table.detected == "NO"]
+    if not survivors.empty:
+        text += "\nsurvivors:\n" + "".join(f"- {r.mutant}: {r.why}\n" for r in survivors.itertuples())
+    print(text)
+    (out / "seeded_bugs.md").write_text(text)
+    table.to_json(out / "seeded_bugs.json", orient="records", indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
