@@ -143,6 +143,10 @@ def main() -> int:
         raise SystemExit(f"no mutant chosen; names: {', '.join(m.name for m in MUTANTS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    from harness.environment import gpu_count
+    if not gpu_count():
+        print(f"NO GPU: compile-only campaigns ({args.arch}); only mutants that break compilation can be "
+              "detected, so this score says nothing about finding power", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         os.environ.setdefault("TILELANG_CACHE_DIR", str(tmp / "cache"))  # shared: unchanged kernels load, not compile
