@@ -50,6 +50,9 @@ MUTANTS = [
            "denom[i] = denom[i] + row_sum[i]", "row sum not rescaled: needs two or more key blocks"),
     Mutant("fwd_gqa_head_mapping", "fwd", K + "fwd.py", "            kvh = by // group\n",
            "            kvh = by % kv_heads\n", "wrong KV head for a query head: needs kv_heads > 1 and a group > 1"),
+    Mutant("fwd_row_max_cleared", "fwd", K + "fwd.py", "T.reduce_max(acc_s, row_max, dim=1, clear=False)",
+           "T.reduce_max(acc_s, row_max, dim=1, clear=True)",
+           "running max reset per key block (NaN once a row sees no key of a later block): needs causal or a window"),
     Mutant("fwd_sink_dropped", "fwd", K + "fwd.py", "            if sinks:\n", "            if False:\n",
            "the sink logit left out of the denominator: needs sinks"),
     Mutant("fwd_lse_scale", "fwd", K + "fwd.py", "T.log2(denom[i]) + row_max[i] * scale) / LOG2E",
@@ -63,6 +66,8 @@ MUTANTS = [
     Mutant("bwd_first_query_block_skipped", "bwd", K + "masking.py", "T.floordiv(k0 - shift - right, block_m)",
            "T.floordiv(k0 - shift - right, block_m) + 1",
            "a key block's first query block skipped: needs causal or a right bound"),
+    Mutant("bwd_tail_query_block_skipped", "bwd", K + "masking.py", "end = T.ceildiv(seq_q, block_m)",
+           "end = T.floordiv(seq_q, block_m)", "the partial last query block skipped: needs seq_q % block_m != 0"),
     Mutant("bwd_gqa_head_mapping", "bwd", K + "bwd.py", "            kvh = by // group\n",
            "            kvh = by % kv_heads\n", "wrong KV head in the backward: needs kv_heads > 1 and a group > 1"),
     Mutant("bwd_delta_max_not_sum", "bwd", K + "bwd.py", "T.reduce_sum(prod, delta, dim=1)",
@@ -83,16 +88,19 @@ MUTANTS = [
            "k_start = CuQ[bz]\n            seq_q = CuQ[bz + 1] - q_start\n            seq_k = CuK[bz + 1] - k_start\n"
            "            kvh = by // group\n            shift = seq_k - seq_q\n            q0 = bx * block_m",
            "keys read from the query offsets: needs a sequence whose q and k starts differ"),
-    Mutant("varlen_store_past_sequence", "varlen_fwd", K + "varlen.py",
-           "                if q0 + i < seq_q:\n                    Out[",
-           "                if q0 + i < seq_q + 1:\n                    Out[",
-           "O written one row past its sequence: needs a sequence end inside a tile"),
+    Mutant("varlen_lse_without_offset", "varlen_fwd", K + "varlen.py", "Lse[by, q_start + q0 + i] = T.if_then_else(",
+           "Lse[by, q0 + i] = T.if_then_else(", "LSE stored without the sequence's offset: needs two sequences with queries"),
+    Mutant("varlen_top_left_alignment", "varlen_fwd", K + "varlen.py",
+           "shift = seq_k - seq_q\n            q0 = bx * block_m", "shift = 0\n            q0 = bx * block_m",
+           "mask aligned top-left, not bottom-right: needs causal or a window and a sequence with q != k length"),
     Mutant("varlen_bwd_gqa_head_mapping", "varlen_bwd", K + "varlen.py",
            "kvh = by // group\n            gh = by if split else kvh",
            "kvh = by % kv_heads\n            gh = by if split else kvh",
            "wrong KV head in the varlen backward: needs kv_heads > 1 and a group > 1"),
     Mutant("varlen_bwd_lse_without_offset", "varlen_bwd", K + "varlen.py", "Lse[0, by, q_start + q0 + i]",
            "Lse[0, by, q0 + i]", "LSE read without the sequence's offset: needs a second sequence with queries"),
+    Mutant("varlen_bwd_dq_without_offset", "varlen_bwd", K + "varlen.py", "T.atomic_add(dQ[0, q_start + q0 + i, by, d]",
+           "T.atomic_add(dQ[0, q0 + i, by, d]", "dQ added without the sequence's offset: needs a second sequence with queries"),
 ]
 
 
@@ -117,8 +125,10 @@ def campaign(tree: Path, out: Path, args, family, *extra) -> tuple[list[dict], f
     cmd = [sys.executable, "-m", "harness.cli", "run", "--families", family, "--out", str(out),
            "--workers", str(args.workers), "--arch", args.arch, "--reproducers", str(out / "recorded"), *extra]
     t0 = time.monotonic()
-    subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.monotonic() - t0
+    if done.returncode not in (0, 1):  # 2 bad input, 125 no TileLang: no evidence either way, so no score
+        raise SystemExit(f"harness run in {tree.name} exited {done.returncode}:\n{done.stderr[-2000:]}")
     path = out / "results.jsonl"
     return ([json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []), seconds
 
