@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness import case as case_mod  # noqa: E402
-from harness import oracle  # noqa: E402
+from harness import oracle, record  # noqa: E402
 from harness.report import markdown  # noqa: E402
 
 
@@ -122,8 +122,9 @@ def copy_tree(dst: Path) -> Path:
 def campaign(tree: Path, out: Path, args, family, *extra) -> tuple[list[dict], float]:
     """Run `harness run` inside `tree` (its own copy of the package first on the path)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
+    # The tree's own reproducers: a known compiler bug that a mutant happens to reach is no detection.
     cmd = [sys.executable, "-m", "harness.cli", "run", "--families", family, "--out", str(out),
-           "--workers", str(args.workers), "--arch", args.arch, "--reproducers", str(out / "recorded"), *extra]
+           "--workers", str(args.workers), "--arch", args.arch, "--reproducers", str(tree / "reproducers"), *extra]
     t0 = time.monotonic()
     done = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.monotonic() - t0
@@ -133,8 +134,12 @@ def campaign(tree: Path, out: Path, args, family, *extra) -> tuple[list[dict], f
     return ([json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []), seconds
 
 
+KNOWN = record.known_signatures(ROOT / "reproducers")
+
+
 def failed(r: dict) -> bool:
-    return r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR"
+    """A failure that detects a mutant: any but a compiler bug already recorded in reproducers/."""
+    return (r["verdict"] in oracle.FAILURES and oracle.signature(r) not in KNOWN) or r["verdict"] == "HARNESS_ERROR"
 
 
 def main() -> int:

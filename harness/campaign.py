@@ -45,7 +45,7 @@ class Options:
     minimize_budget: float = 300
     pairwise: bool = True            # the first kernels cover every pair of static feature values
     shard: tuple[int, int] = (1, 1)  # (i, n): run the i-th of n disjoint parts, split by kernel
-    stop_after: int = 0              # stop starting cases after this many failures (0: never)
+    stop_after: int = 0              # stop starting cases after this many new failures (0: never)
 
 
 def _err(*lines):
@@ -168,7 +168,8 @@ def run(opts: Options) -> int:
          f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
     pool = Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None)
     deadline = time.monotonic() + opts.time if opts.time else None
-    results, counts = [], Counter()
+    results, counts, new_failures = [], Counter(), 0
+    known = record.known_signatures(opts.reproducers)  # a known bug does not count toward --stop-after-failures
     t0 = time.monotonic()
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
@@ -181,7 +182,8 @@ def run(opts: Options) -> int:
             counts[r["verdict"]] += 1
             bar.set_postfix_str(" ".join(f"{k} {v}" for k, v in sorted(counts.items())), refresh=False)
             bar.update()
-            if opts.stop_after and sum(counts[v] for v in oracle.FAILURES) >= opts.stop_after:
+            new_failures += r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known
+            if opts.stop_after and new_failures >= opts.stop_after:
                 break  # leaving the loop closes the pool: cases in flight are dropped, not recorded
     elapsed = time.monotonic() - t0
     pool.close()  # its workers hold the GPUs; minimizing starts its own

@@ -250,7 +250,7 @@ def parser() -> Parser:
     r.add_argument("--shard", type=_shard, default=(1, 1), metavar="I/N",
                    help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
     r.add_argument("--stop-after-failures", type=_nonnegative_int, default=0, metavar="N",
-                   help="stop starting cases after N failures (0: run them all)")
+                   help="stop starting cases after N new failures (not a recorded bug; 0: run them all)")
     r.add_argument("--no-pairwise", action="store_true",
                    help="draw every kernel at random (default: first a covering array of static feature pairs)")
     r.add_argument("--out", default="reports/run", help="results directory (the same one resumes)")

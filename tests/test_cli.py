@@ -162,6 +162,11 @@ def test_a_campaign_stops_after_n_failures(tmp_path):
     assert code == 1
     verdicts = [json.loads(line)["verdict"] for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     assert verdicts == ["COMPILE_ERROR", "COMPILE_ERROR"]
+    # Now recorded (tmp_path / "r"): a known bug does not count, and every case runs.
+    code, _, _ = harness("run", "--cases-from", tmp_path / "c.jsonl", "--out", tmp_path / "again", "--workers", "1",
+                         "--reproducers", tmp_path / "r", "--stop-after-failures", "1")
+    assert code == 0
+    assert len((tmp_path / "again" / "results.jsonl").read_text().splitlines()) == 5
 
 
 def test_repro_statuses_follow_git_bisect_run(tmp_path):
