@@ -169,7 +169,7 @@ def run(opts: Options) -> int:
     pool = Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None)
     deadline = time.monotonic() + opts.time if opts.time else None
     results, counts, new_failures = [], Counter(), 0
-    known = record.known_signatures(opts.reproducers)  # a known bug does not count toward --stop-after-failures
+    known = record.known_signatures(opts.reproducers)  # known bugs: reported, never counted as new
     t0 = time.monotonic()
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
@@ -188,7 +188,6 @@ def run(opts: Options) -> int:
     elapsed = time.monotonic() - t0
     pool.close()  # its workers hold the GPUs; minimizing starts its own
     everything = previous + results
-    known = record.known_signatures(opts.reproducers)
     print(report.write(opts.out, everything, known))
     print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
           f"{pool.started} worker processes; results in {results_path}")
