@@ -134,11 +134,21 @@ def campaign(tree: Path, out: Path, args, family, *extra) -> tuple[list[dict], f
     return ([json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []), seconds
 
 
-KNOWN = record.known_signatures(ROOT / "reproducers")
+def known_here() -> set:
+    """Signatures of the compiler bugs recorded on the TileLang release that runs here. A mutant
+    that trips one of them is no detection; one that shows a bug recorded on another release (the
+    fixed sink_grad bug of 0.1.12, say) is, since that bug cannot be what failed."""
+    from harness.environment import tilelang
+    version = tilelang()["tilelang"]
+    return {sig for sig, path in record.known_signatures(ROOT / "reproducers").items()
+            if record.load(path).environment.get("tilelang") == version}
+
+
+KNOWN: set = set()
 
 
 def failed(r: dict) -> bool:
-    """A failure that detects a mutant: any but a compiler bug already recorded in reproducers/."""
+    """A failure that detects a mutant: any but a compiler bug recorded on this release."""
     return (r["verdict"] in oracle.FAILURES and oracle.signature(r) not in KNOWN) or r["verdict"] == "HARNESS_ERROR"
 
 
@@ -158,6 +168,7 @@ def main() -> int:
         raise SystemExit(f"no mutant chosen; names: {', '.join(m.name for m in MUTANTS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    KNOWN.update(known_here())
     from harness.environment import gpu_count
     if not gpu_count():
         print(f"NO GPU: compile-only campaigns ({args.arch}); only mutants that break compilation can be "
@@ -191,14 +202,16 @@ def main() -> int:
                          "first failure": (f"{hit['verdict']} {hit.get('tensor', '')} {hit.get('region', '')}".strip()
                                            if hit else ""),
                          "cases run": len(results), "cases to detect": first + 1 if hit else "",
-                         "seconds": round(seconds), "why": m.why})
+                         "seconds": round(seconds), "why": m.why,
+                         "message": hit["message"].splitlines()[0][:300] if hit and hit.get("message") else ""})
             print(f"{m.name}: {rows[-1]['detected']} {rows[-1]['first failure']} after "
-                  f"{rows[-1]['cases to detect'] or len(results)} cases, {seconds:.0f} s", flush=True)
+                  f"{rows[-1]['cases to detect'] or len(results)} cases, {seconds:.0f} s {rows[-1]['message'][:120]}",
+                  flush=True)
             shutil.rmtree(tree)
     import pandas as pd
     table = pd.DataFrame(rows)
     caught = int((table.detected == "yes").sum())
-    text = (markdown(table.drop(columns="why")) + f"\nscore: {caught} / {len(rows)} seeded bugs detected "
+    text = (markdown(table.drop(columns=["why", "message"])) + f"\nscore: {caught} / {len(rows)} seeded bugs detected "
             f"({100 * caught / len(rows):.0f}%), {args.cases} cases per family, seed {args.seed}\n")
     survivors = table[table.detected == "NO"]
     if not survivors.empty:
