@@ -41,6 +41,25 @@ def dynamic(draw, block_m: int, block_n: int) -> dict:
             "seed": draw(st.integers(0, 2**31 - 1))}
 
 
+@st.composite
+def pipelined(draw, block_m: int, block_n: int, num_stages: int) -> dict:
+    """Lengths for a kernel that streams key blocks through a ring of `num_stages` buffers: key
+    trip counts 1, stages - 1, stages, stages + 1 (exact, or a ragged last block), and query
+    sides longer than the key side, whose leading blocks see no key under causal masking
+    (trip count 0)."""
+    trips = draw(st.sampled_from(sorted({1, max(num_stages - 1, 1), num_stages, num_stages + 1, 2 * num_stages + 1})))
+    seqlen_k = trips * block_n - draw(st.sampled_from((0, 0, 1, block_n // 2 + 1, block_n - 1)))
+    how = draw(st.sampled_from(("equal", "longer_q", "shorter_q")))
+    if how == "equal":
+        seqlen_q = seqlen_k
+    elif how == "longer_q":
+        seqlen_q = seqlen_k + draw(st.sampled_from((1, block_m - 1, block_m, 2 * block_m + 3)))
+    else:
+        seqlen_q = draw(st.integers(1, seqlen_k))
+    return {"batch": draw(st.integers(1, 3)), "seqlen_q": seqlen_q, "seqlen_k": seqlen_k,
+            "seed": draw(st.integers(0, 2**31 - 1))}
+
+
 def windows() -> st.SearchStrategy[tuple]:
     return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
 
@@ -104,7 +123,11 @@ def packed(draw, block_m: int, block_n: int) -> dict:
 
 
 def _lengths_for(c: Case):
-    return packed(c.block_m, c.block_n) if c.layout == "thd" else dynamic(c.block_m, c.block_n)
+    if c.layout == "thd":
+        return packed(c.block_m, c.block_n)
+    if kernels.family(c.family).pipelined:
+        return st.one_of(pipelined(c.block_m, c.block_n, c.num_stages), dynamic(c.block_m, c.block_n))
+    return dynamic(c.block_m, c.block_n)
 
 
 @st.composite

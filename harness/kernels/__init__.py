@@ -19,6 +19,7 @@ _REGISTRY = {
     "bwd": "harness.kernels.bwd_family:FAMILY",
     "varlen_fwd": "harness.kernels.varlen_family:FAMILY",
     "varlen_bwd": "harness.kernels.varlen_bwd_family:FAMILY",
+    "ws": "harness.kernels.ws_family:FAMILY",
 }
 
 
@@ -63,6 +64,8 @@ class Family:
     layouts: tuple[str, ...] = ("bhsd", "bshd")        # "thd": packed sequences (case.seqlens)
     # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
     locate: Callable | None = None
+    # A ring of num_stages buffers: lengths are drawn around the trip counts where it turns.
+    pipelined: bool = False
 
     def unsupported(self, case: Case) -> str | None:
         """A one-line reason the family cannot express `case`, or None."""
