@@ -24,8 +24,8 @@ keeping only barrier operations; each role then runs as a process over concrete 
 the symbolic loops (0, 1, ... past every ring depth), arrivals counting once per thread that
 executes them (once per elected group under tl_shuffle_elect). Findings: a barrier waited on or
 arrived at but never initialized; a wait that no arrival ever completes (deadlock: e.g. a ring
-slot nobody primed); successive waits of one role on one slot whose parities do not alternate
-(the second returns on a stale phase); a wait on a barrier that TMA loads complete passing
+slot nobody primed); two successive waits of one role on one slot for the same parity
+with a phase completed in between (the second returns on a stale phase); a wait on a barrier that TMA loads complete passing
 before any phase of it completed (reading a slot before its data landed); more arrivals in one
 phase than the barrier was initialized for.
 """
@@ -144,7 +144,8 @@ def atomics_on_locals(source: str) -> list[Finding]:
 
 
 _INIT = re.compile(r"(\w+)\[(\d+)\]\.init\((\d+)\);")
-_OP = re.compile(r"(\w+)\[([^\]]+)\]\.(wait|arrive|arrive_and_expect_tx)\((.*?)\);")
+_OP = re.compile(r"(\w+)\[([^\]]+)\]\.(wait|arrive|arrive_and_expect_tx)\((.*?)\);"
+                 r"|tl::tma_(load)\(\w+, (\w+)\[([^\]]+)\]")
 _IF = re.compile(r"^\s*(?:\} else )?if \((.*)\) \{\s*$")
 _LAUNCH = re.compile(r"__launch_bounds__\((\d+)")
 _ROLE = re.compile(r"^\(?(\d+) <= \(\(int\)threadIdx\.x\)\)?$|^\(?\(\(int\)threadIdx\.x\) < (\d+)\)?$")
@@ -154,7 +155,8 @@ TRIPS = (0, 1, 2, 3, 4, 5, 9)  # symbolic trip counts replayed: empty, one, and 
 
 def _tree(source: str) -> list:
     """The kernel body as nested nodes, barrier operations only:
-    ("for", var, bound, body), ("if", condition, then, else), ("op", kind, name, index, arg, line)."""
+    ("for", var, bound, body), ("if", condition, then, else), ("op", kind, name, index, arg, line)
+    with kind wait, arrive, arrive_and_expect_tx or load (a TMA load completing on that barrier)."""
     root: list = []
     stack = [root]
     for n, line in enumerate(source.splitlines(), 1):
@@ -179,8 +181,8 @@ def _tree(source: str) -> list:
             stack.pop()
             stack.append(stack[-1][-1][3])
             continue
-        for name, index, kind, arg in _OP.findall(line):
-            stack[-1].append(("op", kind, name, index, arg, n))
+        for name, index, kind, arg, load, loaded, slot in _OP.findall(line):
+            stack[-1].append(("op", kind or load, name or loaded, index or slot, arg, n))
         opened, closed = text.count("{"), text.count("}")
         for _ in range(opened - closed):
             stack.append(stack[-1])  # a plain scope: same statement list
@@ -197,17 +199,18 @@ def _has_ops(nodes) -> bool:
 
 def _roles(body: list, threads: int) -> list:
     """[(name, thread count, nodes)]: the branches of the first top-level `if` on threadIdx with
-    barrier operations, each with what precedes it; else the whole body as one role."""
+    barrier operations, and what the whole block runs around it; else the body as one role."""
     for i, node in enumerate(body):
         if node[0] == "if" and (_has_ops(node[2]) or _has_ops(node[3])):
             m = _ROLE.match(node[1])
             if m:
                 low = int(m.group(1) or m.group(2))
                 upper = m.group(1) is not None  # the `then` branch holds threads low..threads-1
-                then_count, else_count = (threads - low, low) if upper else (low, threads - low)
-                rest = body[i + 1:]
-                return [("threads %s" % (f">= {low}" if upper else f"< {low}"), then_count, body[:i] + node[2] + rest),
-                        ("threads %s" % (f"< {low}" if upper else f">= {low}"), else_count, body[:i] + node[3] + rest)]
+                high, rest = f">= {low}", f"< {low}"
+                then, other = (node[2], node[3]) if upper else (node[3], node[2])
+                around = body[:i] + body[i + 1:]
+                return ([("all threads", threads, around)] if _has_ops(around) else []) + [
+                    (f"threads {high}", threads - low, then), (f"threads {rest}", low, other)]
     return [("all threads", threads, body)]
 
 
@@ -259,53 +262,60 @@ def _run(nodes, env, threads, elect, trips):
             yield kind, name, slot, value, line
 
 
-def _replay(roles, inits, data, trips) -> list[Finding]:
-    """Run the roles as processes against the barriers; findings of this trip count."""
+def _replay(roles, inits, trips) -> list[Finding]:
+    """Run the roles as processes against the barriers, each as far as it can before the next
+    (the first role runs ahead, the last lags); findings of this trip count and schedule."""
     procs = [(name, _run(nodes, {}, count, None, trips)) for name, count, nodes in roles]
+    # Barriers that TMA loads complete: a wait there that passes at once reads a slot not yet filled.
+    loaded = {(op[1], op[2]) for name, count, nodes in roles for op in _run(nodes, {}, count, None, trips)
+              if op[0] == "load"}
     phases = {key: 0 for key in inits}                # completed phases
     pending = dict(inits)                             # arrivals still missing in the current phase
-    waited: dict = {}                                 # (role, barrier) -> last parity waited for
-    findings: list[Finding] = []
+    waited: dict = {}                                 # (role, barrier) -> (parity, phases) of its last wait
+    stale: list = []                                  # (barrier, phases, finding) of repeated waits
     current = [next(gen, None) for _, gen in procs]
     while any(op is not None for op in current):
         progressed = False
         for i, op in enumerate(current):
             while op is not None:
                 kind, name, slot, value, line = op
-                key = (name, slot)
+                key, role = (name, slot), procs[i][0]
                 if key not in inits:
                     return [Finding("mbarrier_protocol", line, f"{name}[{slot}] is used but never initialized")]
                 if kind == "wait":
                     if phases[key] % 2 == value:  # the phase of that parity has not completed
                         break
-                    role = procs[i][0]
-                    if waited.get((role, key)) == value:
-                        findings.append(Finding("mbarrier_protocol", line, f"{role}: successive waits on {name}[{slot}] "
-                                                f"both for parity {value}: the second returns on a stale phase"))
-                    waited[(role, key)] = value
-                    if phases[key] == 0 and name in data:
-                        findings.append(Finding("mbarrier_protocol", line, f"{role}: wait on {name}[{slot}] (parity "
-                                                f"{value}) returns before any phase completed: its TMA data has not landed"))
-                else:
+                    if waited.get((role, key)) == (value, phases[key]):  # the same phase again: stale if more come
+                        stale.append((key, phases[key], Finding(
+                            "mbarrier_protocol", line, f"{role}: successive waits on {name}[{slot}] for parity "
+                            f"{value} return on the same phase, though the barrier completes later ones")))
+                    if phases[key] == 0 and key in loaded:
+                        return [Finding("mbarrier_protocol", line, f"{role}: wait on {name}[{slot}] (parity {value}) "
+                                        "returns before any phase completed: its TMA data has not landed")]
+                    waited[(role, key)] = (value, phases[key])
+                elif kind != "load":
                     pending[key] -= value
                     if pending[key] < 0:
-                        findings.append(Finding("mbarrier_protocol", line, f"{name}[{slot}]: more arrivals in one "
-                                                f"phase than its count {inits[key]}"))
-                    if pending[key] <= 0:
+                        return [Finding("mbarrier_protocol", line, f"{name}[{slot}]: more arrivals in one phase than "
+                                        f"its count {inits[key]}")]
+                    if pending[key] == 0:
                         phases[key] += 1
                         pending[key] = inits[key]
                 progressed = True
                 op = current[i] = next(procs[i][1], None)
-            if findings:
-                return findings
         if not progressed:
-            blocked = [(procs[i][0], op) for i, op in enumerate(current) if op is not None]
-            role, (_, name, slot, parity, line) = blocked[0]
-            others = "; ".join(f"{r} at {n}[{s}] line {ln}" for r, (_, n, s, _, ln) in blocked[1:])
-            also = f" (also blocked: {others})" if others else ""
-            return [Finding("mbarrier_protocol", line, f"deadlock at trip count {trips}: {role} waits on {name}[{slot}] "
-                            f"for parity {parity}, which no arrival completes{also}")]
-    return findings
+            break
+    deadlocked = any(op is not None for op in current)
+    # A repeated wait is stale where the barrier goes on to a later phase, or the replay stalls after it.
+    confirmed = [f for key, seen, f in stale if phases[key] > seen or deadlocked]
+    if confirmed or not deadlocked:
+        return confirmed[:1]
+    blocked = [(procs[i][0], op) for i, op in enumerate(current) if op is not None]
+    role, (_, name, slot, parity, line) = blocked[0]
+    others = "; ".join(f"{r} at {n}[{s}] line {ln}" for r, (_, n, s, _, ln) in blocked[1:])
+    also = f" (also blocked: {others})" if others else ""
+    return [Finding("mbarrier_protocol", line, f"deadlock at trip count {trips}: {role} waits on {name}[{slot}] "
+                    f"for parity {parity}, which no arrival completes{also}")]
 
 
 def mbarrier_protocol(source: str) -> list[Finding]:
@@ -315,14 +325,14 @@ def mbarrier_protocol(source: str) -> list[Finding]:
         return []
     m = _LAUNCH.search(source)
     roles = _roles(body, int(m.group(1)) if m else 1)
-    data = {name for name, _, _ in _TMA_LOAD.findall(source)}
     for trips in TRIPS:
-        try:
-            found = _replay(roles, inits, data, trips)
-        except _Unknown:
-            return []  # an index or parity the replay cannot compute: no verdict
-        if found:
-            return found
+        for order in (roles, roles[::-1]):  # each role once ahead of the others
+            try:
+                found = _replay(order, inits, trips)
+            except _Unknown:
+                return []  # an index or parity the replay cannot compute: no verdict
+            if found:
+                return found
     return []
 
 

@@ -1,0 +1,21 @@
+"""Warp-specialized attention (producer/consumer warpgroups, an mbarrier ring of 1 to 4 stages):
+generated cases at the ring's trip counts against the float64 autograd reference, and compiled
+for sm_90a with the generated barrier protocol checked."""
+import pytest
+from hypothesis import given
+
+from harness import strategies
+
+
+@pytest.mark.gpu
+@given(case=strategies.cases("ws"))
+def test_ws_forward_matches_reference(case, gpu_pool, expect):
+    expect(gpu_pool.run_one(case), "PASS")
+
+
+@pytest.mark.compile
+@given(case=strategies.cases("ws"))
+def test_ws_forward_compiles_for_sm90a(case, compile_pool, expect):
+    result = compile_pool.run_one(case)
+    expect(result, "COMPILED")
+    assert not result.get("hazards"), result["hazards"]
