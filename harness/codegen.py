@@ -144,8 +144,12 @@ def atomics_on_locals(source: str) -> list[Finding]:
 
 
 _INIT = re.compile(r"(\w+)\[(\d+)\]\.init\((\d+)\);")
-_OP = re.compile(r"(\w+)\[([^\]]+)\]\.(wait|arrive|arrive_and_expect_tx)\((.*?)\);"
-                 r"|tl::tma_(load)\(\w+, (\w+)\[([^\]]+)\]")
+# (kind, pattern with the barrier's name, its index and, for a wait, the parity): the forms 0.1.15 emits.
+# A cp.async arrive without .noinc adds to the count what it later takes back: no arrival.
+_OPS = (("wait", re.compile(r"(\w+)\[([^\]]+)\]\.wait\((.*?)\);")),
+        ("arrive", re.compile(r"(\w+)\[([^\]]+)\]\.(?:arrive|arrive_and_expect_tx)\(()")),
+        ("arrive", re.compile(r"tl::mbarrier_cp_async_arrive_noinc\((\w+)\[([^\]]+)\]()\)")),
+        ("load", re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\]()")))
 _IF = re.compile(r"^\s*(?:\} else )?if \((.*)\) \{\s*$")
 _LAUNCH = re.compile(r"__launch_bounds__\((\d+)")
 _ROLE = re.compile(r"^\(?(\d+) <= \(\(int\)threadIdx\.x\)\)?$|^\(?\(\(int\)threadIdx\.x\) < (\d+)\)?$")
@@ -156,7 +160,7 @@ TRIPS = (0, 1, 2, 3, 4, 5, 9)  # symbolic trip counts replayed: empty, one, and 
 def _tree(source: str) -> list:
     """The kernel body as nested nodes, barrier operations only:
     ("for", var, bound, body), ("if", condition, then, else), ("op", kind, name, index, arg, line)
-    with kind wait, arrive, arrive_and_expect_tx or load (a TMA load completing on that barrier)."""
+    with kind wait, arrive or load (a TMA load completing on that barrier)."""
     root: list = []
     stack = [root]
     for n, line in enumerate(source.splitlines(), 1):
@@ -181,8 +185,9 @@ def _tree(source: str) -> list:
             stack.pop()
             stack.append(stack[-1][-1][3])
             continue
-        for name, index, kind, arg, load, loaded, slot in _OP.findall(line):
-            stack[-1].append(("op", kind or load, name or loaded, index or slot, arg, n))
+        found = sorted((m.start(), kind, m.groups()) for kind, pattern in _OPS for m in pattern.finditer(line))
+        for _, kind, (name, index, arg) in found:
+            stack[-1].append(("op", kind, name, index, arg, n))
         opened, closed = text.count("{"), text.count("}")
         for _ in range(opened - closed):
             stack.append(stack[-1])  # a plain scope: same statement list

@@ -20,6 +20,7 @@ _REGISTRY = {
     "varlen_fwd": "harness.kernels.varlen_family:FAMILY",
     "varlen_bwd": "harness.kernels.varlen_bwd_family:FAMILY",
     "ws": "harness.kernels.ws_family:FAMILY",
+    "ws_bwd": "harness.kernels.ws_bwd_family:FAMILY",
 }
 
 
@@ -64,8 +65,9 @@ class Family:
     layouts: tuple[str, ...] = ("bhsd", "bshd")        # "thd": packed sequences (case.seqlens)
     # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
     locate: Callable | None = None
-    # A ring of num_stages buffers: lengths are drawn around the trip counts where it turns.
-    pipelined: bool = False
+    # The side a ring of num_stages buffers streams ("k" key blocks, "q" query blocks), or None:
+    # lengths are drawn around the trip counts where the ring turns.
+    ring: str | None = None
 
     def unsupported(self, case: Case) -> str | None:
         """A one-line reason the family cannot express `case`, or None."""

@@ -61,5 +61,5 @@ FAMILY = Family(
     reference=reference.forward,
     canonical=fwd_family.canonical,
     producers={"O": "ws", "LSE": "ws"},
-    pipelined=True,
+    ring="k",
 )
