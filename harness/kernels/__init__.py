@@ -68,6 +68,8 @@ class Family:
     # The side a ring of num_stages buffers streams ("k" key blocks, "q" query blocks), or None:
     # lengths are drawn around the trip counts where the ring turns.
     ring: str | None = None
+    # TileLang language names (T.<name>) its kernels need: a release without one reports UNSUPPORTED.
+    needs: tuple[str, ...] = ()
 
     def unsupported(self, case: Case) -> str | None:
         """A one-line reason the family cannot express `case`, or None."""

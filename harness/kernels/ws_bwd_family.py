@@ -32,4 +32,5 @@ FAMILY = dataclasses.replace(
     fits=fits,
     build=build,
     ring="q",
+    needs=ws_family.NEEDS,
 )

@@ -13,6 +13,8 @@ from harness.kernels import Family, fwd_family, launch
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per consumer thread
 PRODUCER_THREADS = 128      # ws.PRODUCER_THREADS (ws.py imports TileLang, this module must not)
+# The explicit barrier and TMA language ws.py is written in (older releases lack some of it).
+NEEDS = ("alloc_barrier", "mbarrier_wait_parity", "barrier_arrive", "tma_copy", "tma_store_wait", "shuffle_elect")
 
 
 def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
@@ -62,4 +64,5 @@ FAMILY = Family(
     canonical=fwd_family.canonical,
     producers={"O": "ws", "LSE": "ws"},
     ring="k",
+    needs=NEEDS,
 )
