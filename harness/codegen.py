@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_FOR = re.compile(r"^\s*for \(int (\w+) = 0; \1 < (.+); \+\+\1\)")
+_FOR = re.compile(r"^\s*for \(int (\w+) = (.+?); \1 < (.+); \+\+\1\)")
 _WAIT = re.compile(r"(\w+)\[([^\]]+)\]\.wait\(")
 _TMA_LOAD = re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], \(&\(\(\(\w+\*\)(\w+)\)")
 _BUFFER = re.compile(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)")
@@ -48,23 +48,24 @@ class Finding:
 
 
 def _scopes(source: str):
-    """Yield (line number, line, enclosing for-loop conditions) with brace-depth tracking."""
-    stack = []  # one entry per open brace: the loop condition if that brace opened a for, else None
+    """Yield (line number, line, enclosing loops as (start, bound)) with brace-depth tracking."""
+    stack = []  # one entry per open brace: (start, bound) if that brace opened a for, else None
     for n, line in enumerate(source.splitlines(), 1):
         loops = [c for c in stack if c is not None]
         yield n, line, loops
         m = _FOR.match(line)
         for ch in line:
             if ch == "{":
-                stack.append(m.group(2) if m else None)
+                stack.append(m.group(2, 3) if m else None)
                 m = None
             elif ch == "}" and stack:
                 stack.pop()
 
 
-def _may_skip(condition: str) -> bool:
-    """A loop may run zero times unless its bound is a positive literal."""
-    return not re.fullmatch(r"\d+", condition.strip()) or int(condition) == 0
+def _may_skip(loop: tuple) -> bool:
+    """A loop may run zero times unless its start and bound are literals, the bound the larger."""
+    start, bound = (x.strip() for x in loop)
+    return not (start.isdigit() and bound.isdigit() and int(bound) > int(start))
 
 
 def _barrier_key(name: str, index: str) -> tuple:
@@ -159,7 +160,7 @@ TRIPS = (0, 1, 2, 3, 4, 5, 9)  # symbolic trip counts replayed: empty, one, and 
 
 def _tree(source: str) -> list:
     """The kernel body as nested nodes, barrier operations only:
-    ("for", var, bound, body), ("if", condition, then, else), ("op", kind, name, index, arg, line)
+    ("for", var, start, bound, body), ("if", condition, then, else), ("op", kind, name, index, arg, line)
     with kind wait, arrive or load (a TMA load completing on that barrier)."""
     root: list = []
     stack = [root]
@@ -167,9 +168,9 @@ def _tree(source: str) -> list:
         text = line.strip()
         m = _FOR.match(line)
         if m:
-            node = ("for", m.group(1), m.group(2), [])
+            node = ("for", m.group(1), m.group(2), m.group(3), [])
             stack[-1].append(node)
-            stack.append(node[3])
+            stack.append(node[4])
             continue
         m = _IF.match(line)
         if m:
@@ -198,7 +199,7 @@ def _tree(source: str) -> list:
 
 
 def _has_ops(nodes) -> bool:
-    return any(n[0] == "op" or (n[0] == "for" and _has_ops(n[3])) or (n[0] == "if" and (_has_ops(n[2]) or _has_ops(n[3])))
+    return any(n[0] == "op" or (n[0] == "for" and _has_ops(n[4])) or (n[0] == "if" and (_has_ops(n[2]) or _has_ops(n[3])))
                for n in nodes)
 
 
@@ -219,15 +220,34 @@ def _roles(body: list, threads: int) -> list:
     return [("all threads", threads, body)]
 
 
-_C_TO_PY = ((re.compile(r"\(\(int\)|\(\(int64_t\)"), "(("), (re.compile(r"\(int\)|\(int64_t\)"), ""),
+# C integer expressions as TileLang prints them -> Python (casts dropped, `/` on ints is floor division
+# for the non-negative values here).
+_C_TO_PY = ((re.compile(r"\(int\)|\(int64_t\)"), ""),
             (re.compile(r"&&"), " and "), (re.compile(r"\|\|"), " or "), (re.compile(r"!(?!=)"), " not "),
             (re.compile(r"(?<!/)/(?!/)"), "//"))
 
 
-def _eval(expr: str, env: dict):
+class _Fixed(dict):
+    """Loop variables, and one fixed value for every other name (lengths, block indices): a ring's
+    index and parity depend on those only through the loop's start, which shifts with them."""
+    def __missing__(self, name):
+        return {"max": max, "min": min}.get(name, _FIXED)
+
+
+class _Dim:
+    x = y = z = 3
+
+
+_FIXED = 1000  # any length; blockIdx.* are _Dim's
+
+
+def _eval(expr: str, env: dict, fixed=False):
+    """`expr` over the loop variables in `env`; with `fixed`, over the fixed values of every other
+    name too (else an unknown name raises)."""
     for pattern, repl in _C_TO_PY:
         expr = pattern.sub(repl, expr)
-    return eval(expr, {"__builtins__": {}, "max": max, "min": min}, dict(env))
+    names = _Fixed(env, blockIdx=_Dim) if fixed else {**env, "max": max, "min": min}
+    return eval(expr, {"__builtins__": {}}, names)
 
 
 class _Unknown(Exception):
@@ -238,9 +258,14 @@ def _run(nodes, env, threads, elect, trips):
     """Yield (kind, name, slot, parity or arrivals, line) in program order."""
     for node in nodes:
         if node[0] == "for":
-            _, var, bound, body = node
-            count = int(bound) if bound.strip().isdigit() else trips
-            for i in range(count):
+            _, var, start, bound, body = node
+            literal = start.strip().isdigit() and bound.strip().isdigit()
+            count = int(bound) - int(start) if literal else trips
+            try:
+                first = _eval(start, env, fixed=True)
+            except Exception as e:
+                raise _Unknown(start) from e
+            for i in range(first, first + count):
                 yield from _run(body, {**env, var: i}, threads, elect, trips)
         elif node[0] == "if":
             _, cond, then, other = node
@@ -260,8 +285,8 @@ def _run(nodes, env, threads, elect, trips):
         else:
             _, kind, name, index, arg, line = node
             try:
-                slot = _eval(index, env)
-                value = _eval(arg, env) if kind == "wait" else (elect or threads)
+                slot = _eval(index, env, fixed=True)
+                value = _eval(arg, env, fixed=True) if kind == "wait" else (elect or threads)
             except Exception as e:
                 raise _Unknown(f"{name}[{index}]") from e
             yield kind, name, slot, value, line

@@ -205,3 +205,36 @@ def test_a_ring_load_waited_only_in_a_loop_of_another_bound_is_flagged():
     src = ring(edit=lambda s: s.replace("it_1 < max(0, ((seq_k + 63) >> 6))", "it_1 < max(0, ((seq_k + 127) >> 7))"))
     [f] = [f for f in codegen.check(src) if f.check == "unwaited_async_loads"]
     assert "TMA load into k_s on full[*] waited on only inside a loop that may run zero times" in f.message
+
+
+# TileLang's own warp-specialized pipeline (fwd with a window): the producer's first wait on an empty
+# slot passes at once (parity 1 on a fresh barrier), and the loops start at the window's first block.
+AUTO_WS = """
+extern "C" __global__ void __launch_bounds__(256, 1) main_kernel(int seq_k, int seq_q) {
+  if (tl::tl_shuffle_elect<0>()) {
+    mbarrier[0].init(1);
+    mbarrier[2].init(128);
+  }
+  if (((int)threadIdx.x) < 128) {
+    for (int kb = max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x)); kb < (seq_k + 63) >> 6; ++kb) {
+      mbarrier[2].wait((((kb - max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x))) & 1) ^ 1));
+      if (tl::tl_shuffle_elect<128>()) {
+        mbarrier[0].arrive_and_expect_tx(8192);
+        tl::tma_load(K_desc, mbarrier[0], (&(((half_t*)k_s)[0])), 0, (kb * 64), 0, 0);
+      }
+    }
+  } else {
+    for (int kb_1 = max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x)); kb_1 < (seq_k + 63) >> 6; ++kb_1) {
+      mbarrier[0].wait(CONSUMER_PARITY);
+      mbarrier[2].arrive();
+    }
+  }
+}
+"""
+AUTO_PARITY = "((kb_1 - max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x))) & 1)"
+
+
+def test_tilelangs_own_pipeline_with_a_shifted_loop_start_is_judged_and_fine():
+    assert protocol(AUTO_WS.replace("CONSUMER_PARITY", AUTO_PARITY)) == []
+    [f] = protocol(AUTO_WS.replace("CONSUMER_PARITY", f"({AUTO_PARITY} ^ 1)"))
+    assert "wait on mbarrier[0] (parity 1) returns before any phase completed" in f.message
