@@ -101,6 +101,19 @@ MUTANTS = [
            "Lse[0, by, q0 + i]", "LSE read without the sequence's offset: needs a second sequence with queries"),
     Mutant("varlen_bwd_dq_without_offset", "varlen_bwd", K + "varlen.py", "T.atomic_add(dQ[0, q_start + q0 + i, by, d]",
            "T.atomic_add(dQ[0, q0 + i, by, d]", "dQ added without the sequence's offset: needs a second sequence with queries"),
+    Mutant("ws_consumer_stage_off_by_one", "ws", K + "ws.py", "T.gemm(q_s, k_s[st, :, :]",
+           "T.gemm(q_s, k_s[(st + 1) % stages, :, :]",
+           "the consumer multiplies Q with the next ring slot's keys: needs num_stages > 1 and two key blocks"),
+    Mutant("ws_full_parity_flipped", "ws", K + "ws.py",
+           "T.mbarrier_wait_parity(full[st], (it // stages) & 1)\n                    T.clear(acc_s)",
+           "T.mbarrier_wait_parity(full[st], ((it // stages) & 1) ^ 1)\n                    T.clear(acc_s)",
+           "the consumer's wait returns before the slot's TMA data landed: a race, needs a key block"),
+    Mutant("ws_empty_arrive_dropped", "ws", K + "ws.py", "                    T.barrier_arrive(empty[st])\n", "",
+           "slots are never handed back: the producer hangs once the trip count exceeds num_stages"),
+    Mutant("ws_epilogue_wrong_block", "ws", K + "ws.py",
+           "layout.rows(Out, lay, bz, by, q0, block_m), disable_tma=True",
+           "layout.rows(Out, lay, bz, by, q0 + block_m, block_m), disable_tma=True",
+           "the smem epilogue stores O into the next query block's rows: needs the smem variant"),
 ]
 
 

@@ -14,16 +14,29 @@ unwaited_async_loads: a TMA load issued before a loop whose barrier is waited on
 that loop. When the loop can run zero times (its bound is symbolic), no thread ever waits for
 the load: the kernel reads or reuses the destination while the copy is still in flight (and
 may exit with it pending). Where the destination shares shared memory with another buffer,
-the late copy overwrites that buffer.
+the late copy overwrites that buffer. A load inside loops is waited on if some wait on its
+barrier sits in no loop that the load's own loops do not also run (a producer's ring loop and
+its consumer's loop share one bound).
+
+mbarrier_protocol: the barrier handshake, replayed. The kernel body is parsed into its roles
+(the branches of a top-level `if` on threadIdx: producer and consumer warps) and their loops,
+keeping only barrier operations; each role then runs as a process over concrete trip counts of
+the symbolic loops (0, 1, ... past every ring depth), arrivals counting once per thread that
+executes them (once per elected group under tl_shuffle_elect). Findings: a barrier waited on or
+arrived at but never initialized; a wait that no arrival ever completes (deadlock: e.g. a ring
+slot nobody primed); two successive waits of one role on one slot for the same parity
+with a phase completed in between (the second returns on a stale phase); a wait on a barrier that TMA loads complete passing
+before any phase of it completed (reading a slot before its data landed); more arrivals in one
+phase than the barrier was initialized for.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-_FOR = re.compile(r"^\s*for \(int (\w+) = 0; \1 < (.+); \+\+\1\)")
-_WAIT = re.compile(r"mbarrier\[(\d+)\]\.wait\(")
-_TMA_LOAD = re.compile(r"tl::tma_load\(\w+, mbarrier\[(\d+)\], \(&\(\(\(\w+\*\)(\w+)\)")
+_FOR = re.compile(r"^\s*for \(int (\w+) = (.+?); \1 < (.+); \+\+\1\)")
+_WAIT = re.compile(r"(\w+)\[([^\]]+)\]\.wait\(")
+_TMA_LOAD = re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], \(&\(\(\(\w+\*\)(\w+)\)")
 _BUFFER = re.compile(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)")
 
 
@@ -35,43 +48,62 @@ class Finding:
 
 
 def _scopes(source: str):
-    """Yield (line number, line, enclosing for-loop conditions) with brace-depth tracking."""
-    stack = []  # one entry per open brace: the loop condition if that brace opened a for, else None
+    """Yield (line number, line, enclosing loops as (start, bound)) with brace-depth tracking."""
+    stack = []  # one entry per open brace: (start, bound) if that brace opened a for, else None
     for n, line in enumerate(source.splitlines(), 1):
         loops = [c for c in stack if c is not None]
         yield n, line, loops
         m = _FOR.match(line)
         for ch in line:
             if ch == "{":
-                stack.append(m.group(2) if m else None)
+                stack.append(m.group(2, 3) if m else None)
                 m = None
             elif ch == "}" and stack:
                 stack.pop()
 
 
-def _may_skip(condition: str) -> bool:
-    """A loop may run zero times unless its bound is a positive literal."""
-    return not re.fullmatch(r"\d+", condition.strip()) or int(condition) == 0
+def _may_skip(loop: tuple) -> bool:
+    """A loop may run zero times unless its start and bound are literals, the bound the larger."""
+    start, bound = (x.strip() for x in loop)
+    return not (start.isdigit() and bound.isdigit() and int(bound) > int(start))
+
+
+def _barrier_key(name: str, index: str) -> tuple:
+    """A literal slot is one barrier; a computed one (a ring index) stands for its whole array."""
+    index = index.strip("() ")
+    return (name, index) if index.isdigit() else (name, None)
+
+
+def _covers(wait_loops, load_loops) -> bool:
+    """A wait reaches every load it serves: each loop around it that may run zero times also
+    encloses the load (as many times: the same bound)."""
+    left = list(load_loops)
+    for c in wait_loops:
+        if c in left:
+            left.remove(c)
+        elif _may_skip(c):
+            return False
+    return True
 
 
 def unwaited_async_loads(source: str) -> list[Finding]:
     offsets = {name: int(off) for name, off in _BUFFER.findall(source)}
     loads, waits = {}, {}
     for n, line, loops in _scopes(source):
-        for barrier, dest in _TMA_LOAD.findall(line):
-            if not loops:
-                loads.setdefault(barrier, (n, dest))
-        for barrier in _WAIT.findall(line):
-            waits.setdefault(barrier, []).append(loops)
+        for name, index, dest in _TMA_LOAD.findall(line):
+            loads.setdefault((_barrier_key(name, index), dest), (n, loops))
+        for name, index in _WAIT.findall(line):
+            waits.setdefault(_barrier_key(name, index), []).append(loops)
     findings = []
-    for barrier, (n, dest) in loads.items():
-        seen = waits.get(barrier, [])
-        if any(not any(_may_skip(c) for c in loops) for loops in seen):
-            continue  # some wait is reached on every path
+    for (key, dest), (n, load_loops) in loads.items():
+        seen = waits.get(key, []) + (waits.get((key[0], None), []) if key[1] is not None else [])
+        if any(_covers(loops, load_loops) for loops in seen):
+            continue  # some wait is reached whenever the load is issued
         aliases = sorted(b for b, off in offsets.items() if b != dest and off == offsets.get(dest))
         where = "never waited on" if not seen else "waited on only inside a loop that may run zero times"
         alias = f"; {dest} shares shared memory with {', '.join(aliases)}" if aliases else ""
-        findings.append(Finding("unwaited_async_loads", n, f"TMA load into {dest} on mbarrier[{barrier}] {where}{alias}"))
+        slot = key[1] if key[1] is not None else "*"
+        findings.append(Finding("unwaited_async_loads", n, f"TMA load into {dest} on {key[0]}[{slot}] {where}{alias}"))
     return findings
 
 
@@ -112,5 +144,228 @@ def atomics_on_locals(source: str) -> list[Finding]:
     return findings
 
 
+_INIT = re.compile(r"(\w+)\[(\d+)\]\.init\((\d+)\);")
+# (kind, pattern with the barrier's name, its index and, for a wait, the parity): the forms 0.1.15 emits.
+# A cp.async arrive without .noinc adds to the count what it later takes back: no arrival.
+_OPS = (("wait", re.compile(r"(\w+)\[([^\]]+)\]\.wait\((.*?)\);")),
+        ("arrive", re.compile(r"(\w+)\[([^\]]+)\]\.(?:arrive|arrive_and_expect_tx)\(()")),
+        ("arrive", re.compile(r"tl::mbarrier_cp_async_arrive_noinc\((\w+)\[([^\]]+)\]()\)")),
+        ("load", re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\]()")))
+_IF = re.compile(r"^\s*(?:\} else )?if \((.*)\) \{\s*$")
+_LAUNCH = re.compile(r"__launch_bounds__\((\d+)")
+_ROLE = re.compile(r"^\(?(\d+) <= \(\(int\)threadIdx\.x\)\)?$|^\(?\(\(int\)threadIdx\.x\) < (\d+)\)?$")
+_ELECT = re.compile(r"tl_shuffle_elect<(\d+)>")
+TRIPS = (0, 1, 2, 3, 4, 5, 9)  # symbolic trip counts replayed: empty, one, and past every ring depth <= 4
+
+
+def _tree(source: str) -> list:
+    """The kernel body as nested nodes, barrier operations only:
+    ("for", var, start, bound, body), ("if", condition, then, else), ("op", kind, name, index, arg, line)
+    with kind wait, arrive or load (a TMA load completing on that barrier)."""
+    root: list = []
+    stack = [root]
+    for n, line in enumerate(source.splitlines(), 1):
+        text = line.strip()
+        m = _FOR.match(line)
+        if m:
+            node = ("for", m.group(1), m.group(2), m.group(3), [])
+            stack[-1].append(node)
+            stack.append(node[4])
+            continue
+        m = _IF.match(line)
+        if m:
+            node = ("if", m.group(1), [], [])
+            if text.startswith("}"):  # `} else if (...) {`: an if inside the else branch
+                stack.pop()
+                stack[-1][-1][3].append(node)
+            else:
+                stack[-1].append(node)
+            stack.append(node[2])
+            continue
+        if text == "} else {":
+            stack.pop()
+            stack.append(stack[-1][-1][3])
+            continue
+        found = sorted((m.start(), kind, m.groups()) for kind, pattern in _OPS for m in pattern.finditer(line))
+        for _, kind, (name, index, arg) in found:
+            stack[-1].append(("op", kind, name, index, arg, n))
+        opened, closed = text.count("{"), text.count("}")
+        for _ in range(opened - closed):
+            stack.append(stack[-1])  # a plain scope: same statement list
+        for _ in range(closed - opened):
+            if len(stack) > 1:
+                stack.pop()
+    return root
+
+
+def _has_ops(nodes) -> bool:
+    return any(n[0] == "op" or (n[0] == "for" and _has_ops(n[4])) or (n[0] == "if" and (_has_ops(n[2]) or _has_ops(n[3])))
+               for n in nodes)
+
+
+def _roles(body: list, threads: int) -> list:
+    """[(name, thread count, nodes)]: the branches of the first top-level `if` on threadIdx with
+    barrier operations, and what the whole block runs around it; else the body as one role."""
+    for i, node in enumerate(body):
+        if node[0] == "if" and (_has_ops(node[2]) or _has_ops(node[3])):
+            m = _ROLE.match(node[1])
+            if m:
+                low = int(m.group(1) or m.group(2))
+                upper = m.group(1) is not None  # the `then` branch holds threads low..threads-1
+                high, rest = f">= {low}", f"< {low}"
+                then, other = (node[2], node[3]) if upper else (node[3], node[2])
+                around = body[:i] + body[i + 1:]
+                return ([("all threads", threads, around)] if _has_ops(around) else []) + [
+                    (f"threads {high}", threads - low, then), (f"threads {rest}", low, other)]
+    return [("all threads", threads, body)]
+
+
+# C integer expressions as TileLang prints them -> Python (casts dropped, `/` on ints is floor division
+# for the non-negative values here).
+_C_TO_PY = ((re.compile(r"\(int\)|\(int64_t\)"), ""),
+            (re.compile(r"&&"), " and "), (re.compile(r"\|\|"), " or "), (re.compile(r"!(?!=)"), " not "),
+            (re.compile(r"(?<!/)/(?!/)"), "//"))
+
+
+class _Fixed(dict):
+    """Loop variables, and one fixed value for every other name (lengths, block indices): a ring's
+    index and parity depend on those only through the loop's start, which shifts with them."""
+    def __missing__(self, name):
+        return {"max": max, "min": min}.get(name, _FIXED)
+
+
+class _Dim:
+    x = y = z = 3
+
+
+_FIXED = 1000  # any length; blockIdx.* are _Dim's
+
+
+def _eval(expr: str, env: dict, fixed=False):
+    """`expr` over the loop variables in `env`; with `fixed`, over the fixed values of every other
+    name too (else an unknown name raises)."""
+    for pattern, repl in _C_TO_PY:
+        expr = pattern.sub(repl, expr)
+    names = _Fixed(env, blockIdx=_Dim) if fixed else {**env, "max": max, "min": min}
+    return eval(expr, {"__builtins__": {}}, names)
+
+
+class _Unknown(Exception):
+    """An expression the replay cannot evaluate: the kernel is not judged."""
+
+
+def _run(nodes, env, threads, elect, trips):
+    """Yield (kind, name, slot, parity or arrivals, line) in program order."""
+    for node in nodes:
+        if node[0] == "for":
+            _, var, start, bound, body = node
+            literal = start.strip().isdigit() and bound.strip().isdigit()
+            count = int(bound) - int(start) if literal else trips
+            try:
+                first = _eval(start, env, fixed=True)
+            except Exception as e:
+                raise _Unknown(start) from e
+            for i in range(first, first + count):
+                yield from _run(body, {**env, var: i}, threads, elect, trips)
+        elif node[0] == "if":
+            _, cond, then, other = node
+            m = _ELECT.search(cond)
+            if m:  # one elected thread per group of that many (0: per block)
+                group = int(m.group(1))
+                yield from _run(then, env, threads, max(1, threads // group) if group else 1, trips)
+                continue
+            if "threadIdx" in cond:
+                yield from _run(then, env, threads, 1, trips)  # some threads: at least one
+                continue
+            try:
+                taken = bool(_eval(cond, env))
+            except Exception:
+                taken = True  # a data-dependent guard: assume the barrier operation runs
+            yield from _run(then if taken else other, env, threads, elect, trips)
+        else:
+            _, kind, name, index, arg, line = node
+            try:
+                slot = _eval(index, env, fixed=True)
+                value = _eval(arg, env, fixed=True) if kind == "wait" else (elect or threads)
+            except Exception as e:
+                raise _Unknown(f"{name}[{index}]") from e
+            yield kind, name, slot, value, line
+
+
+def _replay(roles, inits, trips) -> list[Finding]:
+    """Run the roles as processes against the barriers, each as far as it can before the next
+    (the first role runs ahead, the last lags); findings of this trip count and schedule."""
+    procs = [(name, _run(nodes, {}, count, None, trips)) for name, count, nodes in roles]
+    # Barriers that TMA loads complete: a wait there that passes at once reads a slot not yet filled.
+    loaded = {(op[1], op[2]) for name, count, nodes in roles for op in _run(nodes, {}, count, None, trips)
+              if op[0] == "load"}
+    phases = {key: 0 for key in inits}                # completed phases
+    pending = dict(inits)                             # arrivals still missing in the current phase
+    waited: dict = {}                                 # (role, barrier) -> (parity, phases) of its last wait
+    stale: list = []                                  # (barrier, phases, finding) of repeated waits
+    current = [next(gen, None) for _, gen in procs]
+    while any(op is not None for op in current):
+        progressed = False
+        for i, op in enumerate(current):
+            while op is not None:
+                kind, name, slot, value, line = op
+                key, role = (name, slot), procs[i][0]
+                if key not in inits:
+                    return [Finding("mbarrier_protocol", line, f"{name}[{slot}] is used but never initialized")]
+                if kind == "wait":
+                    if phases[key] % 2 == value:  # the phase of that parity has not completed
+                        break
+                    if waited.get((role, key)) == (value, phases[key]):  # the same phase again: stale if more come
+                        stale.append((key, phases[key], Finding(
+                            "mbarrier_protocol", line, f"{role}: successive waits on {name}[{slot}] for parity "
+                            f"{value} return on the same phase, though the barrier completes later ones")))
+                    if phases[key] == 0 and key in loaded:
+                        return [Finding("mbarrier_protocol", line, f"{role}: wait on {name}[{slot}] (parity {value}) "
+                                        "returns before any phase completed: its TMA data has not landed")]
+                    waited[(role, key)] = (value, phases[key])
+                elif kind != "load":
+                    pending[key] -= value
+                    if pending[key] < 0:
+                        return [Finding("mbarrier_protocol", line, f"{name}[{slot}]: more arrivals in one phase than "
+                                        f"its count {inits[key]}")]
+                    if pending[key] == 0:
+                        phases[key] += 1
+                        pending[key] = inits[key]
+                progressed = True
+                op = current[i] = next(procs[i][1], None)
+        if not progressed:
+            break
+    deadlocked = any(op is not None for op in current)
+    # A repeated wait is stale where the barrier goes on to a later phase, or the replay stalls after it.
+    confirmed = [f for key, seen, f in stale if phases[key] > seen or deadlocked]
+    if confirmed or not deadlocked:
+        return confirmed[:1]
+    blocked = [(procs[i][0], op) for i, op in enumerate(current) if op is not None]
+    role, (_, name, slot, parity, line) = blocked[0]
+    others = "; ".join(f"{r} at {n}[{s}] line {ln}" for r, (_, n, s, _, ln) in blocked[1:])
+    also = f" (also blocked: {others})" if others else ""
+    return [Finding("mbarrier_protocol", line, f"deadlock at trip count {trips}: {role} waits on {name}[{slot}] "
+                    f"for parity {parity}, which no arrival completes{also}")]
+
+
+def mbarrier_protocol(source: str) -> list[Finding]:
+    inits = {(name, int(slot)): int(count) for name, slot, count in _INIT.findall(source)}
+    body = _tree(source)
+    if not _has_ops(body):
+        return []
+    m = _LAUNCH.search(source)
+    roles = _roles(body, int(m.group(1)) if m else 1)
+    for trips in TRIPS:
+        for order in (roles, roles[::-1]):  # each role once ahead of the others
+            try:
+                found = _replay(order, inits, trips)
+            except _Unknown:
+                return []  # an index or parity the replay cannot compute: no verdict
+            if found:
+                return found
+    return []
+
+
 def check(source: str, contiguous: dict[str, int] | None = None) -> list[Finding]:
-    return unwaited_async_loads(source) + vectorized_atomics(source, contiguous or {}) + atomics_on_locals(source)
+    return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
+            + atomics_on_locals(source))

@@ -26,6 +26,12 @@ def missing_knobs(knobs) -> str | None:
     return f"tilelang {VERSION} has no pass config {', '.join(missing)}" if missing else None
 
 
+def missing_language(names) -> str | None:
+    """Why this release cannot build kernels written with T.<name> for each of `names`, or None."""
+    missing = [name for name in names if not hasattr(T, name)]
+    return f"tilelang {VERSION} has no {', '.join('T.' + n for n in missing)}" if missing else None
+
+
 def compile(func, target, knobs=(), kernel=None):
     """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a";
     `knobs` switch pass configurations (none: the release's defaults, passed as nothing at all).

@@ -41,6 +41,27 @@ def dynamic(draw, block_m: int, block_n: int) -> dict:
             "seed": draw(st.integers(0, 2**31 - 1))}
 
 
+@st.composite
+def pipelined(draw, block_m: int, block_n: int, num_stages: int, ring: str) -> dict:
+    """Lengths for a kernel that streams blocks of one side (`ring`: "k" keys, "q" queries)
+    through a ring of `num_stages` buffers: trip counts 1, stages - 1, stages, stages + 1
+    (exact, or a ragged last block), and the other side longer, shorter or equal; a longer query
+    side leaves leading query blocks that see no key under causal masking (trip count 0)."""
+    block, other_block = (block_n, block_m) if ring == "k" else (block_m, block_n)
+    trips = draw(st.sampled_from(sorted({1, max(num_stages - 1, 1), num_stages, num_stages + 1, 2 * num_stages + 1})))
+    ringed = trips * block - draw(st.sampled_from((0, 0, 1, block // 2 + 1, block - 1)))
+    how = draw(st.sampled_from(("equal", "longer", "shorter")))
+    if how == "equal":
+        other = ringed
+    elif how == "longer":
+        other = ringed + draw(st.sampled_from((1, other_block - 1, other_block, 2 * other_block + 3)))
+    else:
+        other = draw(st.integers(1, ringed))
+    seqlen_q, seqlen_k = (other, ringed) if ring == "k" else (ringed, other)
+    return {"batch": draw(st.integers(1, 3)), "seqlen_q": seqlen_q, "seqlen_k": seqlen_k,
+            "seed": draw(st.integers(0, 2**31 - 1))}
+
+
 def windows() -> st.SearchStrategy[tuple]:
     return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
 
@@ -104,7 +125,12 @@ def packed(draw, block_m: int, block_n: int) -> dict:
 
 
 def _lengths_for(c: Case):
-    return packed(c.block_m, c.block_n) if c.layout == "thd" else dynamic(c.block_m, c.block_n)
+    if c.layout == "thd":
+        return packed(c.block_m, c.block_n)
+    ring = kernels.family(c.family).ring
+    if ring:
+        return st.one_of(pipelined(c.block_m, c.block_n, c.num_stages, ring), dynamic(c.block_m, c.block_n))
+    return dynamic(c.block_m, c.block_n)
 
 
 @st.composite

@@ -21,9 +21,9 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
     """Compile (cached), scan the generated code, run, and judge: one result dict."""
     fam = kernels.family(case.family)
     reason = fam.unsupported(case)
-    if not reason and case.knobs:
+    if not reason and (case.knobs or fam.needs):
         from harness import compat
-        reason = compat.missing_knobs(case.knobs)
+        reason = compat.missing_knobs(case.knobs) or compat.missing_language(fam.needs)
     if reason:
         return oracle.result(case, "UNSUPPORTED", "plan", reason)
     key = case_mod.static_key(case)

@@ -5,6 +5,9 @@ HEADER = """
   void* o_s = ((void*)((char*)buf_dyn_shmem + 0));
   void* q_s = ((void*)((char*)buf_dyn_shmem + 0));
   void* k_s = ((void*)((char*)buf_dyn_shmem + 8192));
+  if (tl::tl_shuffle_elect<0>()) {
+    mbarrier[8].init(1);
+  }
   if (tl::tl_shuffle_elect<256>()) {
     mbarrier[8].arrive_and_expect_tx(8192);
     tl::tma_load(Q_desc, mbarrier[8], (&(((half_t*)q_s)[0])), 0, 0, 0, 0);
@@ -34,7 +37,7 @@ WAIT_IN_FIXED_LOOP = HEADER + """
 
 def test_wait_only_in_a_possibly_empty_loop_is_flagged_with_the_alias():
     [f] = codegen.check(WAIT_IN_FIRST_ITERATION)
-    assert f.check == "unwaited_async_loads" and f.line == 7
+    assert f.check == "unwaited_async_loads" and f.line == 10
     assert "mbarrier[8]" in f.message and "q_s shares shared memory with o_s" in f.message
 
 
@@ -112,6 +115,126 @@ def test_each_kernel_is_checked_alone():
             return {}
 
     main = WAIT_IN_FIRST_ITERATION.replace("void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n", "")
-    other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].wait(0);\n"
+    other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].init(1);\n  mbarrier[8].arrive();\n" \
+            "  mbarrier[8].wait(0);\n"
     [found] = hazards(Family(), None, (Kernel(other), Kernel(main)))
     assert "mbarrier[8] waited on only inside a loop" in found and "shares" not in found
+
+
+# The barrier handshake of a two-slot ring, shaped like the ws family's generated kernel.
+RING = """
+extern "C" __global__ void __launch_bounds__(256, 1) main_kernel(int seq_k) {
+  void* k_s = ((void*)((char*)buf_dyn_shmem + 0));
+  if (tl::tl_shuffle_elect<0>()) {
+    full[0].init(1);
+    full[1].init(1);
+    empty[0].init(128);
+    empty[1].init(128);
+  }
+  __syncthreads();
+  if (128 <= ((int)threadIdx.x)) {
+    for (int it = 0; it < max(0, ((seq_k + 63) >> 6)); ++it) {
+      empty[(it & 1)].wait(((it >> 1) & 1));
+      if (tl::tl_shuffle_elect<128>()) {
+        full[(it & 1)].arrive_and_expect_tx(8192);
+        tl::tma_load(K_desc, full[(it & 1)], (&(((half_t*)k_s)[((it & 1) * 4096)])), 0, (it * 64), 0, 0);
+      }
+    }
+  } else {
+    #pragma unroll
+    for (int s = 0; s < PRIMED; ++s) {
+      empty[s].arrive();
+    }
+    for (int it_1 = 0; it_1 < max(0, ((seq_k + 63) >> 6)); ++it_1) {
+      full[(it_1 & 1)].wait(FULL_PARITY);
+      {
+        tl::wgmma_ss(desc_a, desc_b);
+      }
+      empty[(it_1 & 1)].arrive();
+    }
+  }
+}
+"""
+
+
+def ring(primed="2", full_parity="((it_1 >> 1) & 1)", edit=lambda s: s):
+    return edit(RING.replace("PRIMED", primed).replace("FULL_PARITY", full_parity))
+
+
+def protocol(source):
+    return [f for f in codegen.check(source) if f.check == "mbarrier_protocol"]
+
+
+def test_a_primed_ring_is_fine_and_its_loads_are_waited_on():
+    assert codegen.check(ring()) == []
+
+
+def test_a_ring_with_one_slot_primed_deadlocks_at_two_trips():
+    [f] = protocol(ring(primed="1"))
+    assert "deadlock at trip count 2" in f.message and "waits on empty[1] for parity 0" in f.message
+    assert f.line == 13
+
+
+def test_a_flipped_consumer_parity_reads_before_the_data_landed():
+    [f] = protocol(ring(full_parity="(((it_1 >> 1) & 1) ^ 1)"))
+    assert "wait on full[0] (parity 1) returns before any phase completed: its TMA data has not landed" in f.message
+
+
+def test_a_parity_that_does_not_alternate_per_slot_is_flagged():
+    [f] = protocol(ring(full_parity="0"))
+    assert "waits on full[0] for parity 0 return on the same phase" in f.message
+
+
+def test_a_dropped_empty_arrive_deadlocks_past_the_ring():
+    [f] = protocol(ring(edit=lambda s: s.replace("      empty[(it_1 & 1)].arrive();\n", "")))
+    assert "deadlock at trip count 3" in f.message
+
+
+def test_an_uninitialized_barrier_is_flagged():
+    [f] = protocol(ring(edit=lambda s: s.replace("    empty[1].init(128);\n", "")))
+    assert "empty[1] is used but never initialized" in f.message
+
+
+def test_too_many_arrivals_in_one_phase_are_flagged():
+    # Every producer thread arrives on a barrier initialized for one arrival.
+    [f] = protocol(ring(edit=lambda s: s.replace("if (tl::tl_shuffle_elect<128>()) {", "{")))
+    assert "more arrivals in one phase than its count 1" in f.message
+
+
+def test_a_ring_load_waited_only_in_a_loop_of_another_bound_is_flagged():
+    src = ring(edit=lambda s: s.replace("it_1 < max(0, ((seq_k + 63) >> 6))", "it_1 < max(0, ((seq_k + 127) >> 7))"))
+    [f] = [f for f in codegen.check(src) if f.check == "unwaited_async_loads"]
+    assert "TMA load into k_s on full[*] waited on only inside a loop that may run zero times" in f.message
+
+
+# TileLang's own warp-specialized pipeline (fwd with a window): the producer's first wait on an empty
+# slot passes at once (parity 1 on a fresh barrier), and the loops start at the window's first block.
+AUTO_WS = """
+extern "C" __global__ void __launch_bounds__(256, 1) main_kernel(int seq_k, int seq_q) {
+  if (tl::tl_shuffle_elect<0>()) {
+    mbarrier[0].init(1);
+    mbarrier[2].init(128);
+  }
+  if (((int)threadIdx.x) < 128) {
+    for (int kb = max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x)); kb < (seq_k + 63) >> 6; ++kb) {
+      mbarrier[2].wait((((kb - max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x))) & 1) ^ 1));
+      if (tl::tl_shuffle_elect<128>()) {
+        mbarrier[0].arrive_and_expect_tx(8192);
+        tl::tma_load(K_desc, mbarrier[0], (&(((half_t*)k_s)[0])), 0, (kb * 64), 0, 0);
+      }
+    }
+  } else {
+    for (int kb_1 = max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x)); kb_1 < (seq_k + 63) >> 6; ++kb_1) {
+      mbarrier[0].wait(CONSUMER_PARITY);
+      mbarrier[2].arrive();
+    }
+  }
+}
+"""
+AUTO_PARITY = "((kb_1 - max(0, ((seq_k - seq_q) >> 6) + ((int)blockIdx.x))) & 1)"
+
+
+def test_tilelangs_own_pipeline_with_a_shifted_loop_start_is_judged_and_fine():
+    assert protocol(AUTO_WS.replace("CONSUMER_PARITY", AUTO_PARITY)) == []
+    [f] = protocol(AUTO_WS.replace("CONSUMER_PARITY", f"({AUTO_PARITY} ^ 1)"))
+    assert "wait on mbarrier[0] (parity 1) returns before any phase completed" in f.message

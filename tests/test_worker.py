@@ -1,5 +1,7 @@
 """Who is blamed: COMPILE_ERROR only for the compiler, CRASH only for the device, else HARNESS_ERROR."""
 
+import dataclasses
+
 import pytest
 
 from harness import kernels, oracle, record
@@ -84,3 +86,11 @@ def test_a_harness_error_is_never_recorded(tmp_path):
     with pytest.raises(ValueError, match="only compiler failures"):
         record.write(r, {}, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_release_without_the_language_a_family_needs_is_unsupported(monkeypatch):
+    from harness import worker
+    fam = dataclasses.replace(kernels.family("fake"), needs=("no_such_language",))
+    monkeypatch.setattr(kernels, "family", lambda name: fam)
+    r = worker.run_case(Case(family="fake"), "sm_90a", {})
+    assert r["verdict"] == "UNSUPPORTED" and "has no T.no_such_language" in r["message"]

@@ -19,6 +19,8 @@ _REGISTRY = {
     "bwd": "harness.kernels.bwd_family:FAMILY",
     "varlen_fwd": "harness.kernels.varlen_family:FAMILY",
     "varlen_bwd": "harness.kernels.varlen_bwd_family:FAMILY",
+    "ws": "harness.kernels.ws_family:FAMILY",
+    "ws_bwd": "harness.kernels.ws_bwd_family:FAMILY",
 }
 
 
@@ -63,6 +65,11 @@ class Family:
     layouts: tuple[str, ...] = ("bhsd", "bshd")        # "thd": packed sequences (case.seqlens)
     # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
     locate: Callable | None = None
+    # The side a ring of num_stages buffers streams ("k" key blocks, "q" query blocks), or None:
+    # lengths are drawn around the trip counts where the ring turns.
+    ring: str | None = None
+    # TileLang language names (T.<name>) its kernels need: a release without one reports UNSUPPORTED.
+    needs: tuple[str, ...] = ()
 
     def unsupported(self, case: Case) -> str | None:
         """A one-line reason the family cannot express `case`, or None."""

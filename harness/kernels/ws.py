@@ -1,0 +1,281 @@
+"""Warp-specialized attention forward with explicit mbarriers (sm_90): what fwd.py leaves to
+TileLang's pipeliner is written out by hand here.
+
+The block's last warpgroup is the producer: it loads each K/V tile with TMA into one of
+`num_stages` shared slots. The warpgroups before it are consumers: they compute on a slot and
+hand it back. Two mbarriers per slot: `full[s]` completes when the slot's K and V landed (one
+elected producer thread arrives after posting the byte count), `empty[s]` when every consumer
+thread is done reading it. Every slot starts empty: the consumers arrive on each `empty[s]`
+once before the loop (priming), so the producer's n-th use of slot s waits for phase n of
+`empty[s]` and the consumer's n-th use waits for phase n of `full[s]`: parity (it // stages) & 1
+on both sides. Both roles run the same trip count, which may be 0 (a query block that sees no
+key), so neither waits for the other past the loop.
+
+`backward` is the dQ/dK/dV main kernel in the same style: one block per key block, its producer
+streams the (Q, dO) tiles of the query blocks that see those keys through the ring.
+
+Epilogue variants of the forward (the O and LSE stores, consumers only):
+  smem          O through a row-major shared tile, stored by the threads; LSE as a tile copy
+  smem_swizzle  O through a swizzled shared tile, stored by the threads; LSE element-wise
+  direct        O and LSE element-wise from registers
+  tma           O through a swizzled shared tile and one TMA store; LSE as a tile copy
+"""
+import math
+
+import tilelang.language as T
+from tilelang.layout import make_linear_layout, make_swizzled_layout
+
+from harness import compat, layout
+from harness.kernels import bwd, masking
+
+LOG2E = 1.4426950408889634
+PRODUCER_THREADS = 128
+VARIANTS = ("smem", "smem_swizzle", "direct", "tma")
+BWD_VARIANTS = ("atomic", "split")  # as bwd.py's: dK/dV atomic per KV head, or per query head
+
+
+def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout_name,
+            block_m, block_n, num_stages, threads, variant="smem", primed=None):
+    """`threads` counts the consumers and the one producer warpgroup. `primed`: how many slots
+    the consumers hand over before the loop (all of them; fewer only in a test double)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"ws has no variant {variant!r}")
+    stages = num_stages
+    primed = stages if primed is None else primed
+    consumers = threads - PRODUCER_THREADS
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    seq_k = T.symbolic("seq_k")
+    group = heads // kv_heads
+    scale = LOG2E / math.sqrt(head_dim)
+    accum = "float32"
+    neg_inf = -T.infinity(accum)
+    lay = layout_name
+    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
+    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
+    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
+    o_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
+
+    @T.prim_func
+    def main(
+        Q: compat.Tensor(q_shape, dtype),
+        K: compat.Tensor(k_shape, dtype),
+        V: compat.Tensor(v_shape, dtype),
+        Sinks: compat.Tensor([heads], accum),
+        Out: compat.Tensor(o_shape, dtype),
+        Lse: compat.Tensor([batch, heads, seq_q], accum),
+    ):
+        with T.Kernel(T.ceildiv(seq_q, block_m), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_m, head_dim], dtype)
+            k_s = T.alloc_shared([stages, block_n, head_dim], dtype)
+            v_s = T.alloc_shared([stages, block_n, head_dim_v], dtype)
+            o_s = T.alloc_shared([block_m, head_dim_v], dtype)
+            acc_s = T.alloc_fragment([block_m, block_n], accum)
+            p_cast = T.alloc_fragment([block_m, block_n], dtype)
+            acc_o = T.alloc_fragment([block_m, head_dim_v], accum)
+            row_max = T.alloc_fragment([block_m], accum)
+            row_max_prev = T.alloc_fragment([block_m], accum)
+            row_scale = T.alloc_fragment([block_m], accum)
+            row_sum = T.alloc_fragment([block_m], accum)
+            denom = T.alloc_fragment([block_m], accum)
+            lse_f = T.alloc_fragment([block_m], accum)
+            full = T.alloc_barrier([1] * stages)
+            empty = T.alloc_barrier([consumers] * stages)
+            if variant == "smem":
+                T.annotate_layout({o_s: make_linear_layout(o_s)})
+            else:
+                T.annotate_layout({o_s: make_swizzled_layout(o_s)})
+
+            tx = T.get_thread_binding()
+            kvh = by // group
+            shift = seq_k - seq_q
+            q0 = bx * block_m
+            lo = masking.first_key_block(q0, shift, left, block_n)
+            trips = T.max(masking.end_key_block(q0, shift, right, block_m, block_n, seq_k) - lo, 0)
+
+            if tx >= consumers:
+                for it in T.serial(trips):
+                    st = it % stages
+                    k0 = (lo + it) * block_n
+                    T.mbarrier_wait_parity(empty[st], (it // stages) & 1)
+                    T.tma_copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s[st, :, :], barrier=full[st])
+                    T.tma_copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s[st, :, :], barrier=full[st])
+                    if T.shuffle_elect(PRODUCER_THREADS):
+                        T.barrier_arrive(full[st])
+            else:
+                for s in T.unroll(primed):
+                    T.barrier_arrive(empty[s])
+                T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
+                T.fill(acc_o, 0)
+                T.fill(denom, 0)
+                T.fill(row_max, neg_inf)
+                for it in T.serial(trips):
+                    st = it % stages
+                    k0 = (lo + it) * block_n
+                    T.mbarrier_wait_parity(full[st], (it // stages) & 1)
+                    T.clear(acc_s)
+                    T.gemm(q_s, k_s[st, :, :], acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    for i, j in T.Parallel(block_m, block_n):
+                        acc_s[i, j] = masking.visible(acc_s[i, j], neg_inf, q0 + i, k0 + j, shift, seq_k, left, right)
+                    T.copy(row_max, row_max_prev)
+                    T.reduce_max(acc_s, row_max, dim=1, clear=False)
+                    for i in T.Parallel(block_m):
+                        # A row that has seen no key yet keeps max = -inf; scale its (zero) state by 0.
+                        row_scale[i] = T.if_then_else(
+                            row_max_prev[i] == neg_inf, 0, T.exp2((row_max_prev[i] - row_max[i]) * scale))
+                    for i, j in T.Parallel(block_m, block_n):
+                        acc_s[i, j] = T.if_then_else(
+                            row_max[i] == neg_inf, 0, T.exp2((acc_s[i, j] - row_max[i]) * scale))
+                    T.reduce_sum(acc_s, row_sum, dim=1)
+                    for i in T.Parallel(block_m):
+                        denom[i] = denom[i] * row_scale[i] + row_sum[i]
+                    for i, j in T.Parallel(block_m, head_dim_v):
+                        acc_o[i, j] *= row_scale[i]
+                    T.copy(acc_s, p_cast)
+                    T.gemm(p_cast, v_s[st, :, :], acc_o, policy=T.GemmWarpPolicy.FullRow)
+                    T.barrier_arrive(empty[st])
+
+                if sinks:
+                    # The sink is one more logit (already scaled) with no value row.
+                    for i in T.Parallel(block_m):
+                        denom[i] += T.if_then_else(
+                            row_max[i] == neg_inf, T.exp2(Sinks[by] * LOG2E),
+                            T.exp2(Sinks[by] * LOG2E - row_max[i] * scale))
+                for i, j in T.Parallel(block_m, head_dim_v):
+                    acc_o[i, j] = T.if_then_else(denom[i] == 0, 0, acc_o[i, j] / denom[i])
+                for i in T.Parallel(block_m):
+                    lse_f[i] = T.if_then_else(
+                        row_max[i] == neg_inf, T.log2(denom[i]),
+                        T.log2(denom[i]) + row_max[i] * scale) / LOG2E
+                if variant == "direct":
+                    for i, j in T.Parallel(block_m, head_dim_v):
+                        if q0 + i < seq_q:
+                            if lay == "bshd":
+                                Out[bz, q0 + i, by, j] = acc_o[i, j]
+                            else:
+                                Out[bz, by, q0 + i, j] = acc_o[i, j]
+                elif variant == "tma":
+                    T.copy(acc_o, o_s)
+                    T.tma_copy(o_s, layout.rows(Out, lay, bz, by, q0, block_m))
+                    T.tma_store_wait()
+                else:
+                    T.copy(acc_o, o_s)
+                    # Not TMA: TileLang would lower this copy to the `tma` variant's store.
+                    T.copy(o_s, layout.rows(Out, lay, bz, by, q0, block_m), disable_tma=True)
+                if variant in ("direct", "smem_swizzle"):
+                    for i in T.Parallel(block_m):
+                        if q0 + i < seq_q:
+                            Lse[bz, by, q0 + i] = lse_f[i]
+                else:
+                    T.copy(lse_f, Lse[bz, by, q0:q0 + block_m])
+
+    return main
+
+
+def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, lay, block_m, block_n, num_stages, threads,
+             variant):
+    """bwd.main_kernel's signature and results (dQ through the fragment-matched fp32 layout; dK/dV
+    atomic per KV head, or per query head for `split`), with the query side streamed by a
+    producer warpgroup: same ring protocol as the forward."""
+    if variant not in BWD_VARIANTS:
+        raise ValueError(f"ws_bwd has no variant {variant!r}")
+    stages = num_stages
+    consumers = threads - PRODUCER_THREADS
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    seq_k = T.symbolic("seq_k")
+    seq_q_acc = T.symbolic("seq_q_acc")
+    group = heads // kv_heads
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    scale = sm_scale * LOG2E
+    split = variant == "split"
+    accum = bwd.ACCUM
+    grad_heads, grad_dtype = (heads, dtype) if split else (kv_heads, accum)
+
+    @T.prim_func
+    def main(
+        Q: compat.Tensor(layout.shape(lay, batch, seq_q, heads, head_dim), dtype),
+        K: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim), dtype),
+        V: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim_v), dtype),
+        dO: compat.Tensor(layout.shape(lay, batch, seq_q, heads, head_dim_v), dtype),
+        Lse: compat.Tensor([batch, heads, seq_q], accum),
+        Delta: compat.Tensor([batch, heads, seq_q], accum),
+        dQ: compat.Tensor(layout.shape(lay, batch, seq_q_acc, heads, head_dim), accum),
+        dK: compat.Tensor(layout.shape(lay, batch, seq_k, grad_heads, head_dim), grad_dtype),
+        dV: compat.Tensor(layout.shape(lay, batch, seq_k, grad_heads, head_dim_v), grad_dtype),
+    ):
+        with T.Kernel(T.ceildiv(seq_k, block_n), heads, batch, threads=threads) as (bx, by, bz):
+            k_s = T.alloc_shared([block_n, head_dim], dtype)
+            v_s = T.alloc_shared([block_n, head_dim_v], dtype)
+            q_s = T.alloc_shared([stages, block_m, head_dim], dtype)
+            do_s = T.alloc_shared([stages, block_m, head_dim_v], dtype)
+            ds_s = T.alloc_shared([block_n, block_m], dtype)
+            s_t = T.alloc_fragment([block_n, block_m], accum)    # S^T, then P^T
+            dp_t = T.alloc_fragment([block_n, block_m], accum)   # dP^T = V dO^T
+            p_cast = T.alloc_fragment([block_n, block_m], dtype)
+            ds_cast = T.alloc_fragment([block_n, block_m], dtype)
+            dk_f = T.alloc_fragment([block_n, head_dim], accum)
+            dv_f = T.alloc_fragment([block_n, head_dim_v], accum)
+            dq_f = T.alloc_fragment([block_m, head_dim], accum)
+            full = T.alloc_barrier([1] * stages)
+            empty = T.alloc_barrier([consumers] * stages)
+            T.annotate_layout({dQ: bwd.dq_layout(dQ, lay)})
+
+            tx = T.get_thread_binding()
+            kvh = by // group
+            gh = by if split else kvh
+            shift = seq_k - seq_q
+            k0 = bx * block_n
+            lo = masking.first_query_block(k0, shift, right, block_m)
+            trips = T.max(masking.end_query_block(k0, shift, left, block_n, block_m, seq_q) - lo, 0)
+
+            if tx >= consumers:
+                for it in T.serial(trips):
+                    st = it % stages
+                    q0 = (lo + it) * block_m
+                    T.mbarrier_wait_parity(empty[st], (it // stages) & 1)
+                    T.tma_copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s[st, :, :], barrier=full[st])
+                    T.tma_copy(layout.rows(dO, lay, bz, by, q0, block_m), do_s[st, :, :], barrier=full[st])
+                    if T.shuffle_elect(PRODUCER_THREADS):
+                        T.barrier_arrive(full[st])
+            else:
+                for s in T.unroll(stages):
+                    T.barrier_arrive(empty[s])
+                T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
+                T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
+                T.clear(dk_f)
+                T.clear(dv_f)
+                for it in T.serial(trips):
+                    st = it % stages
+                    q0 = (lo + it) * block_m
+                    T.mbarrier_wait_parity(full[st], (it // stages) & 1)
+                    T.clear(s_t)
+                    T.gemm(k_s, q_s[st, :, :], s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    T.clear(dp_t)
+                    T.gemm(v_s, do_s[st, :, :], dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    for j, i in T.Parallel(block_n, block_m):
+                        # Rows past seq_q read row seq_q - 1 (in bounds) and are zeroed.
+                        qi = T.min(q0 + i, seq_q - 1)
+                        s_t[j, i] = masking.visible(
+                            T.if_then_else(q0 + i < seq_q, T.exp2(s_t[j, i] * scale - Lse[bz, by, qi] * LOG2E), 0),
+                            0, q0 + i, k0 + j, shift, seq_k, left, right)
+                        ds_cast[j, i] = masking.visible(
+                            T.if_then_else(q0 + i < seq_q, s_t[j, i] * (dp_t[j, i] - Delta[bz, by, qi]) * sm_scale, 0),
+                            0, q0 + i, k0 + j, shift, seq_k, left, right)
+                    T.copy(s_t, p_cast)
+                    T.gemm(p_cast, do_s[st, :, :], dv_f, policy=T.GemmWarpPolicy.FullRow)
+                    T.gemm(ds_cast, q_s[st, :, :], dk_f, policy=T.GemmWarpPolicy.FullRow)
+                    T.barrier_arrive(empty[st])  # the slot's Q and dO are read for the last time above
+                    T.copy(ds_cast, ds_s)
+                    T.clear(dq_f)
+                    T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                    for i, d in T.Parallel(block_m, head_dim):
+                        T.atomic_add(layout.at(dQ, lay, bz, by, q0 + i, d), dq_f[i, d])
+                if split:
+                    T.copy(dk_f, layout.rows(dK, lay, bz, gh, k0, block_n))
+                    T.copy(dv_f, layout.rows(dV, lay, bz, gh, k0, block_n))
+                else:
+                    T.atomic_add(layout.rows(dK, lay, bz, gh, k0, block_n), dk_f)
+                    T.atomic_add(layout.rows(dV, lay, bz, gh, k0, block_n), dv_f)
+
+    return main

@@ -1,0 +1,36 @@
+"""The warp-specialized backward family: bwd_family's pipeline (dense forward, Delta, dQ
+postprocess, dSinks) around the main kernel of ws.py, judged on every gradient like `bwd`."""
+from __future__ import annotations
+
+import dataclasses
+
+from harness.kernels import bwd_family, fwd_family, ws_family
+
+
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
+    """bwd_family's rule (its per-stage Q and dO are the ring's slots) for the consumer threads."""
+    return bwd_family.fits(block_m, block_n, num_stages, threads - ws_family.PRODUCER_THREADS, head_dim, head_dim_v)
+
+
+def build(case, target: str) -> tuple:
+    from harness.kernels import ws
+
+    left, right = case.bounds
+    main = ws.backward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype, left, right,
+                       case.layout, *case.tile, case.variant)
+    return bwd_family.pipeline(case, target, lambda: fwd_family.build(bwd_family.fwd_case(case), target), main,
+                               case.layout, annotate=True)
+
+
+FAMILY = dataclasses.replace(
+    bwd_family.FAMILY,
+    name="ws_bwd",
+    variants=("atomic", "split"),
+    # (block_m query rows per ring slot, block_n key rows, num_stages, threads = consumers + producer)
+    tiles=((64, 64, 2, 256), (64, 64, 1, 256), (32, 64, 3, 256), (32, 64, 4, 256), (64, 128, 2, 384),
+           (32, 128, 4, 384)),
+    fits=fits,
+    build=build,
+    ring="q",
+    needs=ws_family.NEEDS,
+)
