@@ -19,6 +19,8 @@ _REGISTRY = {
     "bwd": "harness.kernels.bwd_family:FAMILY",
     "varlen_fwd": "harness.kernels.varlen_family:FAMILY",
     "varlen_bwd": "harness.kernels.varlen_bwd_family:FAMILY",
+    "masked_fwd": "harness.kernels.masked_family:FAMILY",
+    "masked_bwd": "harness.kernels.masked_bwd_family:FAMILY",
 }
 
 
@@ -63,6 +65,12 @@ class Family:
     layouts: tuple[str, ...] = ("bhsd", "bshd")        # "thd": packed sequences (case.seqlens)
     # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
     locate: Callable | None = None
+    # A masked family takes a mask and bias (case.mask, mask_broadcast, bias), which express what
+    # causal, windows and sinks would: it takes none of those; the others take no mask or bias.
+    masked: bool = False
+    # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
+    # (harness.codegen.unaligned_vectors).
+    aligned: frozenset = field(default_factory=frozenset)
 
     def unsupported(self, case: Case) -> str | None:
         """A one-line reason the family cannot express `case`, or None."""
@@ -73,6 +81,10 @@ class Family:
         for name in ("head_dim", "head_dim_v"):
             if getattr(case, name) not in self.head_dims:
                 return f"{name} {getattr(case, name)} not in {self.head_dims}"
+        if self.masked and (case.causal or case.window != (-1, -1) or case.sinks):
+            return f"{case.family} takes causal masks and windows as mask data, and no sinks"
+        if not self.masked and (case.mask != "none" or case.mask_broadcast != "bh" or case.bias):
+            return f"{case.family} takes no mask or bias"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
         return self.fits(*case.tile, case.head_dim, case.head_dim_v)
