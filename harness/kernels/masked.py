@@ -15,6 +15,12 @@ guarded element-wise path that clears what lies out of range (mask 0: the key is
 
 Block skipping: `block_or` writes Active[mb, mh, query block, key block] = 1 where the mask tile
 holds a true element; the forward and backward skip the other tiles entirely.
+
+The loops over tiles are serial (T.serial, not T.Pipelined; num_stages is ignored): in the
+warp-specialized pipeline TileLang 0.1.15 generates for T.Pipelined here, the producer waits only
+for the consumer's release of K's stage, which comes right after the QK^T GEMM, before the masking
+reads mask_s and bias_s; the next tile's mask could then overwrite the one being read. Seen in the
+generated code only, not yet on a GPU.
 """
 import math
 
@@ -142,7 +148,7 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
             T.fill(denom, 0)
             T.fill(row_max, neg_inf)
 
-            for kb in T.Pipelined(T.ceildiv(seq_k, block_n), num_stages=num_stages):
+            for kb in T.serial(T.ceildiv(seq_k, block_n)):
                 if Active[b, h, bx, kb] != 0:
                     k0 = kb * block_n
                     if q0 + block_m <= seq_q and k0 + block_n <= seq_k:
@@ -269,7 +275,7 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
             T.clear(dk_f)
             T.clear(dv_f)
 
-            for qb in T.Pipelined(T.ceildiv(seq_q, block_m), num_stages=num_stages):
+            for qb in T.serial(T.ceildiv(seq_q, block_m)):
                 if Active[b, h, qb, bx] != 0:
                     q0 = qb * block_m
                     if q0 + block_m <= seq_q and k0 + block_n <= seq_k:
