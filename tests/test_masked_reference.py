@@ -174,3 +174,11 @@ def test_failures_are_placed_by_the_mask():
     assert where("dK", (b, h // 2, 129)) in ("ragged_keys", "unseen_keys")
     tail = next(int(i) for i in range(64, 69) if mask[0, 0, i].any())
     assert where("dQ", (0, 0, tail)) == "tail_q_tile"
+
+
+def test_tiles_whose_mask_and_bias_tiles_overflow_shared_memory_are_unsupported():
+    fam = kernels.family("masked_fwd")
+    big = case(family="masked_fwd", head_dim=128, head_dim_v=128, block_m=128, block_n=128, threads=256)
+    assert "shared memory" in fam.unsupported(big)
+    assert kernels.family("fwd").unsupported(Case(head_dim=128, head_dim_v=128, block_m=128, block_n=128,
+                                                  threads=256)) is None  # the same tile without them fits
