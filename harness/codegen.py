@@ -139,7 +139,10 @@ def _tokens(expr: str) -> list[str]:
 
 def divisor(expr: str) -> int:
     """A d such that `expr` is a multiple of d whatever its symbols hold (1 when nothing is known)."""
-    toks = _tokens(expr)
+    try:
+        toks = _tokens(expr)
+    except ValueError:
+        return 1
     pos = 0
 
     def peek():
@@ -147,6 +150,8 @@ def divisor(expr: str) -> int:
 
     def take():
         nonlocal pos
+        if pos == len(toks):
+            raise ValueError(f"{expr!r} ends early")
         pos += 1
         return toks[pos - 1]
 
@@ -194,7 +199,11 @@ def divisor(expr: str) -> int:
             value = None
         return d, value
 
-    return binary(0)[0]
+    try:
+        d = binary(0)[0]
+    except ValueError:  # not an expression read here: nothing proved
+        return 1
+    return d if pos == len(toks) else 1  # a part not read (a comparison, a ?:) may change anything
 
 
 _ELEM = {"uchar": 1, "char": 1, "signed char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1, "half_t": 2, "bfloat16_t": 2,
@@ -238,10 +247,7 @@ def unaligned_vectors(source: str, buffers) -> list[Finding]:
             size = elem[buf]
             if width <= size:
                 continue
-            try:
-                d = divisor(offset)
-            except ValueError:
-                d = 1
+            d = divisor(offset)
             if d * size % width and (buf, width) not in seen:
                 seen.add((buf, width))
                 findings.append(Finding("unaligned_vectors", n, f"{width}-byte vector access to {buf} at an offset "

@@ -123,7 +123,7 @@ def test_each_kernel_is_checked_alone():
 # one of a half bias whose rows are [.., key_chunks, 8] (every term a multiple of 8 elements) ...
 ALIGNED = """
 extern "C" __global__ void main_kernel(const half_t* __restrict__ Bias, const uchar* __restrict__ Mask, int key_chunks, int seq_q) {
-  tl::cp_async_gs_conditional<8>((&(((uchar*)mask_s)[0])), (&(Mask[((((int64_t)kb) * (int64_t)64) + ((((int64_t)((int)blockIdx.z)) * ((int64_t)key_chunks)) * (int64_t)8)) + ((((int64_t)((int)threadIdx.x)) & (int64_t)7) * (int64_t)8))])), (kb < key_chunks));
+  tl::cp_async_gs_conditional<8>((&(((uchar*)mask_s)[0])), (&(Mask[(((((int64_t)kb) * (int64_t)64) + ((((int64_t)((int)blockIdx.z)) * ((int64_t)key_chunks)) * (int64_t)8)) + ((((int64_t)((int)threadIdx.x)) & (int64_t)7) * (int64_t)8))])), (kb < key_chunks));
   tl::cp_async_gs<16>((&(((half_t*)bias_s)[0])), (&(Bias[((((int64_t)i) << (int64_t)3) + (((int64_t)seq_q) * (int64_t)64))])));
   *(uint2*)(Mask + ((((int64_t)i) * ((int64_t)key_chunks)) * (int64_t)8)) = v;
 }
@@ -155,3 +155,4 @@ def test_divisor_reads_literal_factors_shifts_and_casts():
     assert codegen.divisor("(i << 4) + 32") == 16
     assert codegen.divisor("a * seq_k + 8") == 1
     assert codegen.divisor("max(a, 8) * 16 + (x & 7) * 8") == 8
+    assert codegen.divisor("c ? 16 : 3") == 1 and codegen.divisor("(a * 16") == 1
