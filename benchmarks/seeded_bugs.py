@@ -114,6 +114,19 @@ MUTANTS = [
            "layout.rows(Out, lay, bz, by, q0, block_m), disable_tma=True",
            "layout.rows(Out, lay, bz, by, q0 + block_m, block_m), disable_tma=True",
            "the smem epilogue stores O into the next query block's rows: needs the smem variant"),
+    Mutant("masked_chunk_off_by_one", "masked_fwd", K + "masked.py", "else buf[b, h, q, k0 // vec + c, e]",
+           "else buf[b, h, q, k0 // vec + c + 1, e]",
+           "a full tile's mask and bias read one 8-key run too far: needs the pad variant and a full tile"),
+    Mutant("masked_ragged_key_off_by_one", "masked_fwd", K + "masked.py", "return buf[b, h, q, k] if vec == 1 else",
+           "return buf[b, h, q, k + 1] if vec == 1 else",
+           "mask and bias read one key too far: needs the ragged variant and a mask that is not all true"),
+    Mutant("masked_skip_partial_last_block", "masked_fwd", K + "masked.py", "k0 + j < keys", "k0 + block_n <= keys",
+           "block activity counts whole key tiles only, so the partial last one is skipped: needs "
+           "seq_k % block_n != 0 and a true element there"),
+    Mutant("masked_dbias_head_not_reduced", "masked_bwd", K + "masked.py",
+           "T.atomic_add(dBias[b, h, q0 + i, k0 + j], dp_t[j, i])", "T.atomic_add(dBias[b, by, q0 + i, k0 + j], dp_t[j, i])",
+           "dBias indexed by the query head where the bias broadcasts over heads: needs a bias shared by "
+           "two or more heads"),
 ]
 
 

@@ -5,7 +5,8 @@ static (a compiled kernel depends on it) or dynamic (one compiled kernel serves 
 batch, lengths, seed), and, for a feature that can be switched off, its "off" value. The kernel
 cache key, the minimizer's features and a reproducer's default title all derive from that
 declaration. `validate()` names the first reason a case is impossible; `from_json` rejects
-missing and unknown keys and wrong types. Family names are checked by `harness.kernels`.
+unknown keys, wrong types and missing keys of fields without an "off" value (a missing one with
+an off value is off: older files lack the fields added since). Family names are checked by `harness.kernels`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ DTYPES = ("float16", "bfloat16")
 LAYOUTS = ("bhsd", "bshd", "thd")  # thd: packed varlen tokens (harness.layout)
 # Compile knobs: pass configurations that change code generation (harness.compat maps each to the
 # release's own PassConfigKey; a release without one reports the case UNSUPPORTED).
+# Masked families: the mask's contents are data drawn from a pattern and the seed (dynamic);
+# its broadcast shape over (batch, heads) and the bias are compiled in (static).
+MASKS = ("none", "random", "empty_rows", "empty_blocks", "causal", "band", "single")
+BROADCASTS = ("bh", "b1", "1h", "11")  # mask/bias [batch or 1, heads or 1, seq_q, seq_k]
 KNOBS = ("fast_math", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize", "no_wgmma")
 _NO_OFF = object()
 
@@ -59,6 +64,11 @@ class Case:
     # Packed (varlen) families: per-sequence (q, k) lengths, zero allowed; batch is their count and
     # seqlen_q / seqlen_k bound them (the max lengths). Empty for dense families.
     seqlens: tuple = _dynamic(())
+    # Masked families: the mask pattern ("none": every element true), its broadcast shape over
+    # (batch, heads), and whether an additive bias of that shape is added to the scores.
+    mask: str = _dynamic("none", off="none")
+    mask_broadcast: str = _static("bh", off="bh")
+    bias: bool = _static(False, off=False)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -95,6 +105,10 @@ class Case:
             raise CaseError(f"window must be (left, right) with each in [-1, {MAX_LENGTH}], got {self.window}")
         if any(k not in KNOBS for k in self.knobs) or list(self.knobs) != sorted(set(self.knobs)):
             raise CaseError(f"knobs must be distinct names from {KNOBS}, sorted, got {list(self.knobs)}")
+        if self.mask not in MASKS:
+            raise CaseError(f"mask must be one of {MASKS}, got {self.mask!r}")
+        if self.mask_broadcast not in BROADCASTS:
+            raise CaseError(f"mask_broadcast must be one of {BROADCASTS}, got {self.mask_broadcast!r}")
         if (self.layout == "thd") != bool(self.seqlens):
             raise CaseError("the packed layout 'thd' goes with seqlens, and seqlens with it")
         if self.seqlens:
@@ -190,7 +204,8 @@ def from_dict(d: dict) -> Case:
     unknown = sorted(set(d) - set(_FIELDS))
     if unknown:
         raise CaseError(f"unknown case field(s): {', '.join(unknown)}")
-    missing = [name for name in _FIELDS if name not in d]
+    # A field with an "off" value may be missing (files written before it existed): it is off.
+    missing = [name for name in _FIELDS if name not in d and name not in FEATURES]
     if missing:
         raise CaseError(f"missing case field(s): {', '.join(missing)}")
     return Case(**{k: _check_type(k, v) for k, v in d.items()}).validate()

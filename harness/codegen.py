@@ -28,9 +28,17 @@ slot nobody primed); two successive waits of one role on one slot for the same p
 with a phase completed in between (the second returns on a stale phase); a wait on a barrier that TMA loads complete passing
 before any phase of it completed (reading a slot before its data landed); more arrivals in one
 phase than the barrier was initialized for.
+the late copy overwrites that buffer.
+
+unaligned_vectors: a vector load or store of N bytes (`*(uint4*)(Mask + off)`, a cp.async of N
+bytes from `&(Mask[off])`) needs its address to be a multiple of N. Named buffers only (a family's
+mask and bias, whose rows may start anywhere): the check computes what the offset expression is
+provably a multiple of (literal factors and shifts, through sums and products; a symbolic length
+proves nothing) and flags an access whose width that does not divide.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -366,6 +374,144 @@ def mbarrier_protocol(source: str) -> list[Finding]:
     return []
 
 
-def check(source: str, contiguous: dict[str, int] | None = None) -> list[Finding]:
+
+
+_TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w.]*)|(<<|>>|&&|\|\||[-+*/%&|()<>,?:!~^]))")
+_TYPES = {"int", "int64_t", "int32_t", "uint", "uint32_t", "uint64_t", "long", "unsigned", "signed", "char",
+          "short", "size_t"}
+_ANY = 1 << 30  # the divisor of 0: a multiple of everything
+
+
+def _tokens(expr: str) -> list[str]:
+    out, pos = [], 0
+    expr = expr.strip()
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if not m or m.end() == pos:
+            raise ValueError(f"cannot read {expr[pos:pos + 20]!r}")
+        out.append(m.group(m.lastindex))
+        pos = m.end()
+    return out
+
+
+def divisor(expr: str) -> int:
+    """A d such that `expr` is a multiple of d whatever its symbols hold (1 when nothing is known)."""
+    try:
+        toks = _tokens(expr)
+    except ValueError:
+        return 1
+    pos = 0
+
+    def peek():
+        return toks[pos] if pos < len(toks) else None
+
+    def take():
+        nonlocal pos
+        if pos == len(toks):
+            raise ValueError(f"{expr!r} ends early")
+        pos += 1
+        return toks[pos - 1]
+
+    def primary():
+        """(divisor, the value if it is a literal)."""
+        t = take()
+        if t == "(":
+            if peek() in _TYPES and pos + 1 < len(toks) and toks[pos + 1] == ")":  # a cast
+                take(), take()
+                return primary()
+            d = binary(0)
+            take()  # ")"
+            return d
+        if t in ("-", "+"):
+            return primary()
+        if t.isdigit():
+            return int(t) or _ANY, int(t)
+        if peek() == "(":  # a call (max, min, ...): nothing known
+            depth = 0
+            while True:
+                u = take()
+                depth += u == "("
+                depth -= u == ")"
+                if depth == 0:
+                    return 1, None
+        return 1, None
+
+    levels = [("||",), ("&&",), ("|",), ("&",), ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
+
+    def binary(level):
+        if level == len(levels):
+            return primary()
+        d, value = binary(level + 1)
+        while peek() in levels[level]:
+            op = take()
+            rhs, rhs_value = binary(level + 1)
+            if op in ("+", "-"):
+                d = math.gcd(d, rhs)
+            elif op == "*":
+                d = min(d * rhs, _ANY)
+            elif op == "<<" and rhs_value is not None:
+                d = min(d * 2 ** rhs_value, _ANY)
+            else:
+                d = 1
+            value = None
+        return d, value
+
+    try:
+        d = binary(0)[0]
+    except ValueError:  # not an expression read here: nothing proved
+        return 1
+    return d if pos == len(toks) else 1  # a part not read (a comparison, a ?:) may change anything
+
+
+_ELEM = {"uchar": 1, "char": 1, "signed char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1, "half_t": 2, "bfloat16_t": 2,
+         "half": 2, "short": 2, "float": 4, "int": 4, "uint": 4, "double": 8, "int64_t": 8}
+_PARAM = re.compile(r"(?:const )?((?:signed |unsigned )?\w+)\* __restrict__ (\w+)")
+_VEC_TYPE = re.compile(r"u?(char|short|int|longlong|long|float|double|half|bfloat16)(\d?)")
+_BASE = {"char": 1, "short": 2, "half": 2, "bfloat16": 2, "int": 4, "float": 4, "long": 8, "longlong": 8,
+         "double": 8}
+
+
+def _closing(text: str, start: int, open_: str, close: str) -> int:
+    """Index of the bracket closing the one opened at text[start]."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += text[i] == open_
+        depth -= text[i] == close
+        if depth == 0:
+            return i
+    return len(text)
+
+
+def _vector_accesses(line: str, buffers):
+    """(bytes, buffer, offset expression) of each vector access to `buffers` on a line."""
+    names = "|".join(map(re.escape, buffers))
+    for m in re.finditer(rf"cp_async_gs(?:_conditional)?<(\d+)>\(.*?&\(({names})\[", line):
+        end = _closing(line, m.end() - 1, "[", "]")
+        yield int(m.group(1)), m.group(2), line[m.end():end]
+    for m in re.finditer(rf"\*\((\w+)\*\)\(({names}) \+ ", line):
+        t = _VEC_TYPE.fullmatch(m.group(1))
+        if t:
+            end = _closing(line, m.start(2) - 1, "(", ")")
+            yield _BASE[t.group(1)] * int(t.group(2) or 1), m.group(2), line[m.end():end]
+
+
+def unaligned_vectors(source: str, buffers) -> list[Finding]:
+    """Vector accesses to `buffers` (global parameters) at offsets not provably a multiple of their width."""
+    elem = {name: _ELEM.get(t, 1) for t, name in _PARAM.findall(source) if name in buffers}
+    findings, seen = [], set()
+    for n, line in enumerate(source.splitlines(), 1):
+        for width, buf, offset in _vector_accesses(line, elem):
+            size = elem[buf]
+            if width <= size:
+                continue
+            d = divisor(offset)
+            if d * size % width and (buf, width) not in seen:
+                seen.add((buf, width))
+                findings.append(Finding("unaligned_vectors", n, f"{width}-byte vector access to {buf} at an offset "
+                                        f"provably a multiple of only {d} element(s) ({d * size} bytes)"))
+    return findings
+
+
+def check(source: str, contiguous: dict[str, int] | None = None, aligned=()) -> list[Finding]:
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
-            + atomics_on_locals(source))
+            + atomics_on_locals(source) + unaligned_vectors(source, aligned))

@@ -14,7 +14,7 @@ import random
 import pandas as pd
 
 from harness import kernels
-from harness.case import DTYPES, Case
+from harness.case import BROADCASTS, DTYPES, Case
 
 # GQA shapes -> (kv_heads, heads per KV head): a query head and its KV head differ only under gqa/mqa.
 GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4)}
@@ -26,13 +26,21 @@ KNOB_VALUES = ((), ("no_tma",), ("no_smem_reuse",), ("no_vectorize_256",), ("no_
 
 
 def factors(family: str) -> dict[str, tuple]:
+    """A masked family's window and sinks factors are its mask's broadcast shape and its bias."""
     fam = kernels.family(family)
-    return {"variant": fam.variants, "gqa": tuple(GQA), "window": tuple(WINDOWS), "sinks": (False, True),
+    masking = ({"broadcast": BROADCASTS, "bias": (False, True)} if fam.masked
+               else {"window": tuple(WINDOWS), "sinks": (False, True)})
+    return {"variant": fam.variants, "gqa": tuple(GQA), **masking,
             "layout": fam.layouts, "dtype": DTYPES, "tile": fam.tiles, "knobs": KNOB_VALUES}
 
 
 def levels(case: Case) -> dict:
     """The factor values of a case (any case, drawn or built here)."""
+    gqa = "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
+    common = {"variant": case.variant, "gqa": gqa, "layout": case.layout, "dtype": case.dtype, "tile": case.tile,
+              "knobs": case.knobs}
+    if kernels.family(case.family).masked:
+        return {**common, "broadcast": case.mask_broadcast, "bias": case.bias}
     left, right = case.bounds
     if (left, right) == (-1, -1):
         window = "none"
@@ -44,9 +52,7 @@ def levels(case: Case) -> dict:
         window = "right"
     else:
         window = "causal_left" if right == 0 else "band"
-    gqa = "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
-    return {"variant": case.variant, "gqa": gqa, "window": window, "sinks": case.sinks, "layout": case.layout,
-            "dtype": case.dtype, "tile": case.tile, "knobs": case.knobs}
+    return {**common, "window": window, "sinks": case.sinks}
 
 
 def _pairs(row: dict) -> set:
@@ -57,13 +63,17 @@ def _case(family: str, row: dict) -> Case | None:
     """A case (placeholder lengths) with `row`'s factor values, or None if the family cannot build it."""
     fam = kernels.family(family)
     kv_heads, group = GQA[row["gqa"]]
-    causal, window = WINDOWS[row["window"]]
+    if fam.masked:
+        masking = {"mask_broadcast": row["broadcast"], "bias": row["bias"]}
+    else:
+        causal, window = WINDOWS[row["window"]]
+        masking = {"causal": causal, "window": window, "sinks": row["sinks"]}
     block_m, block_n, num_stages, threads = row["tile"]
     for head_dim in fam.head_dims[::-1]:  # the largest head dim the tile can hold
         c = Case(family=family, variant=row["variant"], heads=kv_heads * group, kv_heads=kv_heads,
-                 head_dim=head_dim, head_dim_v=head_dim, dtype=row["dtype"], causal=causal, window=window,
-                 sinks=row["sinks"], layout=row["layout"], block_m=block_m, block_n=block_n,
-                 num_stages=num_stages, threads=threads, knobs=row["knobs"])
+                 head_dim=head_dim, head_dim_v=head_dim, dtype=row["dtype"], layout=row["layout"],
+                 block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=row["knobs"],
+                 **masking)
         if fam.unsupported(c) is None:
             return c
     return None

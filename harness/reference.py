@@ -26,13 +26,14 @@ def visible(seqlen_q: int, seqlen_k: int, left: int, right: int, device=None) ->
     return seen
 
 
-def attention(q, k, v, sinks, seen, scale):
-    """O and LSE for q [b,h,sq,d], k/v [b,hk,sk,d] (GQA by repetition), sinks [h] or None.
+def attention(q, k, v, sinks, seen, scale, bias=None):
+    """O and LSE for q [b,h,sq,d], k/v [b,hk,sk,d] (GQA by repetition), sinks [h] or None; `seen`
+    and `bias` (added to the scaled scores, or None) broadcast against [b, h, sq, sk].
 
     A row that sees no key gives O = 0 and LSE = -inf (or the sink logit when there are sinks).
     Written without NaN anywhere, so autograd through it is clean on empty rows too.
     """
-    p, lse = softmax(q, k, sinks, seen, scale)
+    p, lse = softmax(q, k, sinks, seen, scale, bias)
     o = torch.matmul(p.to(v.dtype), repeat_kv(v, q.shape[1]))
     return o, lse
 
@@ -42,9 +43,11 @@ def repeat_kv(x, heads):
     return x.repeat_interleave(heads // x.shape[1], dim=1)
 
 
-def softmax(q, k, sinks, seen, scale):
+def softmax(q, k, sinks, seen, scale, bias=None):
     """P [b,h,sq,sk] (the sink's share left out) and LSE [b,h,sq] of attention's softmax."""
     s = torch.matmul(q, repeat_kv(k, q.shape[1]).transpose(-1, -2)) * scale
+    if bias is not None:
+        s = s + bias
     s = s.masked_fill(~seen, float("-inf"))
     m = s.amax(dim=-1, keepdim=True)
     if sinks is not None:

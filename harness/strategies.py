@@ -8,11 +8,14 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from harness import kernels, pairwise
-from harness.case import DTYPES, KNOBS, Case
+from harness.case import BROADCASTS, DTYPES, KNOBS, MASKS, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
 WINDOW_BOUNDS = (-1, 0, 1, 3, 17, 63, 64, 65, 129, 4096)
+# Masked families' key lengths: rows of a uint8 mask start 16-byte aligned only when seq_k % 16 == 0,
+# rows of a 16-bit bias when seq_k % 8 == 0; below 8, one padded chunk.
+MASKED_KEYS = (1, 3, 7, 8, 9, 15, 16, 17, 24, 40, 72, 100, 136, 257)
 
 
 def lengths(block: int) -> st.SearchStrategy[int]:
@@ -62,6 +65,16 @@ def pipelined(draw, block_m: int, block_n: int, num_stages: int, ring: str) -> d
             "seed": draw(st.integers(0, 2**31 - 1))}
 
 
+@st.composite
+def masked_dynamic(draw, block_m: int, block_n: int) -> dict:
+    """`dynamic` plus the mask pattern, with key lengths around 8- and 16-element row alignment."""
+    d = draw(dynamic(block_m, block_n))
+    if draw(st.booleans()):
+        d["seqlen_k"] = draw(st.sampled_from(MASKED_KEYS))
+    d["mask"] = draw(st.sampled_from(MASKS))
+    return d
+
+
 def windows() -> st.SearchStrategy[tuple]:
     return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
 
@@ -77,13 +90,15 @@ def static_case(draw, family: str) -> Case:
     head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fam.head_dims)))
     tiles = [t for t in fam.tiles if fam.fits(*t, head_dim, head_dim_v) is None]
     block_m, block_n, num_stages, threads = draw(st.sampled_from(tiles))
+    # Drawn in this order so that a seed draws the same cases of the other families as before.
+    variant, dtype = draw(st.sampled_from(fam.variants)), draw(st.sampled_from(DTYPES))
+    # A masked family expresses causal masks and windows as mask data (and takes no sinks).
+    masking = ({"mask_broadcast": draw(st.sampled_from(BROADCASTS)), "bias": draw(st.booleans())} if fam.masked
+               else {"causal": draw(st.booleans()), "window": draw(windows()), "sinks": draw(st.booleans())})
     return Case(
-        family=family, variant=draw(st.sampled_from(fam.variants)),
-        heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim, head_dim_v=head_dim_v,
-        dtype=draw(st.sampled_from(DTYPES)), causal=draw(st.booleans()), window=draw(windows()),
-        sinks=draw(st.booleans()), layout=draw(st.sampled_from(fam.layouts)),
-        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads,
-        knobs=draw(knobs()),
+        family=family, variant=variant, heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim,
+        head_dim_v=head_dim_v, dtype=dtype, layout=draw(st.sampled_from(fam.layouts)),
+        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=draw(knobs()), **masking,
     )
 
 
@@ -127,9 +142,11 @@ def packed(draw, block_m: int, block_n: int) -> dict:
 def _lengths_for(c: Case):
     if c.layout == "thd":
         return packed(c.block_m, c.block_n)
-    ring = kernels.family(c.family).ring
-    if ring:
-        return st.one_of(pipelined(c.block_m, c.block_n, c.num_stages, ring), dynamic(c.block_m, c.block_n))
+    fam = kernels.family(c.family)
+    if fam.ring:
+        return st.one_of(pipelined(c.block_m, c.block_n, c.num_stages, fam.ring), dynamic(c.block_m, c.block_n))
+    if fam.masked:
+        return masked_dynamic(c.block_m, c.block_n)
     return dynamic(c.block_m, c.block_n)
 
 

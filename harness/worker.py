@@ -64,7 +64,7 @@ def hazards(fam, case, kernel) -> list[str]:
     """What the compile-only checks see in the generated code (harness.codegen)."""
     from harness import codegen, compat
     # One kernel at a time: buffer names, offsets and barrier numbers mean nothing across kernels.
-    found = [f for source in compat.kernel_sources(kernel) for f in codegen.check(source, fam.contiguous(case))]
+    found = [f for source in compat.kernel_sources(kernel) for f in codegen.check(source, fam.contiguous(case), fam.aligned)]
     return [f"{f.check}: {f.message}" for f in found]
 
 

@@ -65,17 +65,37 @@ def test_missing_fields_are_named():
         case_mod.from_dict({"family": "fwd"})
 
 
+def test_files_older_than_a_field_with_an_off_value_load_with_it_off():
+    old = case_mod.to_dict(Case(family="bwd", heads=2, seqlen_q=9))
+    for name in ("mask", "mask_broadcast", "bias"):
+        del old[name]
+    assert case_mod.from_dict(old) == Case(family="bwd", heads=2, seqlen_q=9)
+    with pytest.raises(CaseError, match="missing case field.*block_m"):
+        case_mod.from_dict({k: v for k, v in old.items() if k != "block_m"})
+    with pytest.raises(CaseError, match="unknown case field.*mask_density"):
+        case_mod.from_dict({**old, "mask_density": 0.5})
+
+
+def test_mask_fields_are_checked():
+    with pytest.raises(CaseError, match="mask must be one of"):
+        Case(mask="dense").validate()
+    with pytest.raises(CaseError, match="mask_broadcast must be one of"):
+        Case(mask_broadcast="hb").validate()
+
+
 def test_fields_declare_static_dynamic_and_off():
-    assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed", "seqlens")
+    assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed", "seqlens", "mask")
     assert set(case_mod.STATIC) | set(case_mod.DYNAMIC) == set(case_mod.to_dict(Case()))
     assert case_mod.FEATURES == {"dtype": "float16", "causal": False, "window": (-1, -1), "sinks": False,
-                                 "layout": "bhsd", "knobs": (), "seed": 0}
+                                 "layout": "bhsd", "knobs": (), "seed": 0, "mask": "none", "mask_broadcast": "bh",
+                                 "bias": False}
     c = Case(heads=4, kv_heads=2, causal=True, layout="bshd", seed=9)
     # Lengths, batch and seed share a compiled kernel; any static field does not.
     assert case_mod.static_key(c) == case_mod.static_key(c.replace(batch=3, seqlen_q=77, seqlen_k=5, seed=1))
     others = {"family": "bwd", "variant": "split", "heads": 8, "kv_heads": 1, "head_dim": 128, "head_dim_v": 32,
               "dtype": "bfloat16", "causal": False, "window": (1, 2), "sinks": True, "layout": "bhsd",
-              "block_m": 128, "block_n": 32, "num_stages": 2, "threads": 256, "knobs": ("no_tma",)}
+              "block_m": 128, "block_n": 32, "num_stages": 2, "threads": 256, "knobs": ("no_tma",),
+              "mask_broadcast": "11", "bias": True}
     assert set(others) == set(case_mod.STATIC)
     for name, other in others.items():
         assert case_mod.static_key(c) != case_mod.static_key(c.replace(**{name: other})), name

@@ -111,6 +111,8 @@ def test_each_kernel_is_checked_alone():
             return self.source
 
     class Family:
+        aligned = frozenset()
+
         def contiguous(self, case):
             return {}
 
@@ -238,3 +240,40 @@ def test_tilelangs_own_pipeline_with_a_shifted_loop_start_is_judged_and_fine():
     assert protocol(AUTO_WS.replace("CONSUMER_PARITY", AUTO_PARITY)) == []
     [f] = protocol(AUTO_WS.replace("CONSUMER_PARITY", f"({AUTO_PARITY} ^ 1)"))
     assert "wait on mbarrier[0] (parity 1) returns before any phase completed" in f.message
+# Shaped like the masked family's generated loads: an 8-byte cp.async of a uint8 mask and a 16-byte
+# one of a half bias whose rows are [.., key_chunks, 8] (every term a multiple of 8 elements) ...
+ALIGNED = """
+extern "C" __global__ void main_kernel(const half_t* __restrict__ Bias, const uchar* __restrict__ Mask, int key_chunks, int seq_q) {
+  tl::cp_async_gs_conditional<8>((&(((uchar*)mask_s)[0])), (&(Mask[(((((int64_t)kb) * (int64_t)64) + ((((int64_t)((int)blockIdx.z)) * ((int64_t)key_chunks)) * (int64_t)8)) + ((((int64_t)((int)threadIdx.x)) & (int64_t)7) * (int64_t)8))])), (kb < key_chunks));
+  tl::cp_async_gs<16>((&(((half_t*)bias_s)[0])), (&(Bias[((((int64_t)i) << (int64_t)3) + (((int64_t)seq_q) * (int64_t)64))])));
+  *(uint2*)(Mask + ((((int64_t)i) * ((int64_t)key_chunks)) * (int64_t)8)) = v;
+}
+"""  # noqa: E501
+# ... and the same loads where a row starts at a multiple of seq_k elements: nothing is proved.
+UNALIGNED = """
+extern "C" __global__ void main_kernel(const half_t* __restrict__ Bias, const uchar* __restrict__ Mask, int seq_k) {
+  tl::cp_async_gs<16>((&(((uchar*)mask_s)[0])), (&(Mask[((((int64_t)((int)blockIdx.x)) * ((int64_t)seq_k)) + (((int64_t)((int)threadIdx.x)) * (int64_t)16))])));
+  uint4 b = *(uint4*)(Bias + ((((int64_t)i) * ((int64_t)seq_k)) + (int64_t)8));
+  uint4 q = *(uint4*)(Q + ((int64_t)i * (int64_t)seq_k));
+}
+"""  # noqa: E501
+
+
+def test_vector_access_at_provably_aligned_offsets_is_fine():
+    assert codegen.check(ALIGNED, aligned={"Mask", "Bias"}) == []
+
+
+def test_vector_access_at_an_offset_the_shape_does_not_align_is_flagged():
+    found = codegen.check(UNALIGNED, aligned={"Mask", "Bias"})
+    assert [(f.check, f.line) for f in found] == [("unaligned_vectors", 3), ("unaligned_vectors", 4)]
+    assert "16-byte vector access to Mask" in found[0].message and "only 1 element" in found[0].message
+    assert "16-byte vector access to Bias" in found[1].message  # Q is not a named buffer: not checked
+    assert codegen.check(UNALIGNED) == []
+
+
+def test_divisor_reads_literal_factors_shifts_and_casts():
+    assert codegen.divisor("((int64_t)kb) * (int64_t)64 + x * 8") == 8
+    assert codegen.divisor("(i << 4) + 32") == 16
+    assert codegen.divisor("a * seq_k + 8") == 1
+    assert codegen.divisor("max(a, 8) * 16 + (x & 7) * 8") == 8
+    assert codegen.divisor("c ? 16 : 3") == 1 and codegen.divisor("(a * 16") == 1

@@ -58,9 +58,10 @@ def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch)
     from harness import case as case_mod
 
     real = case_mod.to_json
-    monkeypatch.setattr(case_mod, "to_json", lambda c: real(c).replace('"knobs": [], ', "") if c.heads == 7 else real(c))
+    # block_m has no "off" value, so a case without it cannot be read (knobs, say, would load as off).
+    monkeypatch.setattr(case_mod, "to_json", lambda c: real(c).replace('"block_m": 64, ', "") if c.heads == 7 else real(c))
     with Pool(1, "sm_90a", tmp_path, Timeouts(compile=10, run=3)) as pool:
         r = pool.run_one(fake(7))
         assert (r["verdict"], r["stage"]) == ("HARNESS_ERROR", "protocol")
-        assert "worker cannot read the case: missing case field(s): knobs" in r["message"]
+        assert "worker cannot read the case: missing case field(s): block_m" in r["message"]
         assert pool.run_one(fake(1))["verdict"] == "COMPILED" and pool.started == 1

@@ -18,7 +18,7 @@ def test_enough_distinct_mutants_across_families():
     names = [m.name for m in seeded.MUTANTS]
     assert len(names) == len(set(names)) >= 15
     assert {m.family for m in seeded.MUTANTS} <= set(kernels.names())
-    assert {"fwd", "bwd", "varlen_fwd", "varlen_bwd"} <= {m.family for m in seeded.MUTANTS}
+    assert {"fwd", "bwd", "varlen_fwd", "varlen_bwd", "masked_fwd", "masked_bwd"} <= {m.family for m in seeded.MUTANTS}
 
 
 @pytest.mark.parametrize("m", seeded.MUTANTS, ids=lambda m: m.name)

@@ -21,6 +21,8 @@ _REGISTRY = {
     "varlen_bwd": "harness.kernels.varlen_bwd_family:FAMILY",
     "ws": "harness.kernels.ws_family:FAMILY",
     "ws_bwd": "harness.kernels.ws_bwd_family:FAMILY",
+    "masked_fwd": "harness.kernels.masked_family:FAMILY",
+    "masked_bwd": "harness.kernels.masked_bwd_family:FAMILY",
 }
 
 
@@ -70,6 +72,12 @@ class Family:
     ring: str | None = None
     # TileLang language names (T.<name>) its kernels need: a release without one reports UNSUPPORTED.
     needs: tuple[str, ...] = ()
+    # A masked family takes a mask and bias (case.mask, mask_broadcast, bias), which express what
+    # causal, windows and sinks would: it takes none of those; the others take no mask or bias.
+    masked: bool = False
+    # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
+    # (harness.codegen.unaligned_vectors).
+    aligned: frozenset = field(default_factory=frozenset)
 
     def unsupported(self, case: Case) -> str | None:
         """A one-line reason the family cannot express `case`, or None."""
@@ -80,6 +88,10 @@ class Family:
         for name in ("head_dim", "head_dim_v"):
             if getattr(case, name) not in self.head_dims:
                 return f"{name} {getattr(case, name)} not in {self.head_dims}"
+        if self.masked and (case.causal or case.window != (-1, -1) or case.sinks):
+            return f"{case.family} takes causal masks and windows as mask data, and no sinks"
+        if not self.masked and (case.mask != "none" or case.mask_broadcast != "bh" or case.bias):
+            return f"{case.family} takes no mask or bias"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
         return self.fits(*case.tile, case.head_dim, case.head_dim_v)

@@ -19,8 +19,9 @@ FWD_TILE = (64, 64, 1, 128)
 DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
-    """The one shared-memory / register rule for a backward tile config."""
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, extra_smem=0) -> str | None:
+    """The one shared-memory / register rule for a backward tile config (`extra_smem`: bytes a
+    variant of the kernel adds, e.g. the masked family's mask and bias tiles)."""
     warpgroups = max(threads // 128, 1)
     if block_n < 64 * warpgroups:
         # sm_90 wgmma gives each warpgroup 64 rows: with fewer key rows S^T is split by columns
@@ -31,7 +32,8 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | N
     smem = (2 * (block_n * (head_dim + head_dim_v)             # K, V
                  + stages * block_m * (head_dim + head_dim_v)  # Q, dO per stage
                  + block_n * block_m)                          # dS^T for the dQ GEMM
-            + 4 * 2 * stages * block_m)                        # LSE, Delta
+            + 4 * 2 * stages * block_m                         # LSE, Delta
+            + extra_smem)
     if smem > SMEM_LIMIT:
         return f"shared memory {smem} B exceeds {SMEM_LIMIT} B"
     acc = (2 * block_n * block_m + block_n * (head_dim + head_dim_v) + block_m * head_dim) // threads

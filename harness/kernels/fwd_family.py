@@ -10,9 +10,10 @@ SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per thread
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, extra_smem=0) -> str | None:
+    """`extra_smem`: bytes a variant of this kernel adds (the masked family's mask and bias tiles)."""
     stages = max(num_stages, 1)
-    smem = 2 * (block_m * head_dim + stages * block_n * (head_dim + head_dim_v) + block_m * head_dim_v)
+    smem = 2 * (block_m * head_dim + stages * block_n * (head_dim + head_dim_v) + block_m * head_dim_v) + extra_smem
     if smem > SMEM_LIMIT:
         return f"shared memory {smem} B exceeds {SMEM_LIMIT} B"
     if block_m * head_dim_v // threads > ACC_PER_THREAD_LIMIT:

@@ -1,0 +1,142 @@
+"""The masked backward family: dQ, dK, dV and dBias with a uint8 mask and an additive bias.
+
+run() is the real pipeline: the masked forward (masked_family, its own fixed tile) gives O and
+LSE, then the dense backward's preprocess (Delta), the masked main kernel (masked.backward: dQ
+through the fragment-matched atomic layout, dK/dV and dBias in fp32 atomics) and the dense dQ
+postprocess. The `pad` variant's dK, dV and dBias come back for the padded keys and are sliced
+to seq_k. The reference is autograd through masked_family's: dBias is summed over the broadcast
+dimensions as autograd sums a broadcast operand.
+"""
+from __future__ import annotations
+
+import torch
+
+from harness import layout
+from harness import reference as ref
+from harness.kernels import Family, bwd_family, launch, masked_family
+from harness.kernels.masked_family import VARIANTS, mask_dims, per_axis, tile_smem
+
+
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
+    return bwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v,
+                           extra_smem=tile_smem(block_m, block_n))
+
+
+def fwd_case(case):
+    """The forward case whose O and LSE feed this backward case: same variant, fixed tile."""
+    bm, bn, stages, threads = bwd_family.FWD_TILE
+    return case.replace(family="masked_fwd", block_m=bm, block_n=bn, num_stages=stages, threads=threads)
+
+
+def build(case, target: str) -> tuple:
+    """(forward (its activity, main), preprocess, main, postprocess, activity for this tile)."""
+    from harness.kernels import masked
+
+    main = masked.backward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype, *per_axis(case),
+                           case.bias, case.layout, *case.tile, case.variant)
+    kernels = bwd_family.pipeline(case, target, lambda: masked_family.build(fwd_case(case), target), main,
+                                  case.layout, annotate=True)
+    return kernels + (masked_family.compile_block_or(case, target, case.block_m, case.block_n),)
+
+
+def make_inputs(case, device) -> dict:
+    """The masked forward's inputs plus dO [kernel layout], all determined by case.seed."""
+    inputs = masked_family.make_inputs(case, device)
+    g = torch.Generator(device="cpu").manual_seed(bwd_family.do_seed(case.seed))
+    do = torch.randn(case.batch, case.heads, case.seqlen_q, case.head_dim_v, generator=g)
+    inputs["do"] = layout.from_canonical(do, case.layout).to(device=device, dtype=ref.DTYPES[case.dtype])
+    return inputs
+
+
+def reference(case, inputs, dtype) -> dict:
+    """Canonical gradients of sum(O * dO) in `dtype`: dQ [b,h,sq,d], dK/dV [b,hk,sk,d] and, with
+    a bias, dBias [mb, mh, sq, sk] (summed over the dimensions it broadcasts along)."""
+    def leaf(x):
+        return x.to(dtype).detach().requires_grad_()
+
+    q, k, v = (leaf(layout.to_canonical(inputs[n], case.layout)) for n in ("q", "k", "v"))
+    leaves = [q, k, v]
+    bias = None
+    if case.bias:
+        bias = leaf(inputs["bias"])
+        leaves.append(bias)
+    do = layout.to_canonical(inputs["do"], case.layout).to(dtype)
+    o, _ = masked_family.attention(case, inputs, dtype, q, k, v, bias)
+    grads = torch.autograd.grad((o * do).sum(), leaves)
+    return dict(zip(("dQ", "dK", "dV", "dBias"), grads))
+
+
+TENSORS = (("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"), ("dBias", "gradient"))
+
+
+def tensors(case) -> tuple:
+    return TENSORS if case.bias else TENSORS[:3]
+
+
+def canonical(case, outputs) -> dict:
+    out = {n: layout.to_canonical(outputs[n], case.layout) for n in ("dQ", "dK", "dV")}
+    if case.bias:
+        out["dBias"] = outputs["dBias"]
+    return out
+
+
+def _keys(x, lay, n):
+    """The first n keys of a kernel-layout dK or dV (the `pad` variant computed more)."""
+    return layout.from_canonical(layout.to_canonical(x, lay)[:, :, :n], lay)
+
+
+def run(kernels, case, inputs) -> dict:
+    fwd_k, prep_k, main_k, post_k, or_k = kernels
+    q, do = inputs["q"], inputs["do"]
+    dev, dtype, nan = q.device, q.dtype, float("nan")
+    fwd_out = masked_family.run(fwd_k, fwd_case(case), inputs)  # checks mask and bias first
+    o, lse = fwd_out["O"], fwd_out["LSE"]
+
+    delta = torch.full((case.batch, case.heads, case.seqlen_q), nan, dtype=torch.float32, device=dev)
+    launch("preprocess", prep_k, o, do, delta)
+
+    p = masked_family.prepare(case, inputs)
+    active = masked_family.activity(or_k, case, p, case.block_m, case.block_n)
+    rows = -(-case.seqlen_q // bwd_family.DQ_ROW_PAD) * bwd_family.DQ_ROW_PAD
+    dq_acc = torch.zeros(layout.shape(case.layout, case.batch, rows, case.heads, case.head_dim),
+                         dtype=torch.float32, device=dev)
+    dk, dv = (torch.zeros(layout.shape(case.layout, case.batch, p["seq_k"], case.kv_heads, dim),
+                          dtype=torch.float32, device=dev) for dim in (case.head_dim, case.head_dim_v))
+    mb, mh = mask_dims(case)
+    dbias = torch.zeros(mb, mh, case.seqlen_q, p["seq_k"], dtype=torch.float32, device=dev)
+    launch("main", main_k, q, p["k"], p["v"], do, p["mask"], p["bias"], active, lse, delta, dq_acc, dk, dv, dbias)
+
+    dq = torch.full(layout.shape(case.layout, case.batch, case.seqlen_q, case.heads, case.head_dim), nan,
+                    dtype=dtype, device=dev)
+    launch("postprocess", post_k, dq_acc, dq)
+    n = case.seqlen_k
+    return {"dQ": dq, "dK": _keys(dk, case.layout, n).to(dtype), "dV": _keys(dv, case.layout, n).to(dtype),
+            "dBias": dbias[..., :n].to(dtype)}
+
+
+def contiguous(case) -> dict:
+    """The fragment-matched dQ keeps no two consecutive loop elements adjacent (bwd.dq_layout),
+    nor does dBias, added along the transposed score tile: their atomics must stay scalar."""
+    return {"dQ": 1, "dBias": 1}
+
+
+FAMILY = Family(
+    name="masked_bwd",
+    variants=VARIANTS,
+    head_dims=(64, 128),
+    # block_n >= 64 per warpgroup (bwd_family.fits), a multiple of 8 (the pad variant's runs), one
+    # stage (serial tile loops); head dim 128 fits only the last two (fp32 accumulator registers).
+    tiles=((64, 64, 1, 128), (64, 128, 1, 256), (32, 64, 1, 128), (32, 128, 1, 256), (16, 64, 1, 128)),
+    fits=fits,
+    build=build,
+    run=run,
+    make_inputs=make_inputs,
+    tensors=tensors,
+    reference=reference,
+    canonical=canonical,
+    contiguous=contiguous,
+    shared_kernels=frozenset({"preprocess", "postprocess"}),
+    locate=masked_family.locate,
+    masked=True,
+    aligned=frozenset({"Mask", "Bias"}),
+)
