@@ -33,7 +33,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
         try:
             kernel = fam.build(case, target)
         except Exception as e:
-            return oracle.failed(case, "compile", e, seconds={"compile": time.perf_counter() - t0})
+            return oracle.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
         seconds["compile"] = time.perf_counter() - t0
         try:
             found = hazards(fam, case, kernel)
