@@ -28,7 +28,11 @@ slot nobody primed); two successive waits of one role on one slot for the same p
 with a phase completed in between (the second returns on a stale phase); a wait on a barrier that TMA loads complete passing
 before any phase of it completed (reading a slot before its data landed); more arrivals in one
 phase than the barrier was initialized for.
-the late copy overwrites that buffer.
+
+unsynced_tma_stores: a TMA store of a shared buffer issued by one elected thread after the block's
+threads wrote that buffer, with no barrier (`__syncthreads`, `__sync_thread_partial`) in between:
+the bulk copy may read rows other warps have not written yet (TileLang 0.1.12's warp-specialized
+O epilogue, reproducer 80929a5b6a72). Straight-line order only: writes and stores in one body.
 
 unaligned_vectors: a vector load or store of N bytes (`*(uint4*)(Mask + off)`, a cp.async of N
 bytes from `&(Mask[off])`) needs its address to be a multiple of N. Named buffers only (a family's
@@ -512,6 +516,30 @@ def unaligned_vectors(source: str, buffers) -> list[Finding]:
     return findings
 
 
+_SYNC = re.compile(r"__syncthreads\(\)|__sync_thread_partial\(|\bbar\.sync\b")
+_SHARED_REF = re.compile(r"\(\(\w+\*\)(\w+)\)")
+_STMATRIX = re.compile(r"ptx_stmatrix\w*\(\(&\(\(\(\w+\*\)(\w+)\)")
+_TMA_STORE = re.compile(r"tl::tma_store\(\w+, \(&\(\(\(\w+\*\)(\w+)\)")
+
+
+def unsynced_tma_stores(source: str) -> list[Finding]:
+    shared = {m.group(1) for m in _BUFFER.finditer(source)}
+    written: dict[str, int] = {}  # shared buffer -> line of its latest write since the last barrier
+    found = []
+    for n, line in enumerate(source.splitlines(), 1):
+        if _SYNC.search(line):
+            written.clear()
+        m = _STMATRIX.search(line)
+        lhs, eq, _ = line.partition(" = ")
+        targets = {m.group(1)} if m else set(_SHARED_REF.findall(lhs)) if eq else set()
+        written.update((name, n) for name in targets & shared)
+        m = _TMA_STORE.search(line)
+        if m and m.group(1) in written:
+            found.append(Finding("unsynced_tma_stores", n, f"TMA store of {m.group(1)} after threads wrote it "
+                                 f"(line {written.pop(m.group(1))}) with no barrier in between"))
+    return found
+
+
 def check(source: str, contiguous: dict[str, int] | None = None, aligned=()) -> list[Finding]:
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
-            + atomics_on_locals(source) + unaligned_vectors(source, aligned))
+            + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source))

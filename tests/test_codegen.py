@@ -277,3 +277,28 @@ def test_divisor_reads_literal_factors_shifts_and_casts():
     assert codegen.divisor("a * seq_k + 8") == 1
     assert codegen.divisor("max(a, 8) * 16 + (x & 7) * 8") == 8
     assert codegen.divisor("c ? 16 : 3") == 1 and codegen.divisor("(a * 16") == 1
+
+
+# The O epilogue of the warp-specialized fwd kernel as TileLang 0.1.12 (no barrier) and 0.1.15
+# (a barrier before and after the writes) generate it, trimmed (reproducer 80929a5b6a72).
+_EPILOGUE = """\
+  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));
+  {sync}
+  for (int i_13 = 0; i_13 < 8; ++i_13) {{
+    tl::ptx_stmatrix_m8n8_x4((&(((half_t*)o_s)[((i_13 >> 2) * 8192)])), __pack_half2(a, b), c, d, e);
+  }}
+  {sync}
+  if (tl::tl_shuffle_elect<256>()) {{
+    tl::fence_proxy_async();
+    tl::tma_store(Out_desc, (&(((half_t*)o_s)[0])), 0, (((int)blockIdx.x) * 128), ((int)blockIdx.y), 0);
+    tl::tma_store(Out_desc, (&(((half_t*)o_s)[8192])), 64, (((int)blockIdx.x) * 128), ((int)blockIdx.y), 0);
+  }}
+"""
+
+
+def test_a_tma_store_of_a_buffer_the_threads_just_wrote_needs_a_barrier_between():
+    found = codegen.unsynced_tma_stores(_EPILOGUE.format(sync=""))
+    assert [(f.check, f.line) for f in found] == [("unsynced_tma_stores", 9)]  # one finding per buffer
+    assert "o_s" in found[0].message and "line 4" in found[0].message
+    assert codegen.unsynced_tma_stores(_EPILOGUE.format(sync="tl::__sync_thread_partial(3, 256);")) == []
+    assert codegen.unsynced_tma_stores(_EPILOGUE.format(sync="__syncthreads();")) == []
