@@ -140,11 +140,20 @@ def plots(df: pd.DataFrame) -> list[str]:
         counts = df.pivot_table(index="family", columns="verdict", values="case_id", aggfunc="count", fill_value=0)
         counts.plot.bar(ax=axes[0], stacked=True, rot=0, color=[COLORS.get(v, "#999999") for v in counts.columns])
         axes[0].set_ylabel("cases")
+        axes[0].legend(title="verdict", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig.subplots_adjust(wspace=0.45)  # room for that legend between the two plots
         times = df.dropna(subset=["compile_s"])
+        times = times[times["compile_s"] > 0]
         if not times.empty:
-            axes[1].hist([part["compile_s"] for _, part in times.groupby("family")], bins=20,
+            # Log bins: a load from TileLang's disk cache (under a second) and a cold compile (tens of
+            # seconds) are both "building a kernel", and a linear axis crushes the first into one bar.
+            import numpy as np
+            bins = np.geomspace(times["compile_s"].min(), times["compile_s"].max() * 1.01, 25)
+            axes[1].hist([part["compile_s"] for _, part in times.groupby("family")], bins=bins,
                          label=list(times.groupby("family").groups), stacked=True)
-            axes[1].set_xlabel("seconds to compile one kernel")
+            axes[1].set_xscale("log")
+            axes[1].set_xlabel("seconds to build one kernel in a worker (compile, or load from the disk cache)")
+            axes[1].set_ylabel("kernels")
             axes[1].legend(fontsize=8)
         out.append(_png(fig))
         plt.close(fig)
