@@ -226,10 +226,15 @@ def _last(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- one step
+def _env_of(target: Path) -> dict:
+    """The environment of a subprocess that imports the release installed in `target`."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                TILELANG_CACHE_DIR=str(target / ".kernel-cache"))
+
+
 def replay_in(target: Path, reproducer: Path, runs: int, logs: Path) -> tuple[int, str]:
     """`harness repro` with the release in `target`: (status, its evidence in one line)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               TILELANG_CACHE_DIR=str(target / ".kernel-cache"))
+    env = _env_of(target)
     p = subprocess.run([sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs),
                         "--logs", str(logs)], capture_output=True, text=True, env=env, timeout=3600)
     lines = [line.strip() for line in p.stdout.splitlines() if line.strip()]
@@ -398,4 +403,26 @@ def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, 
             log(f"  {v} {rep.id}: {cells[rep.id, v][1]}")
     for rep in reps:
         rows.append(f"| {rep.id} | " + " | ".join(words[cells[rep.id, v][0]] for v in versions) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def campaign_in(target: Path, cases: Path, out: Path) -> str:
+    """`harness run --cases-from` with the release in `target`: its verdict counts in one line."""
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases), "--out", str(out),
+                        "--reproducers", str(out / "reproducers")], capture_output=True, text=True, env=_env_of(target))
+    if p.returncode not in (0, 1):  # 2 bad input, 125 TileLang does not import: no verdicts
+        return f"cannot test (exit {p.returncode}): {_last(p.stderr)}"
+    done = out / "results.jsonl"
+    verdicts = [json.loads(line)["verdict"] for line in done.read_text().splitlines() if line.strip()]
+    return ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
+
+
+def cases_matrix(cases: Path, versions: list, releases: Releases, out: Path, log=print) -> str:
+    """A campaign's cases run on every release (compile-only without a GPU): verdict counts per release."""
+    rows = ["| release | verdicts |", "|---|---|"]
+    for v in versions:
+        target, why = releases.ensure(v)
+        cell = campaign_in(target, cases, out / f"tilelang-{v}") if target is not None else f"cannot test: {why}"
+        log(f"  {v}: {cell}")
+        rows.append(f"| {v} | {cell} |")
     return "\n".join(rows) + "\n"

@@ -205,22 +205,29 @@ def cmd_bisect(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from harness import bisect
+    from harness import bisect, campaign
 
     paths = sorted(Path(args.dir).glob("*.json"))
     releases = bisect.Releases(Path(args.envs).expanduser(), args.wheels and Path(args.wheels))
     try:
-        for p in paths:
-            record.load(p)
+        if args.cases_from:
+            campaign.load_cases(args.cases_from)
+        else:
+            for p in paths:
+                record.load(p)
         known = bisect.available(releases.wheels)
         wanted = [Version(v) for v in args.releases.split(",")]
         missing = [str(v) for v in wanted if v not in known]
         if missing:
             raise bisect.BisectError(f"not TileLang releases: {', '.join(missing)}")
-    except (record.RecordError, bisect.BisectError, InvalidVersion) as e:
+    except (record.RecordError, bisect.BisectError, campaign.CampaignError, InvalidVersion) as e:
         print(f"harness matrix: {e}", file=sys.stderr)
         return 2
-    print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=lambda line: print(line, file=sys.stderr)))
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if args.cases_from:
+        print(bisect.cases_matrix(Path(args.cases_from), sorted(wanted), releases, Path(args.out), log=log))
+    else:
+        print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=log))
     return 0
 
 
@@ -292,6 +299,9 @@ def parser() -> Parser:
     mx.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
     mx.add_argument("--wheels", help="install from the wheels in this directory, offline")
     mx.add_argument("--dir", default="reproducers", help="where reproducers live")
+    mx.add_argument("--cases-from", help="instead of the reproducers: run this campaign's cases (cases.jsonl) "
+                    "on each release and count the verdicts")
+    mx.add_argument("--out", default="reports/matrix", help="with --cases-from: one results directory per release")
     mx.set_defaults(func=cmd_matrix)
     rr = sub.add_parser("report", help="summary.md, results.csv and report.html (with plots) from a run's results")
     rr.add_argument("dir", help="a run's --out directory")

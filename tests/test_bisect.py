@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from harness import bisect, record
 from harness.bisect import BAD, GOOD, SKIP, BisectError
-from harness.case import Case
+from harness.case import Case, to_json
 from harness.oracle import result
 
 RELEASES = [Version(v) for v in ("0.1.6.post2", "0.1.7", "0.1.7.post3", "0.1.8", "0.1.10", "0.1.12", "0.1.15")]
@@ -241,3 +241,30 @@ def test_commit_mode_is_a_git_bisect_run_script(tmp_path, repo, reproducer):
     assert said[shas[5]][0] == SKIP and said[shas[5]][1].startswith("CANNOT TEST: HARNESS_ERROR (compile)")
     assert "No module named 'tilelang.language'" in said[shas[5]][1]
     assert (tmp_path / "envs" / "commits" / shas[5] / "site" / "tilelang" / "__init__.py").read_text() == "BUG = 'yes'\n"
+
+
+def test_a_cases_file_runs_on_every_release_and_its_verdicts_are_counted(tmp_path, monkeypatch, capsys):
+    from harness import cli
+
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(to_json(c) + "\n" for c in (Case(), Case(seed=1))))
+    ran = []
+
+    def campaign_in(target, path, out):
+        ran.append((target.name, path, out.name))
+        return "COMPILED 2" if target.name != "tilelang-0.1.12" else "COMPILE_ERROR 1, COMPILED 1"
+    monkeypatch.setattr(bisect, "campaign_in", campaign_in)
+    text = bisect.cases_matrix(cases, [Version("0.1.8"), Version("0.1.12"), Version("0.1.15")],
+                               FakeReleases(tmp_path / "envs"), tmp_path / "out", log=lambda line: None)
+    assert text.splitlines() == ["| release | verdicts |", "|---|---|",
+                                 "| 0.1.8 | cannot test: tilelang 0.1.8 does not install: no wheel for this platform |",
+                                 "| 0.1.12 | COMPILE_ERROR 1, COMPILED 1 |", "| 0.1.15 | COMPILED 2 |"]
+    assert ran == [("tilelang-0.1.12", cases, "tilelang-0.1.12"), ("tilelang-0.1.15", cases, "tilelang-0.1.15")]
+    # A cases file that does not load is a one-line error before anything is installed.
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "tilelang-0.1.15-cp38-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    cases.write_text(to_json(Case(heads=3, kv_heads=2)) + "\n")
+    assert cli.main(["matrix", "--releases", "0.1.15", "--cases-from", str(cases), "--wheels", str(tmp_path / "wheels"),
+                     "--envs", str(tmp_path / "envs2")]) == 2
+    assert capsys.readouterr().err.startswith(f"harness matrix: {cases} line 1: heads (3) must be a multiple")
+    assert not (tmp_path / "envs2").exists()
