@@ -39,14 +39,25 @@ def canonical(case, outputs) -> dict:
     return {"O": layout.to_canonical(outputs["O"], case.layout), "LSE": outputs["LSE"]}
 
 
-def run(kernel, case, inputs) -> dict:
-    q = inputs["q"]
+def outputs(case, q) -> tuple:
+    """O (in the case's layout) and LSE filled with NaN: an element the kernel never writes shows
+    up as NONFINITE."""
     shape = layout.shape(case.layout, case.batch, case.seqlen_q, case.heads, case.head_dim_v)
-    # NaN sentinels: an element the kernel never writes shows up as NONFINITE.
     out = torch.full(shape, float("nan"), dtype=q.dtype, device=q.device)
     lse = torch.full((case.batch, case.heads, case.seqlen_q), float("nan"), dtype=torch.float32, device=q.device)
-    launch("fwd", kernel, q, inputs["k"], inputs["v"], inputs["sinks"], out, lse)
-    return {"O": out, "LSE": lse}
+    return out, lse
+
+
+def runner(name: str):
+    """run(kernel, case, inputs) for a forward kernel named `name` taking (Q, K, V, Sinks, O, LSE)."""
+    def run(kernel, case, inputs) -> dict:
+        out, lse = outputs(case, inputs["q"])
+        launch(name, kernel, inputs["q"], inputs["k"], inputs["v"], inputs["sinks"], out, lse)
+        return {"O": out, "LSE": lse}
+    return run
+
+
+run = runner("fwd")
 
 
 FAMILY = Family(

@@ -5,26 +5,18 @@ kernel: a producer warpgroup, consumer warpgroups and a ring of `num_stages` K/V
 """
 from __future__ import annotations
 
-import torch
+from harness import reference
+from harness.kernels import Family, fwd_family
 
-from harness import layout, reference
-from harness.kernels import Family, fwd_family, launch
-
-SMEM_LIMIT = 160 * 1024
-ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per consumer thread
 PRODUCER_THREADS = 128      # ws.PRODUCER_THREADS (ws.py imports TileLang, this module must not)
 # The explicit barrier and TMA language ws.py is written in (older releases lack some of it).
 NEEDS = ("alloc_barrier", "mbarrier_wait_parity", "barrier_arrive", "tma_copy", "tma_store_wait", "shuffle_elect")
 
 
 def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
-    smem = 2 * (block_m * head_dim + num_stages * block_n * (head_dim + head_dim_v) + block_m * head_dim_v)
-    if smem > SMEM_LIMIT:
-        return f"shared memory {smem} B exceeds {SMEM_LIMIT} B"
-    consumers = threads - PRODUCER_THREADS
-    if block_m * head_dim_v // consumers > ACC_PER_THREAD_LIMIT:
-        return f"O accumulator needs {block_m * head_dim_v // consumers} registers per consumer thread"
-    return None
+    """The dense forward's rule (the same tiles in shared memory, the ring's slots its stages) for the
+    consumer threads, which alone hold the O accumulator."""
+    return fwd_family.fits(block_m, block_n, num_stages, threads - PRODUCER_THREADS, head_dim, head_dim_v)
 
 
 def build(case, target: str, primed=None):
@@ -37,16 +29,6 @@ def build(case, target: str, primed=None):
     return compat.compile(func, target, case.knobs, kernel="ws")
 
 
-def run(kernel, case, inputs) -> dict:
-    q = inputs["q"]
-    shape = layout.shape(case.layout, case.batch, case.seqlen_q, case.heads, case.head_dim_v)
-    # NaN sentinels: an element the kernel never writes shows up as NONFINITE.
-    out = torch.full(shape, float("nan"), dtype=q.dtype, device=q.device)
-    lse = torch.full((case.batch, case.heads, case.seqlen_q), float("nan"), dtype=torch.float32, device=q.device)
-    launch("ws", kernel, q, inputs["k"], inputs["v"], inputs["sinks"], out, lse)
-    return {"O": out, "LSE": lse}
-
-
 FAMILY = Family(
     name="ws",
     variants=("smem", "smem_swizzle", "direct", "tma"),
@@ -57,7 +39,7 @@ FAMILY = Family(
            (64, 32, 4, 256), (128, 64, 1, 384)),
     fits=fits,
     build=build,
-    run=run,
+    run=fwd_family.runner("ws"),
     make_inputs=reference.make_inputs,
     tensors=fwd_family.tensors,
     reference=reference.forward,
