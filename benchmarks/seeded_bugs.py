@@ -116,7 +116,7 @@ MUTANTS = [
            "the smem epilogue stores O into the next query block's rows: needs the smem variant"),
     Mutant("masked_chunk_off_by_one", "masked_fwd", K + "masked.py", "else buf[b, h, q, k0 // vec + c, e]",
            "else buf[b, h, q, k0 // vec + c + 1, e]",
-           "a full tile's mask and bias read one 8-key run too far: needs the pad variant and a full tile"),
+           "a full tile's mask and bias read one 16-byte run too far: needs the pad variant and a full tile"),
     Mutant("masked_ragged_key_off_by_one", "masked_fwd", K + "masked.py", "return buf[b, h, q, k] if vec == 1 else",
            "return buf[b, h, q, k + 1] if vec == 1 else",
            "mask and bias read one key too far: needs the ragged variant and a mask that is not all true"),

@@ -111,15 +111,16 @@ def test_patterns_are_what_they_say_and_follow_the_seed(mask):
         assert m[0, 0, i.squeeze(1), (i + 80).squeeze(1)].all() and not m[0, 0, 0, 0]
 
 
-def test_pad_variant_pads_keys_to_a_multiple_of_8_with_the_mask_off():
-    c = case(variant="pad", seqlen_k=13)
+def test_pad_variant_pads_keys_to_8_and_mask_and_bias_rows_to_16_bytes_with_the_mask_off():
+    c = case(variant="pad", seqlen_k=21)
     inputs = masked_bwd_family.make_inputs(c, "cpu")
     p = masked_family.prepare(c, inputs)
-    assert p["seq_k"] == 16 and p["mask"].shape == (2, 4, 9, 2, 8) and p["bias"].shape == (2, 4, 9, 2, 8)
-    assert not p["mask"].reshape(2, 4, 9, 16)[..., 13:].any()
-    assert p["k"].shape == (2, 2, 16, 64) and (p["k"][:, :, 13:] == 0).all()
+    assert p["seq_k"] == 24 and p["k"].shape == (2, 2, 24, 64) and (p["k"][:, :, 21:] == 0).all()
+    assert p["mask"].shape == (2, 4, 9, 2, 16) and p["bias"].shape == (2, 4, 9, 3, 8)
+    assert not p["mask"].reshape(2, 4, 9, 32)[..., 21:].any()
+    assert torch.equal(p["mask"].reshape(2, 4, 9, 32)[..., :21], inputs["mask"])
     ragged = masked_family.prepare(c.replace(variant="ragged"), inputs)
-    assert ragged["seq_k"] == 13 and ragged["mask"] is inputs["mask"]
+    assert ragged["seq_k"] == 21 and ragged["mask"] is inputs["mask"]
 
 
 @pytest.mark.parametrize("change, message", [

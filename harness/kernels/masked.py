@@ -6,9 +6,9 @@ with mask_batch in (batch, 1) and mask_heads in (heads, 1) (broadcast); dBias is
 fp32 with atomic adds, so the broadcast dimensions are summed in the kernel.
 
 Variants (how keys not divisible by 8 are handled, fixed at compile time):
-  pad     the host pads keys to a multiple of 8 (mask 0 there); Mask and Bias come as
-          [.., seq_q, seq_k / 8, 8], so every row starts at a multiple of 8 elements and a full
-          tile is copied 8 elements at a time (8 bytes of mask, 16 bytes of fp16/bf16 bias).
+  pad     the host pads K and V to a multiple of 8 keys (mask 0 there) and stores every mask and
+          bias row with a pitch of 16 bytes: Mask as [.., seq_q, chunks, 16], Bias as
+          [.., seq_q, chunks, 8], so a full tile is copied 16 bytes at a time.
   ragged  any seq_k; a row may start anywhere, so full tiles are copied element by element.
 In both, a tile that crosses seq_q or seq_k (chosen per tile; uniform within a block) takes the
 guarded element-wise path that clears what lies out of range (mask 0: the key is not seen).
@@ -27,30 +27,34 @@ import math
 import tilelang.language as T
 
 from harness import compat, layout
+from harness.kernels.masked_family import ALIGN
 
 LOG2E = 1.4426950408889634
 ACCUM = "float32"
 MASK = "uint8"
-VEC = {"pad": 8, "ragged": 1}  # elements every mask/bias row start is a multiple of
-VARIANTS = tuple(VEC)
+VARIANTS = ("pad", "ragged")
+BYTES = {"uint8": 1, "float16": 2, "bfloat16": 2}
 
 
-def mask_shape(variant, mask_batch, mask_heads, seq_q, seq_k, key_chunks):
-    if VEC[variant] == 1:
+def vec(variant, dtype):
+    """Elements a mask or bias row's start is a multiple of: 16 bytes' worth in `pad`."""
+    return ALIGN // BYTES[dtype] if variant == "pad" else 1
+
+
+def mask_shape(vec, mask_batch, mask_heads, seq_q, seq_k, chunks):
+    if vec == 1:
         return [mask_batch, mask_heads, seq_q, seq_k]
-    return [mask_batch, mask_heads, seq_q, key_chunks, VEC[variant]]
+    return [mask_batch, mask_heads, seq_q, chunks, vec]
 
 
-def at(buf, variant, b, h, q, k):
-    """Element (q, k) of a mask or bias plane, in the variant's storage."""
-    vec = VEC[variant]
+def at(buf, vec, b, h, q, k):
+    """Element (q, k) of a mask or bias plane stored in runs of `vec`."""
     return buf[b, h, q, k] if vec == 1 else buf[b, h, q, k // vec, k % vec]
 
 
-def chunk(buf, variant, b, h, q, k0, c, e):
-    """Element e of the c-th run of VEC elements from key k0 (k0 a multiple of VEC): written so
+def chunk(buf, vec, b, h, q, k0, c, e):
+    """Element e of the c-th run of `vec` elements from key k0 (k0 a multiple of vec): written so
     that the innermost index is the loop variable e, which a vectorizer can widen."""
-    vec = VEC[variant]
     return buf[b, h, q, k0 + c * vec + e] if vec == 1 else buf[b, h, q, k0 // vec + c, e]
 
 
@@ -68,22 +72,23 @@ def block_or(mask_per_batch, mask_per_head, heads, variant, block_m, block_n):
     Active must be zeroed before the launch: every thread that sees a true element writes the
     same 1, so the race between them is benign."""
     batch, seq_q, seq_k = T.symbolic("batch"), T.symbolic("seq_q"), T.symbolic("seq_k")
-    key_chunks, q_blocks, k_blocks = T.symbolic("key_chunks"), T.symbolic("q_blocks"), T.symbolic("k_blocks")
+    mask_chunks, q_blocks, k_blocks = T.symbolic("mask_chunks"), T.symbolic("q_blocks"), T.symbolic("k_blocks")
     mb, mh = _dims(mask_per_batch, mask_per_head, batch, heads)
+    mvec = vec(variant, MASK)
 
     @T.prim_func
     def active(
-        Mask: compat.Tensor(mask_shape(variant, mb, mh, seq_q, seq_k, key_chunks), MASK),
+        Mask: compat.Tensor(mask_shape(mvec, mb, mh, seq_q, seq_k, mask_chunks), MASK),
         Active: compat.Tensor([mb, mh, q_blocks, k_blocks], "int32"),
     ):
         with T.Kernel(k_blocks, q_blocks, mb * mh, threads=128) as (bx, by, bz):
             b, h = bz // mh, bz % mh
             q0, k0 = by * block_m, bx * block_n
-            keys = seq_k if VEC[variant] == 1 else key_chunks * VEC[variant]  # pad: the padded length
+            keys = seq_k if mvec == 1 else mask_chunks * mvec  # pad: the padded pitch (mask 0 there)
             for i in T.Parallel(block_m):
                 for j in T.serial(block_n):
                     if q0 + i < seq_q and k0 + j < keys:
-                        if at(Mask, variant, b, h, q0 + i, k0 + j) != 0:
+                        if at(Mask, mvec, b, h, q0 + i, k0 + j) != 0:
                             Active[b, h, by, bx] = 1
 
     return active
@@ -94,9 +99,10 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
     """O [layout] and LSE [batch, heads, seq_q] (natural log; -inf for a row with no true element)."""
     if variant not in VARIANTS:
         raise ValueError(f"masked has no variant {variant!r}")
-    vec = VEC[variant]
+    mvec, bvec = vec(variant, MASK), vec(variant, dtype)
     batch, seq_q, seq_k = T.symbolic("batch"), T.symbolic("seq_q"), T.symbolic("seq_k")
-    key_chunks, q_blocks, k_blocks = T.symbolic("key_chunks"), T.symbolic("q_blocks"), T.symbolic("k_blocks")
+    mask_chunks, bias_chunks = T.symbolic("mask_chunks"), T.symbolic("bias_chunks")
+    q_blocks, k_blocks = T.symbolic("q_blocks"), T.symbolic("k_blocks")
     mb, mh = _dims(mask_per_batch, mask_per_head, batch, heads)
     group = heads // kv_heads
     scale = LOG2E / math.sqrt(head_dim)
@@ -105,7 +111,8 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
     k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
     v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
     o_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
-    m_shape = mask_shape(variant, mb, mh, seq_q, seq_k, key_chunks)
+    m_shape = mask_shape(mvec, mb, mh, seq_q, seq_k, mask_chunks)
+    b_shape = mask_shape(bvec, mb, mh, seq_q, seq_k, bias_chunks)
 
     @T.prim_func
     def main(
@@ -113,7 +120,7 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
         K: compat.Tensor(k_shape, dtype),
         V: compat.Tensor(v_shape, dtype),
         Mask: compat.Tensor(m_shape, MASK),
-        Bias: compat.Tensor(m_shape, dtype),
+        Bias: compat.Tensor(b_shape, dtype),
         Active: compat.Tensor([mb, mh, q_blocks, k_blocks], "int32"),
         Out: compat.Tensor(o_shape, dtype),
         Lse: compat.Tensor([batch, heads, seq_q], ACCUM),
@@ -152,21 +159,21 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
                 if Active[b, h, bx, kb] != 0:
                     k0 = kb * block_n
                     if q0 + block_m <= seq_q and k0 + block_n <= seq_k:
-                        # Full tile: runs of `vec` elements, each starting at a multiple of vec.
-                        for i, c, e in T.Parallel(block_m, block_n // vec, vec):
-                            mask_s[i, c * vec + e] = chunk(Mask, variant, b, h, q0 + i, k0, c, e)
+                        # Full tile: 16-byte runs in `pad`, each starting at a multiple of 16 bytes.
+                        for i, c, e in T.Parallel(block_m, block_n // mvec, mvec):
+                            mask_s[i, c * mvec + e] = chunk(Mask, mvec, b, h, q0 + i, k0, c, e)
                         if bias:
-                            for i, c, e in T.Parallel(block_m, block_n // vec, vec):
-                                bias_s[i, c * vec + e] = chunk(Bias, variant, b, h, q0 + i, k0, c, e)
+                            for i, c, e in T.Parallel(block_m, block_n // bvec, bvec):
+                                bias_s[i, c * bvec + e] = chunk(Bias, bvec, b, h, q0 + i, k0, c, e)
                     else:
                         # Ragged tile: element by element, out-of-range cleared (mask 0 = not seen).
                         for i, j in T.Parallel(block_m, block_n):
                             mask_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                          at(Mask, variant, b, h, q0 + i, k0 + j), 0)
+                                                          at(Mask, mvec, b, h, q0 + i, k0 + j), 0)
                         if bias:
                             for i, j in T.Parallel(block_m, block_n):
                                 bias_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                              at(Bias, variant, b, h, q0 + i, k0 + j), 0)
+                                                              at(Bias, bvec, b, h, q0 + i, k0 + j), 0)
                     T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
                     T.clear(acc_s)
                     T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
@@ -211,10 +218,11 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
 
     if variant not in VARIANTS:
         raise ValueError(f"masked has no variant {variant!r}")
-    vec = VEC[variant]
+    mvec, bvec = vec(variant, MASK), vec(variant, dtype)
     batch, seq_q, seq_k = T.symbolic("batch"), T.symbolic("seq_q"), T.symbolic("seq_k")
     seq_q_acc = T.symbolic("seq_q_acc")
-    key_chunks, q_blocks, k_blocks = T.symbolic("key_chunks"), T.symbolic("q_blocks"), T.symbolic("k_blocks")
+    mask_chunks, bias_chunks = T.symbolic("mask_chunks"), T.symbolic("bias_chunks")
+    q_blocks, k_blocks = T.symbolic("q_blocks"), T.symbolic("k_blocks")
     mb, mh = _dims(mask_per_batch, mask_per_head, batch, heads)
     group = heads // kv_heads
     sm_scale = 1.0 / math.sqrt(head_dim)
@@ -224,7 +232,8 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
     k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
     v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
     dq_shape = layout.shape(lay, batch, seq_q_acc, heads, head_dim)
-    m_shape = mask_shape(variant, mb, mh, seq_q, seq_k, key_chunks)
+    m_shape = mask_shape(mvec, mb, mh, seq_q, seq_k, mask_chunks)
+    b_shape = mask_shape(bvec, mb, mh, seq_q, seq_k, bias_chunks)
 
     @T.prim_func
     def main(
@@ -233,7 +242,7 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
         V: compat.Tensor(v_shape, dtype),
         dO: compat.Tensor(do_shape, dtype),
         Mask: compat.Tensor(m_shape, MASK),
-        Bias: compat.Tensor(m_shape, dtype),
+        Bias: compat.Tensor(b_shape, dtype),
         Active: compat.Tensor([mb, mh, q_blocks, k_blocks], "int32"),
         Lse: compat.Tensor([batch, heads, seq_q], ACCUM),
         Delta: compat.Tensor([batch, heads, seq_q], ACCUM),
@@ -279,19 +288,19 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
                 if Active[b, h, qb, bx] != 0:
                     q0 = qb * block_m
                     if q0 + block_m <= seq_q and k0 + block_n <= seq_k:
-                        for i, c, e in T.Parallel(block_m, block_n // vec, vec):
-                            mask_s[i, c * vec + e] = chunk(Mask, variant, b, h, q0 + i, k0, c, e)
+                        for i, c, e in T.Parallel(block_m, block_n // mvec, mvec):
+                            mask_s[i, c * mvec + e] = chunk(Mask, mvec, b, h, q0 + i, k0, c, e)
                         if bias:
-                            for i, c, e in T.Parallel(block_m, block_n // vec, vec):
-                                bias_s[i, c * vec + e] = chunk(Bias, variant, b, h, q0 + i, k0, c, e)
+                            for i, c, e in T.Parallel(block_m, block_n // bvec, bvec):
+                                bias_s[i, c * bvec + e] = chunk(Bias, bvec, b, h, q0 + i, k0, c, e)
                     else:
                         for i, j in T.Parallel(block_m, block_n):
                             mask_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                          at(Mask, variant, b, h, q0 + i, k0 + j), 0)
+                                                          at(Mask, mvec, b, h, q0 + i, k0 + j), 0)
                         if bias:
                             for i, j in T.Parallel(block_m, block_n):
                                 bias_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                              at(Bias, variant, b, h, q0 + i, k0 + j), 0)
+                                                              at(Bias, bvec, b, h, q0 + i, k0 + j), 0)
                     T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
                     T.copy(layout.rows(dO, lay, bz, by, q0, block_m), do_s)
                     # Element-wise: a tile copy becomes a TMA load that needs seq_q * 4 % 16 == 0 (bwd.py).

@@ -124,7 +124,7 @@ FAMILY = Family(
     name="masked_bwd",
     variants=VARIANTS,
     head_dims=(64, 128),
-    # block_n >= 64 per warpgroup (bwd_family.fits), a multiple of 8 (the pad variant's runs), one
+    # block_n >= 64 per warpgroup (bwd_family.fits), a multiple of 16 (the pad variant's runs), one
     # stage (serial tile loops); head dim 128 fits only the last two (fp32 accumulator registers).
     tiles=((64, 64, 1, 128), (64, 128, 1, 256), (32, 64, 1, 128), (32, 128, 1, 256), (16, 64, 1, 128)),
     fits=fits,

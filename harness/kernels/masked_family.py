@@ -2,8 +2,8 @@
 
 A case's `mask` names a pattern (harness.case.MASKS) from which make_inputs draws the mask with
 the case's seed; `mask_broadcast` gives its shape over (batch, heads), shared by the bias;
-`bias` adds a random bias. Variants: `pad` (the host pads keys to a multiple of 8, mask 0 there)
-and `ragged` (the kernel takes any key length). Before any kernel runs, `check_inputs` rejects a
+`bias` adds a random bias. Variants: `pad` (the host pads K and V to a multiple of 8 keys and the
+mask and bias rows to a 16-byte pitch, mask 0 there) and `ragged` (the kernel takes any key length). Before any kernel runs, `check_inputs` rejects a
 mask or bias of the wrong dtype, shape or strides. The reference is the dense one with the mask
 as `seen` and the bias added to the scaled scores: a row with no true element gives O = 0 and
 LSE = -inf.
@@ -19,7 +19,7 @@ from harness.kernels import Family, fwd_family, launch
 
 VARIANTS = ("pad", "ragged")
 KEY_PAD = 8      # `pad`: keys padded to a multiple of this
-ALIGN = 16       # bytes: the widest vector load of a mask or bias row
+ALIGN = 16       # bytes: the widest vector copy of a mask or bias row, and a `pad` row's pitch
 BIAS_STD = 2.0   # bias on the scale of the scaled scores, large enough to reorder them
 
 
@@ -150,10 +150,18 @@ def _pad_keys(x, lay, extra):
     return layout.from_canonical(F.pad(layout.to_canonical(x, lay), (0, 0, 0, extra)), lay)
 
 
+def _pitched(x, keys):
+    """A mask or bias [.., seq_q, seq_k] with rows padded (zeros) to a multiple of 16 bytes and
+    viewed as [.., seq_q, chunks, 16 bytes' worth]: what the `pad` kernels read."""
+    run = ALIGN // x.element_size()
+    x = F.pad(x, (0, -keys % run))
+    return x.view(*x.shape[:3], -1, run)
+
+
 def prepare(case, inputs) -> dict:
     """What the kernels read: k, v, mask, bias (zeros without a bias: never read) and the key
-    length they see, `seq_k`. The `pad` variant pads keys to a multiple of 8 (mask 0 there) and
-    views mask and bias as [.., seq_q, seq_k / 8, 8]."""
+    length they see, `seq_k`. The `pad` variant pads K and V to a multiple of 8 keys and the
+    mask and bias rows to a pitch of 16 bytes (mask 0 in the padding)."""
     check_inputs(case, inputs)
     k, v, mask = inputs["k"], inputs["v"], inputs["mask"]
     bias = inputs["bias"] if case.bias else torch.zeros(mask.shape, dtype=k.dtype, device=k.device)
@@ -161,9 +169,8 @@ def prepare(case, inputs) -> dict:
         return {"k": k, "v": v, "mask": mask, "bias": bias, "seq_k": case.seqlen_k}
     extra = -case.seqlen_k % KEY_PAD
     k, v = _pad_keys(k, case.layout, extra), _pad_keys(v, case.layout, extra)
-    mask, bias = (F.pad(x, (0, extra)) for x in (mask, bias))
-    return {"k": k, "v": v, "mask": mask.view(*mask.shape[:3], -1, KEY_PAD),
-            "bias": bias.view(*bias.shape[:3], -1, KEY_PAD), "seq_k": case.seqlen_k + extra}
+    return {"k": k, "v": v, "mask": _pitched(mask, case.seqlen_k), "bias": _pitched(bias, case.seqlen_k),
+            "seq_k": case.seqlen_k + extra}
 
 
 def activity(kernel, case, prepared, block_m, block_n) -> torch.Tensor:
@@ -242,7 +249,7 @@ FAMILY = Family(
     name="masked_fwd",
     variants=VARIANTS,
     head_dims=(64, 128),
-    # (block_m, block_n, num_stages, threads): block_n a multiple of 8 (the pad variant's runs);
+    # (block_m, block_n, num_stages, threads): block_n a multiple of 16 (the pad variant's runs);
     # one stage, as the tile loops are serial (masked.py says why).
     tiles=((64, 64, 1, 128), (128, 64, 1, 256), (64, 128, 1, 128), (128, 128, 1, 256)),
     fits=fits,
