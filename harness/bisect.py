@@ -29,6 +29,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from harness.environment import gpu_count
+
 GOOD, BAD, SKIP = 0, 1, 125
 # Linked by TileLang's libraries through relative rpaths (0.1.10: "libz3.so.4.15: cannot open
 # shared object file" with z3 elsewhere on the path), so they are installed into each release's tree.
@@ -38,6 +40,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 class BisectError(ValueError):
     """Bad input or a bisect that cannot go on; the message is one line."""
+
+
+WORDS = {GOOD: "good", BAD: "bad", SKIP: "skip"}
+
+class Pending(BisectError):
+    """The next step cannot run on this machine: its release is not at hand (no index, no wheel),
+    or the reproducer needs a GPU. The state file keeps every step so far, so the same command
+    continues wherever that step can run (one release per machine, say)."""
 
 
 # ----------------------------------------------------------------------------- versions
@@ -111,8 +121,19 @@ class Releases:
     def path(self, version) -> Path:
         return self.root / f"tilelang-{version}"
 
+    def at_hand(self, version) -> bool:
+        return (self.path(version) / ".complete").exists()
+
+    def get(self, version) -> tuple[Path | None, str]:
+        """ensure(), with a release that cannot be had here as a reason, not an error."""
+        try:
+            return self.ensure(version)
+        except Pending as e:
+            return None, str(e)
+
     def ensure(self, version) -> tuple[Path | None, str]:
-        """(directory, "") with the release installed, or (None, why it cannot be)."""
+        """(directory, "") with the release installed, or (None, why it does not install);
+        Pending when it cannot be had here at all."""
         target = self.path(version)
         if (target / ".complete").exists():
             return target, ""
@@ -125,7 +146,8 @@ class Releases:
                              capture_output=True, text=True, timeout=1800)
         wheel = next(iter(sorted(download.glob(f"tilelang-{version}-*.whl"))), None)
         if got.returncode or wheel is None:
-            return None, f"tilelang {version} cannot be downloaded: {_last(got.stderr)}"
+            raise Pending(f"tilelang {version} is not in {self.root} and cannot be downloaded here "
+                          f"({_last(got.stderr)}); give --wheels, or unpack it into {target} with a .complete file")
         why = install(wheel, target, source)
         if why:
             return None, f"tilelang {version} does not install: {why}"
@@ -171,6 +193,9 @@ class Commits:
 
     def path(self, sha) -> Path:
         return self.root / "commits" / str(sha)
+
+    def at_hand(self, sha) -> bool:
+        return (self.path(sha) / "site" / ".complete").exists()
 
     def ensure(self, sha) -> tuple[Path | None, str]:
         target = self.path(sha) / "site"
@@ -280,16 +305,17 @@ class Bisect:
     runs: int = 1
     log: callable = print
     steps: dict = field(default_factory=dict)   # version -> {"status", "evidence", "seconds"}
+    order: list = field(default_factory=list)   # what the search walks, saved: a resumed bisect needs no index
 
     def __post_init__(self):
         if self.state_path.exists():
             state = json.loads(self.state_path.read_text())
             same = (state.get("reproducer"), state.get("good"), state.get("bad"), state.get("runs")) == \
-                (str(self.reproducer), self.good, self.bad, self.runs)
+                (self.reproducer.name, self.good, self.bad, self.runs)  # the file name: checkouts move
             if not same:
                 raise BisectError(f"{self.state_path} holds another bisect: {state.get('reproducer')} "
                                   f"{state.get('good')}..{state.get('bad')}; remove it or pass another --state")
-            self.steps = state["steps"]
+            self.steps, self.order = state["steps"], state.get("order", [])
             if self.steps:
                 self.log(f"resuming: {len(self.steps)} step(s) already in {self.state_path}")
 
@@ -309,17 +335,28 @@ class Bisect:
 
     def _save(self):
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        state = {"reproducer": str(self.reproducer), "good": self.good, "bad": self.bad, "runs": self.runs,
-                 "steps": self.steps}
+        state = {"reproducer": self.reproducer.name, "good": self.good, "bad": self.bad, "runs": self.runs,
+                 "order": self.order, "steps": self.steps}
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.state_path)  # a kill mid-write leaves the previous state, never half of one
 
-    def run(self, order: list) -> str:
-        """Search `order` (from the good endpoint to the bad one) and return the report."""
-        self.log(f"{len(order)} {self.releases.kind}s from {order[0]} to {order[-1]}")
-        lo, hi, skipped = search(order, self.test)
-        return report(self, order, lo, hi, skipped)
+    def run(self, order: list | None = None) -> str:
+        """Search `order` (from the good endpoint to the bad one; the saved one when resuming) and
+        return the report. Endpoints whose releases are at hand are tested first, in either order."""
+        if not self.order:
+            self.order = [str(v) for v in order]
+        self._save()
+        self.log(f"{len(self.order)} {self.releases.kind}s from {self.order[0]} to {self.order[-1]}")
+        from harness import record
+
+        if record.load(self.reproducer).observed["verdict"] != "COMPILE_ERROR" and not gpu_count():
+            raise Pending("the reproducer is numerical and this machine has no GPU")
+        for end in (self.order[0], self.order[-1]):
+            if self.releases.at_hand(end):
+                self.test(end)
+        lo, hi, skipped = search(self.order, self.test)
+        return report(self, self.order, lo, hi, skipped)
 
 
 def report(b: Bisect, order, lo, hi, skipped) -> str:
@@ -338,11 +375,10 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
         headline += (f" Untestable releases between them ({', '.join(str(order[i]) for i in skipped)}) "
                      "leave the change somewhere in that range.")
     rows = [f"| {kind} | result | evidence | seconds |", "|---|---|---|---|"]
-    names = {GOOD: "good", BAD: "bad", SKIP: "skip"}
     for v in order:
         step = b.steps.get(str(v))
         if step:
-            rows.append(f"| {v} | {names[step['status']]} | {step['evidence'].replace('|', '/')} | {step['seconds']} |")
+            rows.append(f"| {v} | {WORDS[step['status']]} | {step['evidence'].replace('|', '/')} | {step['seconds']} |")
     where = (f" --repo {b.releases.repo} --build '{b.releases.build}'" if kind == "commit" else "")
     cmd = (f"harness bisect {b.reproducer} --good {b.good} --bad {b.bad} --envs {b.releases.root}{where}"
            + (f" --runs {b.runs}" if b.runs > 1 else ""))
@@ -374,7 +410,7 @@ def _older(b, first, last) -> bool:
     """Whether the walk goes forward in time (a regression) rather than back (a fix)."""
     if b.releases.kind == "commit":
         return b.releases._git("merge-base", "--is-ancestor", str(first), str(last), check=False).returncode == 0
-    return first < last
+    return Version(str(first)) < Version(str(last))
 
 
 def _version(name) -> str:
@@ -394,7 +430,7 @@ def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, 
     rows = ["| reproducer | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
     cells = {}
     for v in versions:
-        target, why = releases.ensure(v)
+        target, why = releases.get(v)
         for rep, path in zip(reps, reproducers):
             if target is None:
                 cells[rep.id, v] = (SKIP, why)
@@ -421,7 +457,7 @@ def cases_matrix(cases: Path, versions: list, releases: Releases, out: Path, log
     """A campaign's cases run on every release (compile-only without a GPU): verdict counts per release."""
     rows = ["| release | verdicts |", "|---|---|"]
     for v in versions:
-        target, why = releases.ensure(v)
+        target, why = releases.get(v)
         cell = campaign_in(target, cases, out / f"tilelang-{v}") if target is not None else f"cannot test: {why}"
         log(f"  {v}: {cell}")
         rows.append(f"| {v} | {cell} |")

@@ -187,14 +187,20 @@ def cmd_bisect(args) -> int:
                 status, evidence = bisect.replay_in(target, path.resolve(), args.runs, envs / "logs" / sha)
                 print(evidence)
                 return status
-            order = provider.order(args.good, args.bad)
         else:
             provider = bisect.Releases(envs, args.wheels and Path(args.wheels))
-            order = bisect.between(bisect.available(provider.wheels), args.good, args.bad)
         tag = f"{rep.id}-{args.good}-{args.bad}".replace("/", "_")
         state = Path(args.state) if args.state else envs / f"bisect-{tag}.json"
         run = bisect.Bisect(path.resolve(), args.good, args.bad, provider, state, args.runs, log=log)
-        text = run.run(order)
+        if not run.order:  # a resumed bisect walks its saved order: no index needed
+            run.order = (provider.order(args.good, args.bad) if args.repo else
+                         [str(v) for v in bisect.between(bisect.available(provider.wheels), args.good, args.bad)])
+        text = run.run()
+    except bisect.Pending as e:
+        done = ", ".join(f"{v} {bisect.WORDS[s['status']]}" for v, s in run.steps.items()) or "none"
+        print(f"harness bisect: paused: {e}\nsteps so far: {done}; state: {state}\n"
+              "run the same command where that step can run", file=sys.stderr)
+        return 3
     except bisect.BisectError as e:
         print(f"harness bisect: {e}", file=sys.stderr)
         return 2

@@ -138,6 +138,67 @@ def test_a_fix_is_reported_as_a_fix(tmp_path, reproducer, monkeypatch):
     assert "**Fixed in 0.1.12; the last release with the bug is 0.1.10.**" in text
 
 
+class OneRelease(bisect.Releases):
+    """A machine that holds one unpacked release and reaches no package index."""
+    here = None
+
+    def ensure(self, version):
+        if str(version) != self.here:
+            raise bisect.Pending(f"tilelang {version} is not here")
+        return self.path(version), ""
+
+    def at_hand(self, version):
+        return str(version) == self.here
+
+
+def test_a_bisect_continues_one_release_per_machine_from_its_state_file(tmp_path, reproducer, monkeypatch):
+    """Each machine holds one release: the bisect tests what it can, pauses, and the next machine,
+    with no index, walks the saved order from the saved steps. The fix lies between 0.1.12 and 0.1.15."""
+    tested = []
+
+    def replay_in(target, rep, runs, logs):
+        version = target.name.split("-", 1)[1]
+        tested.append(version)
+        return (GOOD, "NOT REPRODUCED") if version == "0.1.15" else (BAD, "REPRODUCED")
+
+    monkeypatch.setattr(bisect, "replay_in", replay_in)
+    state, releases = tmp_path / "state.json", OneRelease(tmp_path / "envs")
+    first = bisect.Bisect(reproducer, "0.1.15", "0.1.10", releases, state, log=lambda line: None)
+    releases.here = "0.1.10"  # the bad endpoint, though the search would start with the good one
+    with pytest.raises(bisect.Pending, match="0.1.15 is not here"):
+        first.run(bisect.between(RELEASES, "0.1.15", "0.1.10"))
+    saved = json.loads(state.read_text())
+    assert saved["order"] == ["0.1.15", "0.1.12", "0.1.10"] and list(saved["steps"]) == ["0.1.10"]
+    for here in ("0.1.15", "0.1.12"):
+        releases.here = here
+        b = bisect.Bisect(reproducer, "0.1.15", "0.1.10", releases, state, log=lambda line: None)
+        assert b.order == saved["order"]
+        try:
+            text = b.run()
+        except bisect.Pending:
+            continue
+    assert tested == ["0.1.10", "0.1.15", "0.1.12"]  # each release tested once, where it was
+    assert "**Fixed in 0.1.15; the last release with the bug is 0.1.12.**" in text
+
+
+def test_a_numerical_bisect_pauses_on_a_machine_without_a_gpu(tmp_path, monkeypatch, capsys):
+    from harness import cli
+
+    r = result(Case(seqlen_q=130, seqlen_k=77), "MISMATCH", "judge", "O: max error 1 > tolerance 0.01")
+    rep = record.write(r, {"tilelang": "0.1.12"}, tmp_path / "reproducers")
+    monkeypatch.setattr(bisect, "gpu_count", lambda: 0)
+    (tmp_path / "wheels").mkdir()
+    for v in ("0.1.12", "0.1.14", "0.1.15"):
+        (tmp_path / "wheels" / f"tilelang-{v}-cp38-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    state = tmp_path / "b.json"
+    argv = ["bisect", str(rep), "--good", "0.1.15", "--bad", "0.1.12", "--wheels", str(tmp_path / "wheels"),
+            "--envs", str(tmp_path / "envs"), "--state", str(state)]
+    assert cli.main(argv) == 3
+    err = capsys.readouterr().err
+    assert "paused: the reproducer is numerical and this machine has no GPU" in err and "steps so far: none" in err
+    assert json.loads(state.read_text())["order"] == ["0.1.15", "0.1.14", "0.1.12"]  # planned: the GPU machine needs no index
+
+
 def test_bad_versions_are_one_line_errors(tmp_path, reproducer, capsys):
     from harness import cli
 

@@ -3,8 +3,9 @@
 A case's `mask` names a pattern (harness.case.MASKS) from which make_inputs draws the mask with
 the case's seed; `mask_broadcast` gives its shape over (batch, heads), shared by the bias;
 `bias` adds a random bias. Variants: `pad` (the host pads K and V to a multiple of 8 keys and the
-mask and bias rows to a 16-byte pitch, mask 0 there) and `ragged` (the kernel takes any key length). Before any kernel runs, `check_inputs` rejects a
-mask or bias of the wrong dtype, shape or strides. The reference is the dense one with the mask
+mask and bias rows to a 16-byte pitch, mask 0 there) and `ragged` (the kernel takes any key
+length). Before any kernel runs, `check_inputs` rejects a mask or bias of the wrong dtype, shape
+or strides. The reference is the dense one with the mask
 as `seen` and the bias added to the scaled scores: a row with no true element gives O = 0 and
 LSE = -inf.
 """
