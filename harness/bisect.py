@@ -421,8 +421,11 @@ def _version(name) -> str:
 
 
 # ----------------------------------------------------------------------------- the release matrix
-def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print) -> str:
-    """Every reproducer replayed on every release: a markdown table of REPRODUCED / NOT / CANNOT TEST."""
+def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print, jobs=1) -> str:
+    """Every reproducer replayed on every release (`jobs` at a time): a markdown table of
+    REPRODUCED / NOT / CANNOT TEST."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from harness import record
 
     words = {GOOD: "not reproduced", BAD: "**REPRODUCED**", SKIP: "cannot test"}
@@ -431,12 +434,14 @@ def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, 
     cells = {}
     for v in versions:
         target, why = releases.get(v)
-        for rep, path in zip(reps, reproducers):
-            if target is None:
-                cells[rep.id, v] = (SKIP, why)
-            else:
-                cells[rep.id, v] = replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}")
-            log(f"  {v} {rep.id}: {cells[rep.id, v][1]}")
+
+        def cell(path, v=v, target=target, why=why):
+            return (SKIP, why) if target is None else replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}")
+
+        with ThreadPoolExecutor(jobs) as pool:
+            for rep, out in zip(reps, pool.map(cell, reproducers)):
+                cells[rep.id, v] = out
+                log(f"  {v} {rep.id}: {out[1]}")
     for rep in reps:
         rows.append(f"| {rep.id} | " + " | ".join(words[cells[rep.id, v][0]] for v in versions) + " |")
     return "\n".join(rows) + "\n"

@@ -221,8 +221,9 @@ def cmd_matrix(args) -> int:
         else:
             for p in paths:
                 record.load(p)
-        known = bisect.available(releases.wheels)
         wanted = [Version(v) for v in args.releases.split(",")]
+        here = all(releases.at_hand(v) for v in wanted)  # all installed: no index needed (a GPU machine offline)
+        known = wanted if here else bisect.available(releases.wheels)
         missing = [str(v) for v in wanted if v not in known]
         if missing:
             raise bisect.BisectError(f"not TileLang releases: {', '.join(missing)}")
@@ -233,7 +234,7 @@ def cmd_matrix(args) -> int:
     if args.cases_from:
         print(bisect.cases_matrix(Path(args.cases_from), sorted(wanted), releases, Path(args.out), log=log))
     else:
-        print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=log))
+        print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=log, jobs=args.jobs))
     return 0
 
 
@@ -302,6 +303,7 @@ def parser() -> Parser:
     mx = sub.add_parser("matrix", help="replay every reproducer on every release listed")
     mx.add_argument("--releases", required=True, help="comma-separated, e.g. 0.1.6.post2,0.1.10,0.1.15")
     mx.add_argument("--runs", type=_positive(int), default=1)
+    mx.add_argument("--jobs", type=_positive(int), default=1, help="reproducers replayed at once (each its own worker)")
     mx.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
     mx.add_argument("--wheels", help="install from the wheels in this directory, offline")
     mx.add_argument("--dir", default="reproducers", help="where reproducers live")

@@ -329,3 +329,24 @@ def test_a_cases_file_runs_on_every_release_and_its_verdicts_are_counted(tmp_pat
                      "--envs", str(tmp_path / "envs2")]) == 2
     assert capsys.readouterr().err.startswith(f"harness matrix: {cases} line 1: heads (3) must be a multiple")
     assert not (tmp_path / "envs2").exists()
+
+
+def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_releases_at_hand(tmp_path, monkeypatch,
+                                                                                                capsys):
+    from harness import cli
+
+    reps = [record.write(result(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
+                         {"tilelang": "0.1.15"}, tmp_path / "reproducers") for message in ("InternalError", "ValueError")]
+    for v in ("0.1.12", "0.1.15"):
+        (tmp_path / "envs" / f"tilelang-{v}").mkdir(parents=True)
+        (tmp_path / "envs" / f"tilelang-{v}" / ".complete").write_text("")
+    monkeypatch.setattr(bisect, "available", lambda wheels: pytest.fail("the index was asked"))
+    monkeypatch.setattr(bisect, "replay_in", lambda target, rep, runs, logs: (
+        (BAD, "REPRODUCED") if target.name.endswith("0.1.15") and rep == reps[1] else (GOOD, "NOT REPRODUCED")))
+    assert cli.main(["matrix", "--releases", "0.1.15,0.1.12", "--jobs", "2", "--dir", str(tmp_path / "reproducers"),
+                     "--envs", str(tmp_path / "envs")]) == 0
+    table = capsys.readouterr().out
+    ids = [record.load(p).id for p in reps]
+    assert "| reproducer | 0.1.12 | 0.1.15 |" in table
+    assert f"| {ids[0]} | not reproduced | not reproduced |" in table
+    assert f"| {ids[1]} | not reproduced | **REPRODUCED** |" in table
