@@ -423,7 +423,7 @@ def _version(name) -> str:
 # ----------------------------------------------------------------------------- the release matrix
 def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print, jobs=1) -> str:
     """Every reproducer replayed on every release (`jobs` at a time): a markdown table of
-    REPRODUCED / NOT / CANNOT TEST."""
+    REPRODUCED / not reproduced / fails differently (another signature) / cannot test."""
     from concurrent.futures import ThreadPoolExecutor
 
     from harness import record
@@ -442,8 +442,11 @@ def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, 
             for rep, out in zip(reps, pool.map(cell, reproducers)):
                 cells[rep.id, v] = out
                 log(f"  {v} {rep.id}: {out[1]}")
+    def word(status, evidence):  # a failure with another signature is another bug (known or new), not this one
+        return "fails differently" if status == BAD and "signature differs" in evidence else words[status]
+
     for rep in reps:
-        rows.append(f"| {rep.id} | " + " | ".join(words[cells[rep.id, v][0]] for v in versions) + " |")
+        rows.append(f"| {rep.id} | " + " | ".join(word(*cells[rep.id, v]) for v in versions) + " |")
     return "\n".join(rows) + "\n"
 
 

@@ -4,6 +4,7 @@ Every value is a string, so an environment can be stored in a reproducer and com
 """
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
@@ -77,6 +78,8 @@ def environment() -> dict:
         env["capability"] = ""
     nvcc = shutil.which("nvcc")
     env["nvcc"] = (_run([nvcc, "--version"]).splitlines() or ["unknown"])[-1] if nvcc else "not found"
+    if os.environ.get("PYTHONHASHSEED"):  # TileLang's code generation can depend on it (80929a5b6a72)
+        env["pythonhashseed"] = os.environ["PYTHONHASHSEED"]
     return env
 
 

@@ -229,7 +229,7 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
     if is_device_fault(e):
         return "CRASH", _first_line(e)  # a CUDA error's cause comes first; torch appends advice
     if stage == "compile" and from_compiler(e):
-        return "COMPILE_ERROR", _last_line(e)
+        return "COMPILE_ERROR", _nvcc_error(e) or _last_line(e)
     return "HARNESS_ERROR", _last_line(e)
 
 
@@ -254,6 +254,16 @@ def _first_line(e) -> str:
 def _last_line(e) -> str:
     lines = [l for l in str(e).strip().splitlines() if l.strip()]
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
+
+
+_NVCC_ERROR = re.compile(r"\.cu\((\d+)\): error: (.+)")
+
+
+def _nvcc_error(e) -> str:
+    """nvcc's first error from what the compile printed (harness.worker.build), where the
+    exception holds only the command and the source (TileLang 0.1.6.post2's `}`)."""
+    m = _NVCC_ERROR.search(getattr(e, "compiler_output", ""))
+    return f"{type(e).__name__}: nvcc rejected the generated CUDA: line {m[1]}: {m[2].strip()}"[:500] if m else ""
 
 
 def _tb(e) -> str:

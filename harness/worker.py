@@ -8,9 +8,11 @@ disk (TILELANG_CACHE_DIR) too. After a device fault the worker exits: its CUDA c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 
 from harness import case as case_mod
@@ -31,7 +33,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
     if key not in cache:
         t0 = time.perf_counter()
         try:
-            kernel = fam.build(case, target)
+            kernel = build(fam, case, target)
         except Exception as e:
             return oracle.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
         seconds["compile"] = time.perf_counter() - t0
@@ -58,6 +60,42 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
         # launch's synchronize and hit the next torch call.
         return {**oracle.failed(case, stage, e, fam, seconds=seconds), "hazards": found}
     return {**result, "hazards": found}
+
+
+def build(fam, case, target):
+    """fam.build, keeping what it prints as the exception's `compiler_output` (nvcc's errors,
+    which some releases leave out of the exception); the log gets it all the same."""
+    with tempfile.TemporaryFile("w+") as out:
+        try:
+            with _printing_to(out):
+                return fam.build(case, target)
+        except Exception as e:
+            e.compiler_output = _text(out)
+            raise
+        finally:
+            sys.stderr.write(_text(out))
+
+
+@contextlib.contextmanager
+def _printing_to(out):
+    """File descriptors 1 and 2 (subprocesses such as nvcc included) go to `out` meanwhile."""
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    for fd in (1, 2):
+        os.dup2(out.fileno(), fd)
+    try:
+        yield
+    finally:
+        sys.stdout.flush(), sys.stderr.flush()
+        for fd, old in zip((1, 2), saved):
+            os.dup2(old, fd)
+            os.close(old)
+
+
+def _text(out) -> str:
+    out.flush()
+    out.seek(0)
+    return out.read()
 
 
 def hazards(fam, case, kernel) -> list[str]:

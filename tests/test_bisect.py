@@ -341,12 +341,16 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
         (tmp_path / "envs" / f"tilelang-{v}").mkdir(parents=True)
         (tmp_path / "envs" / f"tilelang-{v}" / ".complete").write_text("")
     monkeypatch.setattr(bisect, "available", lambda wheels: pytest.fail("the index was asked"))
-    monkeypatch.setattr(bisect, "replay_in", lambda target, rep, runs, logs: (
-        (BAD, "REPRODUCED") if target.name.endswith("0.1.15") and rep == reps[1] else (GOOD, "NOT REPRODUCED")))
+    def replay_in(target, rep, runs, logs):
+        if target.name.endswith("0.1.15"):
+            return (BAD, "REPRODUCED: 1/1 runs fail; signature " + ("matches in 1/1 runs" if rep == reps[1] else "differs"))
+        return GOOD, "NOT REPRODUCED"
+
+    monkeypatch.setattr(bisect, "replay_in", replay_in)
     assert cli.main(["matrix", "--releases", "0.1.15,0.1.12", "--jobs", "2", "--dir", str(tmp_path / "reproducers"),
                      "--envs", str(tmp_path / "envs")]) == 0
     table = capsys.readouterr().out
     ids = [record.load(p).id for p in reps]
     assert "| reproducer | 0.1.12 | 0.1.15 |" in table
-    assert f"| {ids[0]} | not reproduced | not reproduced |" in table
+    assert f"| {ids[0]} | not reproduced | fails differently |" in table
     assert f"| {ids[1]} | not reproduced | **REPRODUCED** |" in table

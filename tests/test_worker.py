@@ -29,6 +29,15 @@ def test_a_python_bug_in_a_program_builder_is_ours(tmp_path):
     assert results[1, "default"]["verdict"] == "COMPILED"
 
 
+def test_an_nvcc_error_that_only_nvcc_printed_is_the_message(tmp_path):
+    results, _ = run([fake(13), fake(1)], "sm_90a", tmp_path)
+    r = results[13, "default"]
+    assert (r["verdict"], r["stage"]) == ("COMPILE_ERROR", "compile")
+    assert r["message"] == "InternalError: nvcc rejected the generated CUDA: line 63: too many arguments in function call"
+    assert any("tmpab.cu(63): error" in p.read_text() for p in tmp_path.rglob("*") if p.is_file())  # still logged
+    assert results[1, "default"]["verdict"] == "COMPILED"
+
+
 def test_an_illegal_word_is_not_a_device_fault(tmp_path):
     results, started = run([fake(10), fake(1)], "auto", tmp_path)
     assert results[10, "default"]["verdict"] == "HARNESS_ERROR"
