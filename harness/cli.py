@@ -238,6 +238,25 @@ def cmd_matrix(args) -> int:
     return 0
 
 
+def cmd_determinism(args) -> int:
+    from harness import campaign, determinism
+
+    try:
+        campaign.load_cases(args.cases_from)
+        seeds = [int(s) for s in args.hash_seeds.split(",")]
+    except (campaign.CampaignError, ValueError) as e:
+        print(f"harness determinism: {e}", file=sys.stderr)
+        return 2
+    if len(set(seeds)) < 2:
+        print("harness determinism: --hash-seeds needs two different seeds or more", file=sys.stderr)
+        return 2
+    text, found = determinism.check(Path(args.cases_from), seeds, Path(args.out), args.arch, args.workers)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "determinism.md").write_text(text)
+    print(text)
+    return 1 if found else 0
+
+
 def _replay_args(p):
     p.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
     p.add_argument("--arch", default="sm_90a", help="compile target for replaying a compile error without a GPU")
@@ -311,6 +330,14 @@ def parser() -> Parser:
                     "on each release and count the verdicts")
     mx.add_argument("--out", default="reports/matrix", help="with --cases-from: one results directory per release")
     mx.set_defaults(func=cmd_matrix)
+    dt = sub.add_parser("determinism", help="compile a campaign's cases under several PYTHONHASHSEEDs; "
+                        "list kernels whose generated code differs")
+    dt.add_argument("--cases-from", required=True, help="a campaign's cases.jsonl")
+    dt.add_argument("--hash-seeds", default="0,7,13", help="comma-separated PYTHONHASHSEED values")
+    dt.add_argument("--out", default="reports/determinism", help="one run per seed goes here")
+    dt.add_argument("--arch", default="sm_90a", help="compile target without a GPU")
+    dt.add_argument("--workers", type=_positive(int))
+    dt.set_defaults(func=cmd_determinism)
     rr = sub.add_parser("report", help="summary.md, results.csv and report.html (with plots) from a run's results")
     rr.add_argument("dir", help="a run's --out directory")
     rr.add_argument("--reproducers", default="reproducers", help="known bugs, to mark failures already recorded")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -38,13 +39,13 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
             return oracle.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
         seconds["compile"] = time.perf_counter() - t0
         try:
-            found = hazards(fam, case, kernel)
+            found, code = scan(fam, case, kernel)
         except Exception as e:
             return oracle.failed(case, "hazards", e, seconds=seconds)
-        cache[key] = (kernel, found)
-    kernel, found = cache[key]
+        cache[key] = (kernel, found, code)
+    kernel, found, code = cache[key]
     if target != "auto":
-        return oracle.result(case, "COMPILED", "compile", seconds=seconds, hazards=found)
+        return oracle.result(case, "COMPILED", "compile", seconds=seconds, hazards=found, code=code)
     on_stage("run")
     stage = "inputs"
     try:
@@ -58,8 +59,8 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
     except Exception as e:
         # A device fault is the kernel's wherever it surfaces: a sticky fault can escape the
         # launch's synchronize and hit the next torch call.
-        return {**oracle.failed(case, stage, e, fam, seconds=seconds), "hazards": found}
-    return {**result, "hazards": found}
+        return {**oracle.failed(case, stage, e, fam, seconds=seconds), "hazards": found, "code": code}
+    return {**result, "hazards": found, "code": code}
 
 
 def build(fam, case, target):
@@ -98,12 +99,14 @@ def _text(out) -> str:
     return out.read()
 
 
-def hazards(fam, case, kernel) -> list[str]:
-    """What the compile-only checks see in the generated code (harness.codegen)."""
+def scan(fam, case, kernel) -> tuple[list[str], str]:
+    """What the compile-only checks see in the generated code (harness.codegen), and a digest of
+    that code: the same program compiled twice must give the same digest (harness.determinism)."""
     from harness import codegen, compat
+    sources = compat.kernel_sources(kernel)
     # One kernel at a time: buffer names, offsets and barrier numbers mean nothing across kernels.
-    found = [f for source in compat.kernel_sources(kernel) for f in codegen.check(source, fam.contiguous(case), fam.aligned)]
-    return [f"{f.check}: {f.message}" for f in found]
+    found = [f for source in sources for f in codegen.check(source, fam.contiguous(case), fam.aligned)]
+    return [f"{f.check}: {f.message}" for f in found], hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16]
 
 
 def main(target: str) -> None:

@@ -26,7 +26,9 @@ class Kernel:
     def get_kernel_source(self):
         if not self.readable:
             raise TypeError("source of a broken fake kernel")
-        return ""
+        return self.source
+
+    source = ""
 
 
 class InternalError(RuntimeError):
@@ -49,7 +51,10 @@ def build(case, target):
         subprocess.run([sys.executable, "-c", "import sys; print('/tmp/tmpab.cu(63): error: too many arguments "
                         "in function call', file=sys.stderr)"])
         raise InternalError("Compilation Failed! ['nvcc', '/tmp/tmpab.cu']\n#include <cuda.h>\n}")
-    return Kernel(readable=case.heads != 12)
+    kernel = Kernel(readable=case.heads != 12)
+    if case.heads == 14:  # code that depends on PYTHONHASHSEED, as TileLang 0.1.12's epilogue barriers did
+        kernel.source = "__syncthreads();\n" if hash("epilogue") % 2 else ""
+    return kernel
 
 
 def make_inputs(case, device):

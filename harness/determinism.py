@@ -1,0 +1,64 @@
+"""Is code generation deterministic? The same cases compiled under several PYTHONHASHSEEDs.
+
+TileLang 0.1.12 drops the two barriers of a kernel's O epilogue for some hash seeds (80929a5b6a72):
+a race that only some processes compile, and that one campaign sees or not by chance. Here the cases
+run once per hash seed (`harness run --cases-from`, each seed with its own empty kernel cache), and
+every kernel whose generated code (the worker's `code` digest) differs between seeds is listed with
+the hazards each seed's code shows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import case as case_mod
+
+
+def run_seed(cases: Path, seed: int, out: Path, arch: str, workers: int | None) -> list[dict]:
+    """The campaign's results with PYTHONHASHSEED=seed, compiled from an empty kernel cache."""
+    env = dict(os.environ, PYTHONHASHSEED=str(seed), TILELANG_CACHE_DIR=str(out / f"cache-{seed}"))
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases), "--out", str(out / f"seed-{seed}"),
+           "--arch", arch, "--reproducers", str(out / "reproducers")] + (["--workers", str(workers)] if workers else [])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"harness run with PYTHONHASHSEED={seed} exited {done.returncode}: {done.stderr[-500:]}")
+    path = out / f"seed-{seed}" / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def differences(by_seed: dict[int, list[dict]]) -> list[dict]:
+    """One row per kernel (static fields) whose code digest is not the same under every seed."""
+    kernels: dict[tuple, dict] = {}
+    for seed, results in by_seed.items():
+        for r in results:
+            if "code" not in r:
+                continue
+            case = case_mod.from_dict(r["case"])
+            row = kernels.setdefault(case_mod.static_key(case), {"case_id": r["case_id"], "family": case.family,
+                                                                 "variant": case.variant, "code": {}, "hazards": {}})
+            row["code"][seed] = r["code"]
+            row["hazards"][seed] = r.get("hazards", [])
+    return [row for row in kernels.values() if len(set(row["code"].values())) > 1]
+
+
+def report(rows: list[dict], seeds: list[int], kernels: int) -> str:
+    lines = [f"{kernels} kernels compiled under PYTHONHASHSEED {', '.join(map(str, seeds))}: "
+             f"{len(rows)} with code that depends on the seed"]
+    if rows:
+        lines += ["", "| family | variant | example case | code digest per seed | hazards per seed |", "|---|---|---|---|---|"]
+        for row in rows:
+            codes = ", ".join(f"{s}: {c}" for s, c in row["code"].items())
+            found = "; ".join(f"{s}: {', '.join(h) or 'none'}" for s, h in row["hazards"].items())
+            lines.append(f"| {row['family']} | {row['variant']} | {row['case_id']} | {codes} | {found.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def check(cases: Path, seeds: list[int], out: Path, arch: str = "sm_90a", workers: int | None = None) -> tuple[str, int]:
+    """(markdown report, number of seed-dependent kernels)."""
+    by_seed = {seed: run_seed(cases, seed, out, arch, workers) for seed in seeds}
+    rows = differences(by_seed)
+    kernels = len({case_mod.static_key(case_mod.from_dict(r["case"])) for rs in by_seed.values() for r in rs if "code" in r})
+    return report(rows, seeds, kernels), len(rows)
