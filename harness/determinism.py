@@ -1,10 +1,10 @@
-"""Is code generation deterministic? The same cases compiled under several PYTHONHASHSEEDs.
+"""Is code generation deterministic? The same cases compiled several times, in fresh processes.
 
-TileLang 0.1.12 drops the two barriers of a kernel's O epilogue for some hash seeds (80929a5b6a72):
-a race that only some processes compile, and that one campaign sees or not by chance. Here the cases
-run once per hash seed (`harness run --cases-from`, each seed with its own empty kernel cache), and
-every kernel whose generated code (the worker's `code` digest) differs between seeds is listed with
-the hazards each seed's code shows.
+TileLang 0.1.12 drops the two barriers of a kernel's O epilogue in some compiles and not in others
+(80929a5b6a72): a race that only some processes compile, and that one campaign sees or not by
+chance. Here the cases run once per hash seed (`harness run --cases-from`: fresh workers with that
+PYTHONHASHSEED and their own empty kernel cache), and every kernel whose generated code (the
+worker's `code` digest) differs between runs is listed with the hazards each run's code shows.
 """
 from __future__ import annotations
 
