@@ -1,5 +1,9 @@
 """The compiler suite's plumbing: worker pools, known bugs, and recording new ones.
 
+Each Hypothesis example is a suite of cases (strategies.suites: several kernels, several lengths
+each) run at once through a session pool of default_size() workers, so compiles run in parallel
+as in `harness run`; a failing suite shrinks to one case.
+
 A failure whose signature matches a reproducer in reproducers/ is a known bug: the example
 counts as seen (listed in the terminal summary), and the search goes on for new bugs. Any other
 failure fails the test; when it is the compiler's (not a HARNESS_ERROR), the result Hypothesis
@@ -12,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import oracle, record
-from harness.pool import Pool, Timeouts
+from harness.pool import Pool, Timeouts, default_size
 from harness.report import explain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,13 +29,16 @@ def pytest_addoption(parser):
 
 @pytest.fixture(scope="session")
 def gpu_pool(tmp_path_factory):
-    with Pool(1, "auto", tmp_path_factory.mktemp("gpu-workers"), Timeouts(compile=600, run=60)) as pool:
+    from harness.environment import gpu_count
+    gpus = list(range(gpu_count())) or None
+    with Pool(default_size(), "auto", tmp_path_factory.mktemp("gpu-workers"), Timeouts(compile=600, run=60),
+              gpus=gpus) as pool:
         yield pool
 
 
 @pytest.fixture(scope="session")
 def compile_pool(tmp_path_factory):
-    with Pool(1, "sm_90a", tmp_path_factory.mktemp("compile-workers"), Timeouts(compile=600)) as pool:
+    with Pool(default_size(), "sm_90a", tmp_path_factory.mktemp("compile-workers"), Timeouts(compile=600)) as pool:
         yield pool
 
 
@@ -42,17 +49,21 @@ def known_bugs(request):
 
 @pytest.fixture
 def expect(request, known_bugs):
-    """expect(result, verdict): the verdict of correct behaviour, or a known bug, or a failure."""
-    def check(result, verdict):
-        if result["verdict"] == verdict:
-            return
-        known = known_bugs.get(oracle.signature(result))
-        if known is not None:
-            request.node.known_hits = getattr(request.node, "known_hits", Counter())
-            request.node.known_hits[Path(known).stem] += 1
-            return
-        request.node.harness_failure = result
-        pytest.fail(explain(result), pytrace=False)
+    """expect(results, verdict): every result (one dict, or an example's suite of them) has the
+    verdict of correct behaviour or a known bug's signature; else the first other one fails."""
+    def check(results, verdict):
+        results = [results] if isinstance(results, dict) else sorted(results, key=lambda r: r["case_id"])
+        for result in results:
+            if result["verdict"] == verdict:
+                continue
+            known = known_bugs.get(oracle.signature(result))
+            if known is not None:
+                request.node.known_hits = getattr(request.node, "known_hits", Counter())
+                request.node.known_hits[Path(known).stem] += 1
+                continue
+            request.node.harness_failure = result
+            pytest.fail(explain(result), pytrace=False)
+        return results
     return check
 
 

@@ -4,27 +4,30 @@ import pytest
 from hypothesis import given
 
 from harness import strategies
+from harness.pool import default_size
+
+KERNELS = default_size()  # kernels per example: one per worker
 
 
 @pytest.mark.gpu
-@given(case=strategies.cases("masked_fwd"))
-def test_masked_forward_matches_reference(case, gpu_pool, expect):
-    expect(gpu_pool.run_one(case), "PASS")
+@given(suite=strategies.suites("masked_fwd", KERNELS))
+def test_masked_forward_matches_reference(suite, gpu_pool, expect):
+    expect(gpu_pool.run(suite), "PASS")
 
 
 @pytest.mark.gpu
-@given(case=strategies.cases("masked_bwd"))
-def test_masked_backward_matches_autograd(case, gpu_pool, expect):
-    expect(gpu_pool.run_one(case), "PASS")
+@given(suite=strategies.suites("masked_bwd", KERNELS))
+def test_masked_backward_matches_autograd(suite, gpu_pool, expect):
+    expect(gpu_pool.run(suite), "PASS")
 
 
 @pytest.mark.compile
-@given(case=strategies.cases("masked_fwd"))
-def test_masked_forward_compiles_for_sm90a(case, compile_pool, expect):
-    expect(compile_pool.run_one(case), "COMPILED")
+@given(suite=strategies.suites("masked_fwd", KERNELS))
+def test_masked_forward_compiles_for_sm90a(suite, compile_pool, expect):
+    expect(compile_pool.run(suite), "COMPILED")
 
 
 @pytest.mark.compile
-@given(case=strategies.cases("masked_bwd"))
-def test_masked_backward_compiles_for_sm90a(case, compile_pool, expect):
-    expect(compile_pool.run_one(case), "COMPILED")
+@given(suite=strategies.suites("masked_bwd", KERNELS))
+def test_masked_backward_compiles_for_sm90a(suite, compile_pool, expect):
+    expect(compile_pool.run(suite), "COMPILED")

@@ -6,32 +6,35 @@ import pytest
 from hypothesis import given
 
 from harness import strategies
+from harness.pool import default_size
+
+KERNELS = default_size()  # kernels per example: one per worker
 
 
 @pytest.mark.gpu
-@given(case=strategies.cases("ws"))
-def test_ws_forward_matches_reference(case, gpu_pool, expect):
-    expect(gpu_pool.run_one(case), "PASS")
+@given(suite=strategies.suites("ws", KERNELS))
+def test_ws_forward_matches_reference(suite, gpu_pool, expect):
+    expect(gpu_pool.run(suite), "PASS")
 
 
 @pytest.mark.compile
-@given(case=strategies.cases("ws"))
-def test_ws_forward_compiles_for_sm90a(case, compile_pool, expect):
-    result = compile_pool.run_one(case)
-    expect(result, "COMPILED")
-    assert not result.get("hazards"), result["hazards"]
+@given(suite=strategies.suites("ws", KERNELS))
+def test_ws_forward_compiles_for_sm90a(suite, compile_pool, expect):
+    results = expect(compile_pool.run(suite), "COMPILED")
+    hazards = [h for r in results for h in r.get("hazards", [])]
+    assert not hazards, hazards
 
 
 @pytest.mark.gpu
-@given(case=strategies.cases("ws_bwd"))
-def test_ws_backward_matches_autograd(case, gpu_pool, expect):
-    expect(gpu_pool.run_one(case), "PASS")
+@given(suite=strategies.suites("ws_bwd", KERNELS))
+def test_ws_backward_matches_autograd(suite, gpu_pool, expect):
+    expect(gpu_pool.run(suite), "PASS")
 
 
 @pytest.mark.compile
-@given(case=strategies.cases("ws_bwd"))
-def test_ws_backward_compiles_for_sm90a(case, compile_pool, expect):
-    result = compile_pool.run_one(case)
-    expect(result, "COMPILED")
+@given(suite=strategies.suites("ws_bwd", KERNELS))
+def test_ws_backward_compiles_for_sm90a(suite, compile_pool, expect):
+    results = expect(compile_pool.run(suite), "COMPILED")
     # Its forward is the dense one, whose known Q-load hazard is not this family's.
-    assert not [h for h in result.get("hazards", []) if h.startswith("mbarrier_protocol")], result["hazards"]
+    barriers = [h for r in results for h in r.get("hazards", []) if h.startswith("mbarrier_protocol")]
+    assert not barriers, barriers

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -21,7 +20,7 @@ from harness import case as case_mod
 from harness import kernels, oracle, record, report
 from harness.environment import environment, gpu_count, importable
 from harness.minimize import Evaluator, shrink
-from harness.pool import Pool, Timeouts
+from harness.pool import Pool, Timeouts, default_size
 
 
 class CampaignError(ValueError):
@@ -163,7 +162,7 @@ def run(opts: Options) -> int:
     _err(*notes)
     done = {r["case_id"] for r in previous}
     todo = [c for c in cases if c.id not in done]
-    workers = opts.workers or max(1, (os.cpu_count() or 2) - 1)
+    workers = opts.workers or default_size()
     _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
          f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
     pool = Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None)

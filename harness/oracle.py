@@ -229,7 +229,9 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
     if is_device_fault(e):
         return "CRASH", _first_line(e)  # a CUDA error's cause comes first; torch appends advice
     if stage == "compile" and from_compiler(e):
-        return "COMPILE_ERROR", _nvcc_error(e) or _last_line(e)
+        message = _nvcc_error(e) or _last_line(e)
+        # A tile the register file cannot hold is a resource limit (Family.fits missed it), not a bug.
+        return ("UNSUPPORTED" if _OUT_OF_REGISTERS.search(message) else "COMPILE_ERROR"), message
     return "HARNESS_ERROR", _last_line(e)
 
 
@@ -256,14 +258,19 @@ def _last_line(e) -> str:
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
 
 
-_NVCC_ERROR = re.compile(r"\.cu\((\d+)\): error: (.+)")
+_OUT_OF_REGISTERS = re.compile(r"ptxas: .*Insufficient registers")
+_NVCC_SAYS = re.compile(r"\.cu\((\d+)\): error: (.+)|ptxas (?:fatal|error)\s*: (.+)")
 
 
 def _nvcc_error(e) -> str:
-    """nvcc's first error from what the compile printed (harness.worker.build), where the
-    exception holds only the command and the source (TileLang 0.1.6.post2's `}`)."""
-    m = _NVCC_ERROR.search(getattr(e, "compiler_output", ""))
-    return f"{type(e).__name__}: nvcc rejected the generated CUDA: line {m[1]}: {m[2].strip()}"[:500] if m else ""
+    """nvcc's (or ptxas's) first error, from the exception or from what the compile printed
+    (harness.worker.build): TileLang 0.1.6.post2 raises only the source (`}`), 0.1.15 ends with
+    the command line, neither of which says what went wrong."""
+    m = _NVCC_SAYS.search(getattr(e, "compiler_output", "") + "\n" + str(e))
+    if not m:
+        return ""
+    said = f"line {m[1]}: {m[2].strip()}" if m[1] else f"ptxas: {m[3].strip()}"
+    return f"{type(e).__name__}: nvcc rejected the generated CUDA: {said}"[:500]
 
 
 def _tb(e) -> str:

@@ -22,6 +22,12 @@ from harness import case as case_mod
 from harness import oracle
 
 
+def default_size() -> int:
+    """Workers for one process: the cores but one, shared among pytest-xdist's processes if any."""
+    cores = max(1, (os.cpu_count() or 2) - 1)
+    return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
 @dataclass
 class Timeouts:
     compile: float = 600.0  # worker start + compile

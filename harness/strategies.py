@@ -163,6 +163,17 @@ def kernel_batches(draw, family: str, per_kernel: int) -> list[Case]:
     return [c.replace(**draw(_lengths_for(c))).validate() for _ in range(per_kernel)]
 
 
+@st.composite
+def suites(draw, family: str, kernels: int, per_kernel: int = 4) -> list[Case]:
+    """What one property-test example runs at once through a pool: up to `kernels` static
+    configurations with up to `per_kernel` lengths each (compiled in parallel, each kernel once).
+    A failing suite shrinks towards one kernel and one length: the reproducer's case."""
+    out = []
+    for c in draw(st.lists(static_case(family), min_size=1, max_size=kernels)):
+        out += [c.replace(**lengths).validate() for lengths in draw(st.lists(_lengths_for(c), min_size=1, max_size=per_kernel))]
+    return out
+
+
 def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = False) -> list[Case]:
     """n distinct cases, reproducible from `seed`, in groups of `per_kernel` sharing a kernel.
     With `cover`, the first kernels are a covering array of the family's static features

@@ -101,7 +101,7 @@ def test_atomic_into_a_local_copy_is_flagged():
 def test_each_kernel_is_checked_alone():
     """Buffers and barriers of one kernel say nothing about another's: a backward's forward kernel
     (o_s at offset 0) must not make its main kernel's q_s (also at offset 0) look aliased."""
-    from harness.worker import hazards
+    from harness.worker import scan
 
     class Kernel:
         def __init__(self, source):
@@ -119,8 +119,9 @@ def test_each_kernel_is_checked_alone():
     main = WAIT_IN_FIRST_ITERATION.replace("void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n", "")
     other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].init(1);\n  mbarrier[8].arrive();\n" \
             "  mbarrier[8].wait(0);\n"
-    [found] = hazards(Family(), None, (Kernel(other), Kernel(main)))
+    [found], code = scan(Family(), None, (Kernel(other), Kernel(main)))
     assert "mbarrier[8] waited on only inside a loop" in found and "shares" not in found
+    assert code == scan(Family(), None, (Kernel(other), Kernel(main)))[1] != scan(Family(), None, (Kernel(main),))[1]
 
 
 # The barrier handshake of a two-slot ring, shaped like the ws family's generated kernel.

@@ -55,3 +55,28 @@ def test_compile_knobs_are_drawn():
     drawn = [c.knobs for c in CASES]
     assert drawn.count(()) > len(drawn) // 5
     assert {k for ks in drawn for k in ks} == set(strategies.DRAWN_KNOBS) == set(KNOBS) - {"fast_math", "no_warp_specialize"}
+
+
+def test_a_suite_is_several_kernels_with_several_lengths_each_and_shrinks_to_one_case():
+    from hypothesis import find, settings
+
+    suites = []
+    strategies._examples(suites.append, strategies.suites("bwd", kernels=5, per_kernel=3), seed=3, count=60)
+    for suite in suites:
+        keys = Counter(case_mod.static_key(c) for c in suite)
+        assert 1 <= len(keys) <= 5 and len(suite) <= 5 * 3
+        for c in suite:
+            c.validate()
+    assert max(len(s) for s in suites) > 5  # several kernels at once, not one case per example
+    # A failure anywhere shrinks to a suite of one case: the reproducer is a single case.
+    smallest = find(strategies.suites("fwd", kernels=5), lambda suite: any(c.heads > 1 for c in suite),
+                    settings=settings(database=None, max_examples=500))
+    assert len(smallest) == 1
+
+
+def test_fwd_fits_rejects_a_tile_the_register_file_cannot_hold():
+    # Compiled for sm_90a on 0.1.15 at head_dim_v 256: 192x64 with 384 threads fails in ptxas
+    # ("Insufficient registers"); 128x128 with 256 and 64x96 with 128 threads compile.
+    assert "registers per thread" in fwd_family.fits(192, 64, 1, 384, 64, 256)
+    assert fwd_family.fits(128, 128, 1, 256, 64, 256) is None and fwd_family.fits(64, 96, 2, 128, 64, 256) is None
+    assert fwd_family.fits(192, 64, 1, 384, 64, 128) is None

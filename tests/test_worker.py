@@ -79,6 +79,16 @@ def test_blame_follows_the_innermost_frame(monkeypatch, tmp_path):
     assert oracle.classify(native, "compile")[0] == "COMPILE_ERROR"
     assert oracle.classify(header, "compile")[0] == "COMPILE_ERROR"
     assert oracle.classify(inside, "run")[0] == "HARNESS_ERROR"  # at run time only a device fault is the compiler's
+    # 0.1.15's nvcc failure ends with the command line: the message is what ptxas said, and a
+    # register file too small for the tile is a resource limit, not a bug.
+    ptxas = _raise_in("<unknown>", RuntimeError("x.cu(142): warning #1046-D: inexact\nptxas fatal   : (C7602) "
+                                                 "Insufficient registers (128) to compile instruction\nCommand: nvcc -o x"))
+    assert oracle.classify(ptxas, "compile") == (
+        "UNSUPPORTED", "RuntimeError: nvcc rejected the generated CUDA: ptxas: (C7602) Insufficient registers (128) "
+        "to compile instruction")
+    syntax = _raise_in("<unknown>", RuntimeError("x.cu(63): error: too many arguments in function call\nCommand: nvcc"))
+    assert oracle.classify(syntax, "compile") == (
+        "COMPILE_ERROR", "RuntimeError: nvcc rejected the generated CUDA: line 63: too many arguments in function call")
     fault = RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with TORCH_USE_CUDA_DSA")
     assert oracle.classify(fault, "judge") == ("CRASH", "RuntimeError: CUDA error: an illegal memory access was encountered")
     assert oracle.classify(ValueError("illegal shape"), "run")[0] == "HARNESS_ERROR"

@@ -8,6 +8,11 @@ from harness.kernels import Family, launch
 
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per thread
+REGISTER_FILE = 65536       # 32-bit registers per SM, shared by the block's threads (255 at most each)
+# Addresses, indices and row statistics beside the accumulators. With 384 threads (170 each),
+# 192x64 tiles at head_dim_v 256 (128 + 32) fail in ptxas ("Insufficient registers"); 128x128
+# at 256 threads (128 + 64 of 255) compiles.
+REGISTER_MARGIN = 32
 
 
 def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, extra_smem=0) -> str | None:
@@ -16,8 +21,12 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, extra_smem
     smem = 2 * (block_m * head_dim + stages * block_n * (head_dim + head_dim_v) + block_m * head_dim_v) + extra_smem
     if smem > SMEM_LIMIT:
         return f"shared memory {smem} B exceeds {SMEM_LIMIT} B"
-    if block_m * head_dim_v // threads > ACC_PER_THREAD_LIMIT:
-        return f"O accumulator needs {block_m * head_dim_v // threads} registers per thread"
+    acc_o, acc_s = block_m * head_dim_v // threads, block_m * block_n // threads
+    if acc_o > ACC_PER_THREAD_LIMIT:
+        return f"O accumulator needs {acc_o} registers per thread"
+    budget = min(255, REGISTER_FILE // threads)
+    if acc_o + acc_s > budget - REGISTER_MARGIN:
+        return f"O and S accumulators need {acc_o + acc_s} registers per thread; {threads} threads get {budget} each"
     return None
 
 
