@@ -29,6 +29,13 @@ with a phase completed in between (the second returns on a stale phase); a wait 
 before any phase of it completed (reading a slot before its data landed); more arrivals in one
 phase than the barrier was initialized for.
 
+reads_after_release: a pipeline's consumer reads a shared buffer after it released that buffer's
+stage in the same loop iteration. A buffer belongs to the stage of a barrier when something writes
+it (a store, cp.async or TMA load) after a wait on that barrier (the producer's refill); the
+release is a plain `.arrive()` on the same barrier (the producer's and consumer's phase counters
+are taken as one). TileLang 0.1.15's `T.Pipelined` masked forward releases K's stage after QK^T,
+then reads that stage's mask_s.
+
 unsynced_tma_stores: a TMA store of a shared buffer issued by one elected thread after the block's
 threads wrote that buffer, with no barrier (`__syncthreads`, `__sync_thread_partial`) in between:
 the bulk copy may read rows other warps have not written yet (TileLang 0.1.12's warp-specialized
@@ -540,6 +547,51 @@ def unsynced_tma_stores(source: str) -> list[Finding]:
     return found
 
 
+_MBAR_OP = re.compile(r"(\w+)\[(.*)\]\.(wait|arrive)\((.*)\);")
+_PHASE = re.compile(r"\b(?:producer|consumer)_phase_cnt\b")
+_ASYNC_DST = re.compile(r"(?:cp_async\w*<\d+>\(|tma_load\w*\([^;]*?)\(&\(\(\(\w+\*\)(\w+)\)")
+
+
+def _slot(name, index) -> str:
+    """A barrier slot as producer and consumer both name it (their phase counters differ)."""
+    return name + "[" + _PHASE.sub("phase", index.replace(" ", "")) + "]"
+
+
+def reads_after_release(source: str) -> list[Finding]:
+    shared = {m.group(1) for m in _BUFFER.finditer(source)}
+    lines = source.splitlines()
+    guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it (its stage's contents)
+    slot = None
+    for line in lines:
+        m = _MBAR_OP.search(line)
+        if m and m.group(3) == "wait":
+            slot = _slot(m.group(1), m.group(2))
+        elif slot:
+            lhs, eq, _ = line.partition(" = ")
+            written = set(_ASYNC_DST.findall(line)) | (set(_SHARED_REF.findall(lhs)) if eq else set())
+            guarded.setdefault(slot, set()).update(written & shared)
+    found, seen = [], set()
+    released = None  # (slot, loops at the release, line)
+    for n, line, loops in _scopes(source):
+        if released and loops[:len(released[1])] != released[1]:
+            released = None  # left the loop iteration that released the slot
+        m = _MBAR_OP.search(line)
+        if m and m.group(3) == "arrive" and not m.group(4) and guarded.get(_slot(m.group(1), m.group(2))):
+            released = (_slot(m.group(1), m.group(2)), loops, n)
+            continue
+        if released and not m:
+            lhs, eq, rhs = line.partition(" = ")
+            refs = set(_SHARED_REF.findall(rhs if eq else line)) - set(_ASYNC_DST.findall(line))
+            for buf in sorted(refs & guarded[released[0]]):
+                if (buf, released[0]) not in seen:
+                    seen.add((buf, released[0]))
+                    found.append(Finding("reads_after_release", n, f"{buf} read after this iteration released its "
+                                         f"stage ({released[0]}.arrive() at line {released[2]}): the producer may "
+                                         f"overwrite it meanwhile"))
+    return found
+
+
 def check(source: str, contiguous: dict[str, int] | None = None, aligned=()) -> list[Finding]:
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
-            + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source))
+            + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)
+            + reads_after_release(source))

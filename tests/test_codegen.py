@@ -303,3 +303,37 @@ def test_a_tma_store_of_a_buffer_the_threads_just_wrote_needs_a_barrier_between(
     assert "o_s" in found[0].message and "line 4" in found[0].message
     assert codegen.unsynced_tma_stores(_EPILOGUE.format(sync="tl::__sync_thread_partial(3, 256);")) == []
     assert codegen.unsynced_tma_stores(_EPILOGUE.format(sync="__syncthreads();")) == []
+
+
+RING_WITH_MASK = """
+  void* k_s = ((void*)((char*)buf_dyn_shmem + 0));
+  void* mask_s = ((void*)((char*)buf_dyn_shmem + 16384));
+  if (((int)threadIdx.x) < 128) {
+    for (int kb = 0; kb < ((seq_k + 63) >> 6); ++kb) {
+      mbarrier[((producer_phase_cnt[0] & 1) + 4)].wait((((producer_phase_cnt[0] & 3) >> 1) ^ 1));
+      tl::cp_async_gs_conditional<16>((&(((uchar*)mask_s)[((producer_phase_cnt[0] & 1) * 4096)])), (&(Mask[kb])), true);
+      tl::tma_load(K_desc, mbarrier[(producer_phase_cnt[0] & 1)], (&(((half_t*)k_s)[(producer_phase_cnt[0] & 1)])), 0, kb);
+    }
+  } else {
+    for (int kb_1 = 0; kb_1 < ((seq_k + 63) >> 6); ++kb_1) {
+      mbarrier[(consumer_phase_cnt[0] & 1)].wait(((consumer_phase_cnt[0] & 3) >> 1));
+      tl::gemm_ss<64>((&(((half_t*)q_s)[0])), (&(((half_t*)k_s)[((consumer_phase_cnt[0] & 1) * 4096)])), (&(acc_s[0])));
+EARLY
+      acc_s[0] = ((0 < ((int)((uchar*)mask_s)[((consumer_phase_cnt[0] & 1) * 4096)])) ? acc_s[0] : -CUDART_INF_F);
+LATE
+    }
+  }
+"""
+RELEASE = "      mbarrier[((consumer_phase_cnt[0] & 1) + 4)].arrive();"
+
+
+def test_a_stage_read_after_its_release_is_flagged():
+    """TileLang 0.1.15 pipelining the masked forward's key loop (T.Pipelined, 2 stages): the
+    consumer releases K's stage right after QK^T, then reads that stage's mask_s, which the
+    producer refills after waiting on the same release."""
+    early = RING_WITH_MASK.replace("EARLY", RELEASE).replace("LATE\n", "")
+    [found] = codegen.reads_after_release(early)
+    assert found.line == early.splitlines().index(
+        "      acc_s[0] = ((0 < ((int)((uchar*)mask_s)[((consumer_phase_cnt[0] & 1) * 4096)])) ? acc_s[0] : -CUDART_INF_F);") + 1
+    assert "mask_s read after this iteration released its stage" in found.message
+    assert codegen.reads_after_release(RING_WITH_MASK.replace("EARLY\n", "").replace("LATE", RELEASE)) == []

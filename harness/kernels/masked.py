@@ -19,8 +19,8 @@ holds a true element; the forward and backward skip the other tiles entirely.
 The loops over tiles are serial (T.serial, not T.Pipelined; num_stages is ignored): in the
 warp-specialized pipeline TileLang 0.1.15 generates for T.Pipelined here, the producer waits only
 for the consumer's release of K's stage, which comes right after the QK^T GEMM, before the masking
-reads mask_s and bias_s; the next tile's mask could then overwrite the one being read. Seen in the
-generated code only, not yet on a GPU.
+reads mask_s and bias_s; the next tile's mask could then overwrite the one being read
+(codegen.reads_after_release flags it). Seen in the generated code only, not yet on a GPU.
 """
 import math
 
