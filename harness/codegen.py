@@ -559,24 +559,25 @@ def _slot(name, index) -> str:
 
 def reads_after_release(source: str) -> list[Finding]:
     shared = {m.group(1) for m in _BUFFER.finditer(source)}
-    lines = source.splitlines()
-    guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it (its stage's contents)
-    slot = None
-    for line in lines:
+    guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it, in the wait's loop
+    waited = None  # (slot, loops at the wait)
+    for n, line, loops in _scopes(source):
+        if waited and loops[:len(waited[1])] != waited[1]:
+            waited = None
         m = _MBAR_OP.search(line)
         if m and m.group(3) == "wait":
-            slot = _slot(m.group(1), m.group(2))
-        elif slot:
+            waited = (_slot(m.group(1), m.group(2)), loops) if loops else None
+        elif waited:
             lhs, eq, _ = line.partition(" = ")
             written = set(_ASYNC_DST.findall(line)) | (set(_SHARED_REF.findall(lhs)) if eq else set())
-            guarded.setdefault(slot, set()).update(written & shared)
+            guarded.setdefault(waited[0], set()).update(written & shared)
     found, seen = [], set()
-    released = None  # (slot, loops at the release, line)
+    released = None  # (slot, loops at the release, line): a plain arrive inside a loop, not a priming one
     for n, line, loops in _scopes(source):
         if released and loops[:len(released[1])] != released[1]:
             released = None  # left the loop iteration that released the slot
         m = _MBAR_OP.search(line)
-        if m and m.group(3) == "arrive" and not m.group(4) and guarded.get(_slot(m.group(1), m.group(2))):
+        if m and m.group(3) == "arrive" and not m.group(4) and loops and guarded.get(_slot(m.group(1), m.group(2))):
             released = (_slot(m.group(1), m.group(2)), loops, n)
             continue
         if released and not m:
