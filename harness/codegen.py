@@ -561,7 +561,7 @@ def reads_after_release(source: str) -> list[Finding]:
     shared = {m.group(1) for m in _BUFFER.finditer(source)}
     guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it, in the wait's loop
     waited = None  # (slot, loops at the wait)
-    for n, line, loops in _scopes(source):
+    for _, line, loops in _scopes(source):
         if waited and loops[:len(waited[1])] != waited[1]:
             waited = None
         m = _MBAR_OP.search(line)

@@ -340,5 +340,5 @@ def test_a_stage_read_after_its_release_is_flagged():
     assert codegen.reads_after_release(late) == []
     # A consumer priming the ring (an arrive before its loop) releases nothing it has read; and the
     # consumer's own writes after the producer's loop are not that stage's contents.
-    primed = late.replace("  } else {\n", "  } else {\n    mbarrier[4].arrive();\n    ((half_t*)q_s)[0] = Q[0];\n")
+    primed = late.replace("  } else {\n", "  } else {\n" + RELEASE + "\n    ((half_t*)q_s)[0] = Q[0];\n")
     assert codegen.reads_after_release(primed) == []
