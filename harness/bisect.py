@@ -171,7 +171,8 @@ class Commits:
     """One build and install per commit of `repo` under `root`. `build` is a shell command run in
     a checkout of the commit (submodules are the command's business: e.g. `git submodule update
     --init --recursive && pip wheel . -w $HARNESS_WHEEL_DIR`); it must leave a tilelang wheel in
-    $HARNESS_WHEEL_DIR. CCACHE_DIR is kept under `root`, so neighbouring commits rebuild little."""
+    $HARNESS_WHEEL_DIR; its output goes to `root`/commits/<sha>/build.log. CCACHE_DIR is kept under
+    `root`, so neighbouring commits rebuild little (scripts/build_tilelang_commit.sh is such a command)."""
     root: Path
     repo: Path
     build: str
@@ -224,13 +225,15 @@ class Commits:
         self._git("worktree", "remove", "--force", str(tree), check=False)
         self._git("worktree", "add", "--detach", str(tree), sha)
         env = dict(os.environ, HARNESS_WHEEL_DIR=str(wheels), CCACHE_DIR=str(self.root / "ccache"))
+        log = self.path(sha) / "build.log"  # written as the build goes: a cold TileLang build takes over an hour
         try:
-            p = subprocess.run(self.build, shell=True, cwd=tree, env=env, capture_output=True, text=True,
-                               timeout=6 * 3600)
+            with log.open("w") as out:
+                p = subprocess.run(self.build, shell=True, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   timeout=6 * 3600)
         finally:
             self._git("worktree", "remove", "--force", str(tree), check=False)
         if p.returncode:
-            return f"commit {sha[:12]} does not build (status {p.returncode}): {_last(p.stderr or p.stdout)}"
+            return f"commit {sha[:12]} does not build (status {p.returncode}): {_last(log.read_text())} (log: {log})"
         if not any(wheels.glob("tilelang-*.whl")):
             return f"commit {sha[:12]}: the build command left no tilelang wheel in $HARNESS_WHEEL_DIR"
         return ""

@@ -297,8 +297,10 @@ def test_commit_mode_is_a_git_bisect_run_script(tmp_path, repo, reproducer):
     # A commit that does not build is a skip. One that builds is replayed in its own tree: the
     # stand-in package there has no tilelang.language, so the replay fails on our side: a skip too,
     # never "bad", and it says so.
+    log = tmp_path / "envs" / "commits" / shas[2] / "build.log"
     assert said[shas[2]] == (SKIP, f"CANNOT TEST: commit {shas[2][:12]} does not build (status 1): "
-                                   "error: this commit does not compile")
+                                   f"error: this commit does not compile (log: {log})")
+    assert "error: this commit does not compile" in log.read_text()  # the build's whole output is kept
     assert said[shas[5]][0] == SKIP and said[shas[5]][1].startswith("CANNOT TEST: HARNESS_ERROR (compile)")
     assert "No module named 'tilelang.language'" in said[shas[5]][1]
     assert (tmp_path / "envs" / "commits" / shas[5] / "site" / "tilelang" / "__init__.py").read_text() == "BUG = 'yes'\n"
