@@ -529,17 +529,25 @@ _STMATRIX = re.compile(r"ptx_stmatrix\w*\(\(&\(\(\(\w+\*\)(\w+)\)")
 _TMA_STORE = re.compile(r"tl::tma_store\(\w+, \(&\(\(\(\w+\*\)(\w+)\)")
 
 
+def _shared(source: str) -> set:
+    return {m.group(1) for m in _BUFFER.finditer(source)}
+
+
+def _thread_writes(line: str) -> set:
+    """Buffers the threads themselves write on this line: an stmatrix, or an assignment's target."""
+    m = _STMATRIX.search(line)
+    lhs, eq, _ = line.partition(" = ")
+    return {m.group(1)} if m else set(_SHARED_REF.findall(lhs)) if eq else set()
+
+
 def unsynced_tma_stores(source: str) -> list[Finding]:
-    shared = {m.group(1) for m in _BUFFER.finditer(source)}
+    shared = _shared(source)
     written: dict[str, int] = {}  # shared buffer -> line of its latest write since the last barrier
     found = []
     for n, line in enumerate(source.splitlines(), 1):
         if _SYNC.search(line):
             written.clear()
-        m = _STMATRIX.search(line)
-        lhs, eq, _ = line.partition(" = ")
-        targets = {m.group(1)} if m else set(_SHARED_REF.findall(lhs)) if eq else set()
-        written.update((name, n) for name in targets & shared)
+        written.update((name, n) for name in _thread_writes(line) & shared)
         m = _TMA_STORE.search(line)
         if m and m.group(1) in written:
             found.append(Finding("unsynced_tma_stores", n, f"TMA store of {m.group(1)} after threads wrote it "
@@ -557,25 +565,29 @@ def _slot(name, index) -> str:
     return name + "[" + _PHASE.sub("phase", index.replace(" ", "")) + "]"
 
 
+def _inside(loops, outer) -> bool:
+    """Whether a line in `loops` is still inside the loop iteration that was at `outer`."""
+    return loops[:len(outer)] == outer
+
+
 def reads_after_release(source: str) -> list[Finding]:
-    shared = {m.group(1) for m in _BUFFER.finditer(source)}
+    shared = _shared(source)
     guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it, in the wait's loop
     waited = None  # (slot, loops at the wait)
     for _, line, loops in _scopes(source):
-        if waited and loops[:len(waited[1])] != waited[1]:
+        if waited and not _inside(loops, waited[1]):
             waited = None
         m = _MBAR_OP.search(line)
         if m and m.group(3) == "wait":
             waited = (_slot(m.group(1), m.group(2)), loops) if loops else None
         elif waited:
-            lhs, eq, _ = line.partition(" = ")
-            written = set(_ASYNC_DST.findall(line)) | (set(_SHARED_REF.findall(lhs)) if eq else set())
+            written = _thread_writes(line) | set(_ASYNC_DST.findall(line))
             guarded.setdefault(waited[0], set()).update(written & shared)
     found, seen = [], set()
     released = None  # (slot, loops at the release, line): a plain arrive inside a loop, not a priming one
     for n, line, loops in _scopes(source):
-        if released and loops[:len(released[1])] != released[1]:
-            released = None  # left the loop iteration that released the slot
+        if released and not _inside(loops, released[1]):
+            released = None
         m = _MBAR_OP.search(line)
         if m and m.group(3) == "arrive" and not m.group(4) and loops and guarded.get(_slot(m.group(1), m.group(2))):
             released = (_slot(m.group(1), m.group(2)), loops, n)
