@@ -29,8 +29,8 @@ def run_seed(cases: Path, seed: int, out: Path, arch: str, workers: int | None) 
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def differences(by_seed: dict[int, list[dict]]) -> list[dict]:
-    """One row per kernel (static fields) whose code digest is not the same under every seed."""
+def kernels_of(by_seed: dict[int, list[dict]]) -> list[dict]:
+    """One row per kernel (static fields): its code digest and hazards under each seed."""
     kernels: dict[tuple, dict] = {}
     for seed, results in by_seed.items():
         for r in results:
@@ -41,7 +41,7 @@ def differences(by_seed: dict[int, list[dict]]) -> list[dict]:
                                                                  "variant": case.variant, "code": {}, "hazards": {}})
             row["code"][seed] = r["code"]
             row["hazards"][seed] = r.get("hazards", [])
-    return [row for row in kernels.values() if len(set(row["code"].values())) > 1]
+    return list(kernels.values())
 
 
 def report(rows: list[dict], seeds: list[int], kernels: int) -> str:
@@ -57,8 +57,7 @@ def report(rows: list[dict], seeds: list[int], kernels: int) -> str:
 
 
 def check(cases: Path, seeds: list[int], out: Path, arch: str = "sm_90a", workers: int | None = None) -> tuple[str, int]:
-    """(markdown report, number of seed-dependent kernels)."""
-    by_seed = {seed: run_seed(cases, seed, out, arch, workers) for seed in seeds}
-    rows = differences(by_seed)
-    kernels = len({case_mod.static_key(case_mod.from_dict(r["case"])) for rs in by_seed.values() for r in rs if "code" in r})
-    return report(rows, seeds, kernels), len(rows)
+    """(markdown report, number of kernels whose code differs between seeds)."""
+    kernels = kernels_of({seed: run_seed(cases, seed, out, arch, workers) for seed in seeds})
+    differ = [row for row in kernels if len(set(row["code"].values())) > 1]
+    return report(differ, seeds, len(kernels)), len(differ)
