@@ -173,6 +173,7 @@ def run(opts: Options) -> int:
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
     bar = tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=every, maxinterval=max(every, 10))
+    recorded = set()  # new signatures written as they came: a run killed midway keeps its reproducers
     with open(results_path, "a") as sink, bar:
         for r in pool.run(todo, deadline):
             sink.write(json.dumps(r) + "\n")
@@ -181,7 +182,12 @@ def run(opts: Options) -> int:
             counts[r["verdict"]] += 1
             bar.set_postfix_str(" ".join(f"{k} {v}" for k, v in sorted(counts.items())), refresh=False)
             bar.update()
-            new_failures += r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known
+            new = r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known
+            if new and oracle.signature(r) not in recorded:
+                recorded.add(oracle.signature(r))
+                bar.write(f"reproducer (new, not yet minimized): {record.write(r, env, opts.reproducers)}",
+                          file=sys.stderr)
+            new_failures += new
             if opts.stop_after and new_failures >= opts.stop_after:
                 break  # leaving the loop closes the pool: cases in flight are dropped, not recorded
     elapsed = time.monotonic() - t0
@@ -194,20 +200,20 @@ def run(opts: Options) -> int:
     if ours:
         print(f"HARNESS_ERROR in {len(ours)} cases: the harness's own bug, not recorded "
               f"(first: {ours[0]['case_id']}: {ours[0]['message']})")
-    record_failures(everything, opts, target)
+    record_failures(everything, opts, target, known)
     # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
     # says whether this run found something new, or the harness itself went wrong.
     new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
     return 1 if new or ours else 0
 
 
-def record_failures(results, opts: Options, target) -> list[Path]:
-    """One reproducer per compiler-failure signature not yet in opts.reproducers; print the paths."""
+def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
+    """One reproducer per compiler-failure signature not in `known` (the reproducers before the
+    run), minimized when asked (replacing the unminimized one written when it failed); print the paths."""
     firsts = {}
     for r in results:
         if r["verdict"] in oracle.FAILURES:
             firsts.setdefault(oracle.signature(r), r)
-    known = record.known_signatures(opts.reproducers)
     new = {sig: r for sig, r in firsts.items() if sig not in known}
     for sig in firsts.keys() & known.keys():
         print(f"reproducer (already recorded): {known[sig]}")

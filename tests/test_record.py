@@ -159,9 +159,9 @@ def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
     opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "repro")
     results = [failure(), failure(CASE.replace(batch=3)), failure(region="empty_rows"),
                result_of(CASE, "PASS", "judge"), result_of(CASE, "HARNESS_ERROR", "judge", "KeyError: x")]
-    paths = campaign.record_failures(results, opts, "sm_90a")
+    paths = campaign.record_failures(results, opts, "sm_90a", known={})
     assert len(paths) == 2 and all(p.exists() for p in paths)  # the HARNESS_ERROR is not recorded
-    assert campaign.record_failures(results, opts, "sm_90a") == []
+    assert campaign.record_failures(results, opts, "sm_90a", record.known_signatures(opts.reproducers)) == []
     assert capsys.readouterr().out.count("already recorded") == 2
 
 
