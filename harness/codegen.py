@@ -177,10 +177,10 @@ _ELECT = re.compile(r"tl_shuffle_elect<(\d+)>")
 TRIPS = (0, 1, 2, 3, 4, 5, 9)  # symbolic trip counts replayed: empty, one, and past every ring depth <= 4
 
 
-def _tree(source: str) -> list:
+def _tree(source: str, ops=_OPS) -> list:
     """The kernel body as nested nodes, barrier operations only:
     ("for", var, start, bound, body), ("if", condition, then, else), ("op", kind, name, index, arg, line)
-    with kind wait, arrive or load (a TMA load completing on that barrier)."""
+    with kind wait, arrive or load (a TMA load completing on that barrier), or the kinds of `ops`."""
     root: list = []
     stack = [root]
     for n, line in enumerate(source.splitlines(), 1):
@@ -205,7 +205,7 @@ def _tree(source: str) -> list:
             stack.pop()
             stack.append(stack[-1][-1][3])
             continue
-        found = sorted((m.start(), kind, m.groups()) for kind, pattern in _OPS for m in pattern.finditer(line))
+        found = sorted((m.start(), kind, m.groups()) for kind, pattern in ops for m in pattern.finditer(line))
         for _, kind, (name, index, arg) in found:
             stack[-1].append(("op", kind, name, index, arg, n))
         opened, closed = text.count("{"), text.count("}")
@@ -385,6 +385,35 @@ def mbarrier_protocol(source: str) -> list[Finding]:
     return []
 
 
+
+
+# A named barrier (bar.sync id, count) releases once `count` threads arrived. Run by a role of another
+# size, its arrivals split into instances that never fill up: the last one waits forever.
+_NAMED_BARRIER = (("sync", re.compile(r"tl::__sync_thread_partial\((\d+), (\d+)\)()")),)
+
+
+def named_barrier_counts(source: str) -> list[Finding]:
+    """A named barrier whose thread count differs from the threads of the role that runs it.
+    Syncs under a further test on threadIdx (a subgroup's own barrier) are not judged."""
+    m = _LAUNCH.search(source)
+    if not m:
+        return []
+    findings = []
+
+    def visit(nodes, role, count):
+        for node in nodes:
+            if node[0] == "op" and int(node[3]) != count:
+                findings.append(Finding("named_barrier_counts", node[5], f"bar.sync {node[2]} counts {node[3]} "
+                                        f"threads but {role} ({count} threads) run it: a deadlock"))
+            elif node[0] == "for":
+                visit(node[4], role, count)
+            elif node[0] == "if" and "threadIdx" not in node[1]:
+                visit(node[2], role, count)
+                visit(node[3], role, count)
+
+    for role, count, nodes in _roles(_tree(source, _NAMED_BARRIER), int(m.group(1))):
+        visit(nodes, role, count)
+    return findings
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w.]*)|(<<|>>|&&|\|\||[-+*/%&|()<>,?:!~^]))")
@@ -607,4 +636,4 @@ def reads_after_release(source: str) -> list[Finding]:
 def check(source: str, contiguous: dict[str, int] | None = None, aligned=()) -> list[Finding]:
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
             + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)
-            + reads_after_release(source))
+            + reads_after_release(source) + named_barrier_counts(source))

@@ -49,11 +49,12 @@ class _Worker:
         self.buf = b""
         self.case = None
         self.stage = None
+        self.found = {}  # the compiled kernel's hazards and code digest, for a case that never answers
         self.deadline = None
         self.key = None
 
     def assign(self, case, timeouts):
-        self.case, self.stage = case, "compile"
+        self.case, self.stage, self.found = case, "compile", {}
         self.deadline = time.monotonic() + timeouts.compile
         self.proc.stdin.write((case_mod.to_json(case) + "\n").encode())
         self.proc.stdin.flush()
@@ -162,7 +163,8 @@ class Pool:
                     if now > w.deadline:
                         sel.unregister(w.proc.stdout)
                         limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
-                        r = oracle.result(w.case, "HANG", w.stage, f"no answer within {limit:g} s ({w.stage})")
+                        r = {**oracle.result(w.case, "HANG", w.stage, f"no answer within {limit:g} s ({w.stage})"),
+                             **w.found}
                         w.kill()
                         w.case = None
                         del busy[slot]
@@ -196,7 +198,7 @@ class Pool:
             w.proc.wait()
             code = w.proc.returncode
             msg = w.log_tail() or f"worker exited with status {code}"
-            r = oracle.result(w.case, "CRASH", w.stage, f"worker died (status {code}): {msg}")
+            r = {**oracle.result(w.case, "CRASH", w.stage, f"worker died (status {code}): {msg}"), **w.found}
             w.kill()
             return r
         w.buf += chunk
@@ -205,7 +207,8 @@ class Pool:
             line, w.buf = w.buf.split(b"\n", 1)
             msg = json.loads(line)
             if msg["event"] == "stage":
-                w.stage = msg["stage"]
+                w.stage = msg.pop("stage")
+                w.found = {k: msg[k] for k in ("hazards", "code") if k in msg}
                 w.deadline = time.monotonic() + self.timeouts.run
             elif msg["event"] == "refused":
                 result = oracle.result(w.case, "HARNESS_ERROR", "protocol", msg["message"])

@@ -20,8 +20,9 @@ from harness import case as case_mod
 from harness import kernels, oracle
 
 
-def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
-    """Compile (cached), scan the generated code, run, and judge: one result dict."""
+def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None) -> dict:
+    """Compile (cached), scan the generated code, run, and judge: one result dict. on_stage("run")
+    also carries what the scan found, so a run that hangs or kills the worker keeps it."""
     fam = kernels.family(case.family)
     reason = fam.unsupported(case)
     if not reason and (case.knobs or fam.needs):
@@ -46,7 +47,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage: None) -> dict:
     kernel, found, code = cache[key]
     if target != "auto":
         return oracle.result(case, "COMPILED", "compile", seconds=seconds, hazards=found, code=code)
-    on_stage("run")
+    on_stage("run", hazards=found, code=code)
     stage = "inputs"
     try:
         inputs = fam.make_inputs(case, "cuda")
@@ -123,7 +124,7 @@ def main(target: str) -> None:
         except case_mod.CaseError as e:  # parent and worker disagree about the Case: ours, not a crash
             send({"event": "refused", "message": f"worker cannot read the case: {e}"})
             continue
-        result = run_case(case, target, cache, on_stage=lambda s: send({"event": "stage", "stage": s}))
+        result = run_case(case, target, cache, on_stage=lambda s, **found: send({"event": "stage", "stage": s, **found}))
         send({"event": "result", **result})
         if result.get("fatal"):
             return  # the CUDA context is poisoned: the parent starts a fresh worker

@@ -342,3 +342,40 @@ def test_a_stage_read_after_its_release_is_flagged():
     # consumer's own writes after the producer's loop are not that stage's contents.
     primed = late.replace("  } else {\n", "  } else {\n" + RELEASE + "\n    ((half_t*)q_s)[0] = Q[0];\n")
     assert codegen.reads_after_release(primed) == []
+
+
+# A warp-specialized epilogue: 256 consumer threads (threadIdx >= 128) sync before and after writing o_s.
+EPILOGUE = """
+extern "C" __global__ void __launch_bounds__(384, 1) main_kernel(int seq_k) {
+  if (((int)threadIdx.x) < 128) {
+    tl::__sync_thread_partial(2, 128);
+  } else {
+    for (int kb = 0; kb < seq_k; ++kb) {
+      if (kb == 0) {
+        tl::__sync_thread_partial(4, COUNT);
+      }
+    }
+    tl::__sync_thread_partial(3, COUNT);
+    if (((int)threadIdx.x) < 256) {
+      tl::__sync_thread_partial(5, 128);
+    }
+    tl::__sync_thread_partial(3, COUNT);
+  }
+}
+"""
+
+
+def named(source):
+    return [f for f in codegen.check(source) if f.check == "named_barrier_counts"]
+
+
+def test_named_barriers_counting_their_roles_threads_are_fine():
+    assert named(EPILOGUE.replace("COUNT", "256")) == []
+
+
+def test_a_named_barrier_counting_fewer_threads_than_run_it_is_a_deadlock():
+    """TileLang 0.1.12 emitted the consumers' epilogue barrier as (3, 192) for 256 threads in some
+    compiles: the block hung on the GPU (reproducer bb5de5939ba0)."""
+    found = named(EPILOGUE.replace("COUNT", "192"))
+    assert [f.line for f in found] == [8, 11, 15]  # in a loop and under a uniform test too
+    assert "bar.sync 3 counts 192 threads but threads >= 128 (256 threads) run it" in found[1].message
