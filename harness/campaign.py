@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 from tqdm import tqdm
@@ -54,13 +55,13 @@ def _err(*lines):
 
 # ----------------------------------------------------------------------------- cases
 def draw(families, n, seed, per_kernel, cover=True) -> list[case_mod.Case]:
+    """n cases shared among the families, dealt in turn (one family's case, the next family's, ...)
+    so that a run cut short by --time has tested every family, not the first few."""
     from harness import strategies
 
-    cases = []
-    for i, f in enumerate(families):
-        count = n // len(families) + (i < n % len(families))
-        cases += strategies.draw(f, count, seed + i, per_kernel, cover=cover)
-    return cases
+    per_family = [strategies.draw(f, n // len(families) + (i < n % len(families)), seed + i, per_kernel, cover=cover)
+                  for i, f in enumerate(families)]
+    return [c for turn in zip_longest(*per_family) for c in turn if c is not None]
 
 
 def write_cases(path: Path, cases) -> None:

@@ -80,3 +80,10 @@ def test_fwd_fits_rejects_a_tile_the_register_file_cannot_hold():
     assert "registers per thread" in fwd_family.fits(192, 64, 1, 384, 64, 256)
     assert fwd_family.fits(128, 128, 1, 256, 64, 256) is None and fwd_family.fits(64, 96, 2, 128, 64, 256) is None
     assert fwd_family.fits(192, 64, 1, 384, 64, 128) is None
+
+
+def test_a_campaign_deals_its_families_in_turn():
+    """A run stopped by --time early on has still run every family (the pool starts kernels in order)."""
+    from harness import campaign
+    cases = campaign.draw(("fwd", "bwd", "ws"), 7, 0, 1, cover=False)
+    assert [c.family for c in cases] == ["fwd", "bwd", "ws"] * 2 + ["fwd"]
