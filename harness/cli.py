@@ -122,7 +122,7 @@ def cmd_repro(args) -> int:
     print(f"reproducer {rep.id} ({path}): {rep.title}")
     print(f"recorded:  {record.describe({'case': case_mod.to_dict(rep.case), **rep.observed})}  "
           f"[{replay.where(rep.environment)}]")
-    out = replay.replay(rep, args.logs, args.runs, args.arch, _timeouts(args), env)
+    out = replay.replay(rep, args.logs, args.runs, args.arch, _timeouts(args), env, fresh=args.fresh)
     for line in out.evidence:
         print(line)
     print(out.verdict)
@@ -296,6 +296,8 @@ def parser() -> Parser:
     r.set_defaults(func=cmd_run)
     rp = sub.add_parser("repro", help="replay a reproducer: exit 0 correct, 1 bug reproduced, 125 cannot test")
     rp.add_argument("--runs", type=_positive(int), default=1, help="run it this many times (flakiness)")
+    rp.add_argument("--fresh", action="store_true", help="compile afresh for every run (a new worker, an empty "
+                    "kernel cache): for bugs in which code a compile emits")
     _replay_args(rp)
     rp.set_defaults(func=cmd_repro)
     m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")

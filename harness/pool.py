@@ -207,7 +207,7 @@ class Pool:
             line, w.buf = w.buf.split(b"\n", 1)
             msg = json.loads(line)
             if msg["event"] == "stage":
-                w.stage = msg.pop("stage")
+                w.stage = msg["stage"]
                 w.found = {k: msg[k] for k in ("hazards", "code") if k in msg}
                 w.deadline = time.monotonic() + self.timeouts.run
             elif msg["event"] == "refused":

@@ -8,12 +8,13 @@ HARNESS_ERROR is never evidence against the compiler).
 """
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import oracle, record
 from harness.environment import environment, gpu_count, importable
-from harness.minimize import Evaluator, triage
 from harness.pool import Pool, Timeouts
 
 GOOD, BAD, SKIP = 0, 1, 125
@@ -42,22 +43,34 @@ def where(env) -> str:
     return f"tilelang {env.get('tilelang', '?')} {env.get('tilelang_commit', '')}".rstrip() + f", {env.get('gpu', '?')}"
 
 
-def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, env=None) -> Replay:
-    """Run `rep.case` `runs` times in a fresh worker and judge what that says about the bug."""
+def runs_of(case, tgt, logs, runs, timeouts, fresh=False) -> list[dict]:
+    """`runs` results of `case`: one worker compiles once and runs it each time (races at run
+    time), or, `fresh`, every run compiles in a new worker with an empty kernel cache (bugs in
+    which code a compile emits: 80929a5b6a72, bb5de5939ba0). A crash or hang is a verdict."""
+    if not fresh:
+        with Pool(1, tgt, logs, timeouts) as pool:
+            return [pool.run_one(case) for _ in range(runs)]
+    results = []
+    for i in range(runs):
+        with tempfile.TemporaryDirectory() as cache, \
+                Pool(1, tgt, Path(logs) / f"fresh-{i}", timeouts, env=dict(os.environ, TILELANG_CACHE_DIR=cache)) as pool:
+            results.append(pool.run_one(case))
+    return results
+
+
+def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, env=None, fresh=False) -> Replay:
+    """Run `rep.case` `runs` times (`fresh`: a compile each time) and judge what that says about the bug."""
     env = env or environment()
     tgt, reason = target(rep, env, arch)
     if tgt is None:
         return Replay(SKIP, f"CANNOT TEST: {reason}")
-    with Pool(1, tgt, Path(logs) / rep.id, timeouts) as pool:  # a crash or hang is a verdict, not our death
-        evaluate = Evaluator(pool)
-        seen = triage(rep.case, evaluate, max(runs, 1), rep.signature)
-    results = evaluate.results
+    results = runs_of(rep.case, tgt, Path(logs) / rep.id, max(runs, 1), timeouts, fresh)
     evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results]
-    n = seen["runs"]
+    n = len(results)
     good = "PASS" if tgt == "auto" else "COMPILED"
     failing = [r for r in results if r["verdict"] in oracle.FAILURES]
     if failing:
-        same = seen["reproduced"]
+        same = sum(oracle.signature(r) == tuple(rep.signature) for r in results)
         verdict = (f"REPRODUCED: {len(failing)}/{n} runs fail; signature "
                    + (f"matches in {same}/{n} runs" if same else "differs"))
         if same < n:

@@ -68,3 +68,14 @@ def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch)
         assert (r["verdict"], r["stage"]) == ("HARNESS_ERROR", "protocol")
         assert "worker cannot read the case: missing case field(s): block_m" in r["message"]
         assert pool.run_one(fake(1))["verdict"] == "COMPILED" and pool.started == 1
+
+
+def test_a_fresh_replay_compiles_every_run(tmp_path):
+    """`harness repro --fresh`: a bug in which code a compile emits needs a compile per run."""
+    from harness.replay import runs_of
+    timeouts = Timeouts(compile=30, run=10)
+    once = runs_of(fake(1), "sm_90a", tmp_path / "once", 3, timeouts)
+    fresh = runs_of(fake(1), "sm_90a", tmp_path / "fresh", 3, timeouts, fresh=True)
+    assert [r["verdict"] for r in once + fresh] == ["COMPILED"] * 6
+    assert ["compile" in r["seconds"] for r in once] == [True, False, False]
+    assert ["compile" in r["seconds"] for r in fresh] == [True, True, True]
