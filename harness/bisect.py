@@ -260,11 +260,11 @@ def _env_of(target: Path) -> dict:
                 TILELANG_CACHE_DIR=str(target / ".kernel-cache"))
 
 
-def replay_in(target: Path, reproducer: Path, runs: int, logs: Path) -> tuple[int, str]:
-    """`harness repro` with the release in `target`: (status, its evidence in one line)."""
+def replay_in(target: Path, reproducer: Path, runs: int, logs: Path, fresh=False) -> tuple[int, str]:
+    """`harness repro` with the release in `target` (`fresh`: a compile per run): (status, its evidence in one line)."""
     env = _env_of(target)
     p = subprocess.run([sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs),
-                        "--logs", str(logs)], capture_output=True, text=True, env=env, timeout=3600)
+                        "--logs", str(logs)] + ["--fresh"] * fresh, capture_output=True, text=True, env=env, timeout=3600)
     lines = [line.strip() for line in p.stdout.splitlines() if line.strip()]
     verdict = next((line for line in reversed(lines) if line.split(":")[0] in
                     ("REPRODUCED", "NOT REPRODUCED", "CANNOT TEST")), _last(p.stderr))
@@ -306,6 +306,7 @@ class Bisect:
     releases: Releases
     state_path: Path
     runs: int = 1
+    fresh: bool = False                         # a compile per replay (bugs in which code a compile emits)
     log: callable = print
     steps: dict = field(default_factory=dict)   # version -> {"status", "evidence", "seconds"}
     order: list = field(default_factory=list)   # what the search walks, saved: a resumed bisect needs no index
@@ -313,8 +314,9 @@ class Bisect:
     def __post_init__(self):
         if self.state_path.exists():
             state = json.loads(self.state_path.read_text())
-            same = (state.get("reproducer"), state.get("good"), state.get("bad"), state.get("runs")) == \
-                (self.reproducer.name, self.good, self.bad, self.runs)  # the file name: checkouts move
+            same = (state.get("reproducer"), state.get("good"), state.get("bad"), state.get("runs"),
+                    state.get("fresh", False)) == \
+                (self.reproducer.name, self.good, self.bad, self.runs, self.fresh)  # the file name: checkouts move
             if not same:
                 raise BisectError(f"{self.state_path} holds another bisect: {state.get('reproducer')} "
                                   f"{state.get('good')}..{state.get('bad')}; remove it or pass another --state")
@@ -330,7 +332,8 @@ class Bisect:
             if target is None:
                 status, evidence = SKIP, f"CANNOT TEST: {why}"
             else:
-                status, evidence = replay_in(target, self.reproducer, self.runs, self.releases.root / "logs" / key)
+                status, evidence = replay_in(target, self.reproducer, self.runs, self.releases.root / "logs" / key,
+                                             self.fresh)
             self.steps[key] = {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - t0, 1)}
             self._save()
             self.log(f"  {key}: {evidence}")
@@ -339,7 +342,7 @@ class Bisect:
     def _save(self):
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         state = {"reproducer": self.reproducer.name, "good": self.good, "bad": self.bad, "runs": self.runs,
-                 "order": self.order, "steps": self.steps}
+                 "fresh": self.fresh, "order": self.order, "steps": self.steps}
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.state_path)  # a kill mid-write leaves the previous state, never half of one
@@ -384,7 +387,7 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
             rows.append(f"| {v} | {WORDS[step['status']]} | {step['evidence'].replace('|', '/')} | {step['seconds']} |")
     where = (f" --repo {b.releases.repo} --build '{b.releases.build}'" if kind == "commit" else "")
     cmd = (f"harness bisect {b.reproducer} --good {b.good} --bad {b.bad} --envs {b.releases.root}{where}"
-           + (f" --runs {b.runs}" if b.runs > 1 else ""))
+           + (f" --runs {b.runs}" if b.runs > 1 else "") + (" --fresh" if b.fresh else ""))
     return "\n".join([
         f"## Bisect of reproducer {rep.id} across TileLang releases",
         "",
@@ -396,8 +399,8 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
         "",
         *rows,
         "",
-        f"Steps tested: {len(b.steps)} of {len(order)} {kind}s; each replayed {b.runs} time(s) with "
-        "`harness repro` (0 good, 1 bad, 125 skip).",
+        f"Steps tested: {len(b.steps)} of {len(order)} {kind}s; each replayed {b.runs} time(s) "
+        + ("(a compile each) " if b.fresh else "") + "with `harness repro` (0 good, 1 bad, 125 skip).",
         f"Environment: Python {platform.python_version()}, {platform.machine()}, torch "
         f"{_version('torch')}; {kind}s installed under {b.releases.root}.",
         "",
@@ -424,7 +427,7 @@ def _version(name) -> str:
 
 
 # ----------------------------------------------------------------------------- the release matrix
-def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print, jobs=1) -> str:
+def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print, jobs=1, fresh=False) -> str:
     """Every reproducer replayed on every release (`jobs` at a time): a markdown table of
     REPRODUCED / not reproduced / fails differently (another signature) / cannot test."""
     from concurrent.futures import ThreadPoolExecutor
@@ -439,7 +442,8 @@ def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, 
         target, why = releases.get(v)
 
         def cell(path, v=v, target=target, why=why):
-            return (SKIP, why) if target is None else replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}")
+            return (SKIP, why) if target is None else replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}",
+                                                                fresh)
 
         with ThreadPoolExecutor(jobs) as pool:
             for rep, out in zip(reps, pool.map(cell, reproducers)):

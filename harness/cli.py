@@ -184,14 +184,14 @@ def cmd_bisect(args) -> int:
                 if target is None:
                     print(f"CANNOT TEST: {why}")
                     return bisect.SKIP
-                status, evidence = bisect.replay_in(target, path.resolve(), args.runs, envs / "logs" / sha)
+                status, evidence = bisect.replay_in(target, path.resolve(), args.runs, envs / "logs" / sha, args.fresh)
                 print(evidence)
                 return status
         else:
             provider = bisect.Releases(envs, args.wheels and Path(args.wheels))
         tag = f"{rep.id}-{args.good}-{args.bad}".replace("/", "_")
         state = Path(args.state) if args.state else envs / f"bisect-{tag}.json"
-        run = bisect.Bisect(path.resolve(), args.good, args.bad, provider, state, args.runs, log=log)
+        run = bisect.Bisect(path.resolve(), args.good, args.bad, provider, state, args.runs, args.fresh, log=log)
         if not run.order:  # a resumed bisect walks its saved order: no index needed
             run.order = (provider.order(args.good, args.bad) if args.repo else
                          [str(v) for v in bisect.between(bisect.available(provider.wheels), args.good, args.bad)])
@@ -234,7 +234,7 @@ def cmd_matrix(args) -> int:
     if args.cases_from:
         print(bisect.cases_matrix(Path(args.cases_from), sorted(wanted), releases, Path(args.out), log=log))
     else:
-        print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=log, jobs=args.jobs))
+        print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=log, jobs=args.jobs, fresh=args.fresh))
     return 0
 
 
@@ -316,6 +316,7 @@ def parser() -> Parser:
                                    "tilelang wheel in $HARNESS_WHEEL_DIR")
     b.add_argument("--at", help="with --repo: test this one commit and exit 0/1/125 (a `git bisect run` script)")
     b.add_argument("--runs", type=_positive(int), default=1, help="replays per step (flaky bugs: bad if any fails)")
+    b.add_argument("--fresh", action="store_true", help="compile afresh for every replay (see repro --fresh)")
     b.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
     b.add_argument("--wheels", help="install from the wheels in this directory, offline")
     b.add_argument("--state", help="bisect state file (default: under --envs); an interrupted bisect resumes from it")
@@ -324,6 +325,7 @@ def parser() -> Parser:
     mx = sub.add_parser("matrix", help="replay every reproducer on every release listed")
     mx.add_argument("--releases", required=True, help="comma-separated, e.g. 0.1.6.post2,0.1.10,0.1.15")
     mx.add_argument("--runs", type=_positive(int), default=1)
+    mx.add_argument("--fresh", action="store_true", help="compile afresh for every replay (see repro --fresh)")
     mx.add_argument("--jobs", type=_positive(int), default=1, help="reproducers replayed at once (each its own worker)")
     mx.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
     mx.add_argument("--wheels", help="install from the wheels in this directory, offline")

@@ -101,7 +101,7 @@ def reproducer(tmp_path):
 def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer, monkeypatch):
     replays = []
 
-    def replay_in(target, rep, runs, logs):
+    def replay_in(target, rep, runs, logs, fresh=False):
         version = target.name.split("-", 1)[1]
         replays.append(version)
         if len(replays) == 3 and not getattr(replay_in, "resumed", False):
@@ -127,10 +127,29 @@ def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer,
     assert "harness bisect" in text and "| release | result | evidence | seconds |" in text
     with pytest.raises(BisectError, match="holds another bisect"):
         start(runs=3)
+    with pytest.raises(BisectError, match="holds another bisect"):
+        start(fresh=True)
+
+
+def test_a_fresh_bisect_compiles_afresh_in_every_step_and_says_so(tmp_path, reproducer, monkeypatch):
+    seen = []
+    monkeypatch.setattr(bisect, "replay_in", lambda target, rep, runs, logs, fresh=False: (
+        seen.append(fresh) or ((BAD, "REPRODUCED") if target.name.endswith("0.1.6.post2") else (GOOD, "NOT REPRODUCED"))))
+    text = bisect.Bisect(reproducer, "0.1.15", "0.1.6.post2", FakeReleases(tmp_path / "envs"), tmp_path / "s.json",
+                         runs=4, fresh=True, log=lambda line: None).run(bisect.between(RELEASES, "0.1.6.post2", "0.1.15")[::-1])
+    assert seen and all(seen)
+    assert "--runs 4 --fresh" in text and "each replayed 4 time(s) (a compile each)" in text
+    # The step itself: `harness repro ... --fresh` in the release's environment.
+    calls = []
+    monkeypatch.undo()  # the real replay_in, over a fake subprocess.run
+    monkeypatch.setattr(bisect.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
+                        subprocess.CompletedProcess(cmd, GOOD, "NOT REPRODUCED: 4/4 runs COMPILED\n", ""))
+    assert bisect.replay_in(tmp_path, reproducer, 4, tmp_path / "logs", fresh=True)[0] == GOOD
+    assert calls[-1][-1] == "--fresh" and "--runs" in calls[-1]
 
 
 def test_a_fix_is_reported_as_a_fix(tmp_path, reproducer, monkeypatch):
-    monkeypatch.setattr(bisect, "replay_in", lambda target, rep, runs, logs: (
+    monkeypatch.setattr(bisect, "replay_in", lambda target, rep, runs, logs, fresh=False: (
         (GOOD, "NOT REPRODUCED") if Version(target.name.split("-", 1)[1]) >= Version("0.1.12") else (BAD, "REPRODUCED")))
     b = bisect.Bisect(reproducer, "0.1.15", "0.1.7", FakeReleases(tmp_path / "envs"), tmp_path / "s.json",
                       log=lambda line: None)
@@ -156,7 +175,7 @@ def test_a_bisect_continues_one_release_per_machine_from_its_state_file(tmp_path
     with no index, walks the saved order from the saved steps. The fix lies between 0.1.12 and 0.1.15."""
     tested = []
 
-    def replay_in(target, rep, runs, logs):
+    def replay_in(target, rep, runs, logs, fresh=False):
         version = target.name.split("-", 1)[1]
         tested.append(version)
         return (GOOD, "NOT REPRODUCED") if version == "0.1.15" else (BAD, "REPRODUCED")
@@ -255,7 +274,7 @@ def repo(tmp_path):
     return r, shas
 
 
-def by_build(target, rep, runs, logs):
+def by_build(target, rep, runs, logs, fresh=False):
     """Stands for `harness repro` in the built tree: bad where the built package has the bug."""
     text = (target / "tilelang" / "__init__.py").read_text()
     return (BAD, "REPRODUCED: 1/1 runs fail") if "yes" in text else (GOOD, "NOT REPRODUCED: 1/1 runs COMPILED")
@@ -343,7 +362,7 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
         (tmp_path / "envs" / f"tilelang-{v}").mkdir(parents=True)
         (tmp_path / "envs" / f"tilelang-{v}" / ".complete").write_text("")
     monkeypatch.setattr(bisect, "available", lambda wheels: pytest.fail("the index was asked"))
-    def replay_in(target, rep, runs, logs):
+    def replay_in(target, rep, runs, logs, fresh=False):
         if target.name.endswith("0.1.15"):
             return (BAD, "REPRODUCED: 1/1 runs fail; signature " + ("matches in 1/1 runs" if rep == reps[1] else "differs"))
         return GOOD, "NOT REPRODUCED"
