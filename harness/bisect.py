@@ -263,8 +263,8 @@ def _env_of(target: Path) -> dict:
 def replay_in(target: Path, reproducer: Path, runs: int, logs: Path, fresh=False) -> tuple[int, str]:
     """`harness repro` with the release in `target` (`fresh`: a compile per run): (status, its evidence in one line)."""
     env = _env_of(target)
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs),
-                        "--logs", str(logs)] + ["--fresh"] * fresh, capture_output=True, text=True, env=env, timeout=3600)
+    cmd = [sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs), "--logs", str(logs)]
+    p = subprocess.run(cmd + (["--fresh"] if fresh else []), capture_output=True, text=True, env=env, timeout=3600)
     lines = [line.strip() for line in p.stdout.splitlines() if line.strip()]
     verdict = next((line for line in reversed(lines) if line.split(":")[0] in
                     ("REPRODUCED", "NOT REPRODUCED", "CANNOT TEST")), _last(p.stderr))
