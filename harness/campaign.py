@@ -35,6 +35,7 @@ class Options:
     cases: int = 100
     seed: int = 0
     per_kernel: int = 4
+    per_row: int = 1                 # lengths per covering-array kernel
     cases_from: Path | None = None
     workers: int = 0                 # 0: CPU cores - 1
     arch: str = "sm_90a"             # compile target without a GPU
@@ -54,12 +55,12 @@ def _err(*lines):
 
 
 # ----------------------------------------------------------------------------- cases
-def draw(families, n, seed, per_kernel, cover=True) -> list[case_mod.Case]:
+def draw(families, n, seed, per_kernel, cover=True, per_row=1) -> list[case_mod.Case]:
     """n cases shared among the families, dealt in turn (one family's case, the next family's, ...)
     so that a run cut short by --time has tested every family, not the first few."""
     from harness import strategies
 
-    per_family = [strategies.draw(f, n // len(families) + (i < n % len(families)), seed + i, per_kernel, cover=cover)
+    per_family = [strategies.draw(f, n // len(families) + (i < n % len(families)), seed + i, per_kernel, cover, per_row)
                   for i, f in enumerate(families)]
     return [c for turn in zip_longest(*per_family) for c in turn if c is not None]
 
@@ -99,7 +100,7 @@ def plan(opts: Options) -> list[case_mod.Case]:
     """The campaign's cases (this shard's), written to <out>/cases.jsonl (or checked against what
     is there)."""
     cases = load_cases(opts.cases_from) if opts.cases_from else draw(opts.families, opts.cases, opts.seed,
-                                                                       opts.per_kernel, opts.pairwise)
+                                                                       opts.per_kernel, opts.pairwise, opts.per_row)
     i, n = opts.shard
     cases = [c for c in cases if shard_of(c, n) == i]
     if not cases:

@@ -75,7 +75,7 @@ def cmd_run(args) -> int:
         print(f"harness run: unknown family {', '.join(unknown)}; known: {', '.join(kernels.names())}", file=sys.stderr)
         return 2
     opts = campaign.Options(out=Path(args.out), families=families, cases=args.cases, seed=args.seed,
-                            per_kernel=args.per_kernel, cases_from=args.cases_from and Path(args.cases_from),
+                            per_kernel=args.per_kernel, per_row=args.per_row, cases_from=args.cases_from and Path(args.cases_from),
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
                             reproducers=Path(args.reproducers), minimize=args.minimize,
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
@@ -280,6 +280,8 @@ def parser() -> Parser:
     r.add_argument("--time", type=_positive(float), help="stop starting new cases after this many seconds")
     r.add_argument("--seed", type=_nonnegative_int, default=0)
     r.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
+    r.add_argument("--per-row", type=_positive(int), default=1,
+                   help="length variants per covering-array kernel (more where compiles are slow)")
     r.add_argument("--shard", type=_shard, default=(1, 1), metavar="I/N",
                    help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
     r.add_argument("--stop-after-failures", type=_nonnegative_int, default=0, metavar="N",

@@ -174,20 +174,25 @@ def suites(draw, family: str, kernels: int, per_kernel: int = 4) -> list[Case]:
     return out
 
 
-def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = False) -> list[Case]:
+def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = False, per_row: int = 1) -> list[Case]:
     """n distinct cases, reproducible from `seed`, in groups of `per_kernel` sharing a kernel.
     With `cover`, the first kernels are a covering array of the family's static features
-    (harness.pairwise: every pair of factor values at least once), one case each."""
+    (harness.pairwise: every pair of factor values at least once), `per_row` lengths each: one
+    (all pairs in the fewest cases), or more where compiles are slow (old releases) and lengths
+    nearly free."""
     out: dict[str, Case] = {}
     if cover:
-        rows = pairwise.covering(family, seed)[:n]
+        rows = pairwise.covering(family, seed)[:-(-n // per_row)]
         # Lengths for every row at once; Hypothesis's first example is its simplest (all lengths
         # 1), so the rows take a later one.
         drawn = []
-        _examples(drawn.append, st.tuples(*(_lengths_for(r) for r in rows)), seed, 3)
+        each = [st.lists(_lengths_for(r), min_size=per_row, max_size=per_row) for r in rows]
+        _examples(drawn.append, st.tuples(*each), seed, 3)
         for row, lengths in zip(rows, drawn[-1]):
-            c = row.replace(**lengths).validate()
-            out.setdefault(c.id, c)
+            for length in lengths:
+                c = row.replace(**length).validate()
+                if len(out) < n:
+                    out.setdefault(c.id, c)
 
     def keep(batch):
         for c in batch:

@@ -60,6 +60,16 @@ def test_the_run_summary_shows_the_pairs_covered():
     assert row["factor pairs with gaps"] == "none" and row["value pairs covered"] in text
 
 
+def test_covering_rows_can_take_several_lengths_each():
+    one = strategies.draw("fwd", 30, seed=2, per_kernel=4, cover=True)
+    three = strategies.draw("fwd", 30, seed=2, per_kernel=4, cover=True, per_row=3)
+    rows = [case_mod.static_key(r) for r in pairwise.covering("fwd", seed=2)]
+    assert [case_mod.static_key(c) for c in one] == rows[:30]
+    kernels_three = {case_mod.static_key(c) for c in three}
+    assert len(three) == 30 and set(rows[:10]) <= kernels_three and len(kernels_three) < 15
+    assert len({(c.seqlen_q, c.seqlen_k) for c in three}) > 10  # lengths differ within a row
+
+
 def test_shards_split_the_cases_by_kernel_and_cover_them_all():
     from harness import campaign
     cases = strategies.draw("bwd", 60, seed=2, per_kernel=4, cover=True)
