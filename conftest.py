@@ -10,6 +10,8 @@ _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Healt
                                                     HealthCheck.function_scoped_fixture])
 settings.register_profile("dev", max_examples=8, **_COMMON)
 settings.register_profile("ci", max_examples=60, **_COMMON)
+# benchmarks/pytest_vs_run.py --examples N
+settings.register_profile("bench", max_examples=int(os.environ.get("HARNESS_BENCH_EXAMPLES", "20")), **_COMMON)
 settings.register_profile("nightly", max_examples=1000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 

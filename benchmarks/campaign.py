@@ -1,9 +1,10 @@
 """Benchmark a campaign twice: cold (empty kernel cache) and warm (same disk cache, new workers).
 
-    python benchmarks/campaign.py --family fwd --cases 200 --per-kernel 4 --workers 14
+    python benchmarks/campaign.py --families fwd,bwd --cases 300 --per-kernel 4 --workers 14
 
-Prints distinct kernels compiled, compile seconds, cases per second, and the warm run's
-speed-up from TileLang's disk cache. Without a GPU it benchmarks compile-only (sm_90a).
+Prints distinct kernels compiled, compile seconds, cases per second, the GPU's busy share of the
+wall time (an upper bound: the run stage's seconds, which include making inputs and the reference),
+and the warm run's speed-up from TileLang's disk cache. Without a GPU it benchmarks compile-only (sm_90a).
 """
 import argparse
 import os
@@ -14,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import campaign as campaign_mod  # noqa: E402
 from harness import case as case_mod  # noqa: E402
-from harness import strategies  # noqa: E402
 from harness.environment import gpu_count  # noqa: E402
 from harness.pool import Pool  # noqa: E402
 
@@ -27,16 +28,17 @@ def campaign(cases, workers, target, gpus, cache_dir, log_dir):
         results = list(pool.run(cases))
     wall = time.perf_counter() - t0
     compiles = [r["seconds"]["compile"] for r in results if "compile" in (r.get("seconds") or {})]
+    runs = sum((r.get("seconds") or {}).get("run", 0) for r in results)  # inputs + kernel + reference, on the GPU
     verdicts = {}
     for r in results:
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
     return {"wall_s": wall, "cases": len(results), "builds": len(compiles), "compile_s": sum(compiles),
-            "cases_per_s": len(results) / wall, "verdicts": verdicts}
+            "cases_per_s": len(results) / wall, "verdicts": verdicts, "run_share": runs / wall}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--family", default="fwd")
+    p.add_argument("--families", default="fwd", help="comma-separated; cases drawn as `harness run` draws them")
     p.add_argument("--cases", type=int, default=100)
     p.add_argument("--per-kernel", type=int, default=4)
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
@@ -44,16 +46,17 @@ def main():
     a = p.parse_args()
     gpus = gpu_count()
     target = "auto" if gpus else "sm_90a"
-    cases = strategies.draw(a.family, a.cases, a.seed, a.per_kernel)
+    cases = campaign_mod.draw(a.families.split(","), a.cases, a.seed, a.per_kernel)
     kernels_n = len({case_mod.static_key(c) for c in cases})
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cold = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache", tmp / "logs1")
         warm = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache", tmp / "logs2")
-    print(f"family {a.family}, target {target}, {len(cases)} cases, {kernels_n} distinct kernels, {a.workers} workers")
+    print(f"families {a.families}, target {target}, {len(cases)} cases, {kernels_n} distinct kernels, {a.workers} workers")
     for name, r in (("cold", cold), ("warm", warm)):
         print(f"{name}: {r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
-              f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), verdicts {r['verdicts']}")
+              f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
+              f"GPU busy {100 * r['run_share']:.0f}% of wall at most (run-stage seconds), verdicts {r['verdicts']}")
     print(f"disk-cache speed-up: {cold['wall_s'] / warm['wall_s']:.1f}x wall, "
           f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f} "
           f"({cold['compile_s'] / max(warm['compile_s'], 1e-9):.1f}x)")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import case as case_mod
 from harness import oracle, record
 from harness.pool import Pool, Timeouts, default_size
 from harness.report import explain
@@ -25,21 +26,41 @@ ROOT = Path(__file__).resolve().parent.parent
 def pytest_addoption(parser):
     parser.addoption("--record-dir", default=str(ROOT / "reproducers"),
                      help="where failing property tests record reproducers (default: reproducers/)")
+    parser.addoption("--cases-log", default=None,
+                     help="append every case the property tests run to this JSON-lines file "
+                          "(`harness run --cases-from` runs the same cases)")
+
+
+class _Logged:
+    """A pool that first appends the cases it is given to a cases file."""
+
+    def __init__(self, pool, path):
+        self.pool, self.path = pool, path
+
+    def run(self, cases, *args, **kwargs):
+        with open(self.path, "a") as f:
+            f.write("".join(case_mod.to_json(c) + "\n" for c in cases))
+        return self.pool.run(cases, *args, **kwargs)
+
+
+def _pool(request, *args, **kwargs):
+    with Pool(*args, **kwargs) as pool:
+        log = request.config.getoption("--cases-log")
+        yield _Logged(pool, log) if log else pool
 
 
 @pytest.fixture(scope="session")
-def gpu_pool(tmp_path_factory):
+def gpu_pool(request, tmp_path_factory):
     from harness.environment import gpu_count
     gpus = list(range(gpu_count())) or None
-    with Pool(default_size(), "auto", tmp_path_factory.mktemp("gpu-workers"), Timeouts(compile=600, run=60),
-              gpus=gpus) as pool:
-        yield pool
+    yield from _pool(request, default_size(), "auto", tmp_path_factory.mktemp("gpu-workers"),
+                     Timeouts(compile=600, run=60), gpus=gpus)
 
 
 @pytest.fixture(scope="session")
-def compile_pool(tmp_path_factory):
-    with Pool(default_size(), "sm_90a", tmp_path_factory.mktemp("compile-workers"), Timeouts(compile=600)) as pool:
-        yield pool
+def compile_pool(request, tmp_path_factory):
+    yield from _pool(request, default_size(), "sm_90a", tmp_path_factory.mktemp("compile-workers"),
+                     Timeouts(compile=600))
 
 
 @pytest.fixture(scope="session")

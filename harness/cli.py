@@ -75,7 +75,8 @@ def cmd_run(args) -> int:
         print(f"harness run: unknown family {', '.join(unknown)}; known: {', '.join(kernels.names())}", file=sys.stderr)
         return 2
     opts = campaign.Options(out=Path(args.out), families=families, cases=args.cases, seed=args.seed,
-                            per_kernel=args.per_kernel, per_row=args.per_row, cases_from=args.cases_from and Path(args.cases_from),
+                            per_kernel=args.per_kernel, per_row=args.per_row,
+                            cases_from=args.cases_from and Path(args.cases_from),
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
                             reproducers=Path(args.reproducers), minimize=args.minimize,
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,

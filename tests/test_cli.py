@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -207,3 +208,24 @@ def test_help_is_not_an_error(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["run", "--help"])
     assert e.value.code == 0 and "--cases-from" in capsys.readouterr().out
+
+
+def test_the_property_tests_cases_log_is_a_cases_file_harness_run_reads(tmp_path):
+    """pytest --cases-log: the cases a pool is given, appended before they run (benchmarks/pytest_vs_run.py)."""
+    import importlib.util
+
+    from harness import campaign, strategies
+    spec = importlib.util.spec_from_file_location("cases_conftest", Path(__file__).parent.parent / "cases" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    class Pool:
+        def run(self, cases):
+            return [{"case_id": c.id} for c in cases]
+
+    log = tmp_path / "cases.jsonl"
+    pool = conftest._Logged(Pool(), log)
+    first, second = strategies.draw("fwd", 3, seed=1), strategies.draw("bwd", 2, seed=1)
+    assert [r["case_id"] for r in pool.run(first)] == [c.id for c in first]
+    pool.run(second)
+    assert [c.id for c in campaign.load_cases(log)] == [c.id for c in first + second]

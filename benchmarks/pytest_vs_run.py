@@ -1,0 +1,85 @@
+"""The pytest path against `harness run` on the same cases, each cold (empty kernel cache) and warm.
+
+    python benchmarks/pytest_vs_run.py --tests fwd,bwd --seed 1 --examples 40
+
+pytest runs the gpu property tests (compile-only ones without a GPU) under the `bench` Hypothesis
+profile and logs the cases it ran (`--cases-log`); `harness run --cases-from` then runs exactly
+those cases, with the same number of workers (CPU cores - 1). Prints cases, seconds and cases/s
+of each run, and pytest's share of harness run's rate.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = {"fwd": "cases/test_forward.py", "bwd": "cases/test_backward.py", "varlen": "cases/test_varlen.py",
+         "masked": "cases/test_masked.py", "ws": "cases/test_pipelines.py"}
+
+
+def timed(argv, cache: Path, log: Path, examples: int) -> float:
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(cache), HARNESS_BENCH_EXAMPLES=str(examples))
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        code = subprocess.run(argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - t0
+    print(f"  exit {code}, {seconds:.1f} s: {' '.join(map(str, argv[2:]))[:160]} (log {log})", flush=True)
+    return seconds
+
+
+def count(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tests", default="fwd,bwd", help=f"comma-separated, from {', '.join(TESTS)}")
+    p.add_argument("--seed", type=int, default=1, help="--hypothesis-seed for pytest")
+    p.add_argument("--examples", type=int, default=20, help="Hypothesis examples per property test")
+    p.add_argument("--keep", help="directory for caches, logs and results (default: a temporary one)")
+    a = p.parse_args()
+    marker = "gpu" if subprocess.run([sys.executable, "-c", "import torch,sys; sys.exit(not torch.cuda.is_available())"],
+                                     capture_output=True).returncode == 0 else "compile"
+    files = [TESTS[t] for t in a.tests.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(a.keep or tmp)
+        tmp.mkdir(parents=True, exist_ok=True)
+        known = tmp / "reproducers"  # a copy: both runs know the recorded bugs, neither adds to reproducers/
+        shutil.copytree(ROOT / "reproducers", known, dirs_exist_ok=True)
+        rows = []
+
+        def row(label, n, s):
+            rows.append((label, n, s))
+            print(f"{label:60} {n:5d} cases {s:8.1f} s {n / s:7.2f} cases/s", flush=True)
+        for name in ("cold", "warm"):  # the same seed draws the same cases; the second run finds them cached
+            log = tmp / f"pytest-{name}.jsonl"
+            log.unlink(missing_ok=True)
+            s = timed([sys.executable, "-m", "pytest", *files, "-m", marker, "-q", "-p", "no:cacheprovider",
+                       "--hypothesis-profile=bench", f"--hypothesis-seed={a.seed}", f"--cases-log={log}",
+                       f"--record-dir={known}"],
+                      tmp / "cache-pytest", tmp / f"pytest-{name}.log", a.examples)
+            row(f"pytest {name}", count(log), s)
+        cases = tmp / "pytest-cold.jsonl"
+        for name in ("cold", "warm"):
+            out = tmp / f"run-{name}"
+            s = timed([sys.executable, "-m", "harness.cli", "run", "--cases-from", cases, "--out", out,
+                       "--reproducers", known], tmp / "cache-run", tmp / f"run-{name}.log", a.examples)
+            results = out / "results.jsonl"
+            verdicts = {}
+            for line in (results.read_text().splitlines() if results.exists() else []):
+                v = json.loads(line)["verdict"]
+                verdicts[v] = verdicts.get(v, 0) + 1
+            row(f"harness run {name} {verdicts}", count(results), s)
+    print(f"\n{marker} tests {a.tests}, pytest --hypothesis-seed={a.seed}, {a.examples} examples per test")
+    for i, name in enumerate(("cold", "warm")):
+        (_, n1, s1), (_, n2, s2) = rows[i], rows[2 + i]
+        print(f"{name}: pytest reaches {100 * (n1 / s1) / (n2 / s2):.0f}% of harness run's cases/s")
+
+
+if __name__ == "__main__":
+    main()
