@@ -416,6 +416,30 @@ def named_barrier_counts(source: str) -> list[Finding]:
     return findings
 
 
+_SETMAXNREG = (("setmaxnreg", re.compile(r"tl::warpgroup_reg_(alloc|dealloc)<(\d+)>\(\)()")),)
+REGISTERS_PER_SM = 65536  # sm_90: setmaxnreg.inc waits until the SM's register file can grant it
+
+
+def register_budget(source: str) -> list[Finding]:
+    """Warp-specialized roles whose setmaxnreg targets, times their threads, exceed the register
+    file: the increase can never be granted and its warps wait forever (a one-block-per-SM kernel)."""
+    m = _LAUNCH.search(source)
+    if not m:
+        return []
+    asked, line = [], 0
+    for role, count, nodes in _roles(_tree(source, _SETMAXNREG), int(m.group(1))):
+        regs = [n for n in nodes if n[0] == "op"]
+        if regs:
+            asked.append((role, count, int(regs[0][3])))
+            line = max(line, regs[0][5])
+    total = sum(count * regs for _, count, regs in asked)
+    if total <= REGISTERS_PER_SM:
+        return []
+    parts = " + ".join(f"{count} x {regs} ({role})" for role, count, regs in asked)
+    return [Finding("register_budget", line, f"setmaxnreg asks {parts} = {total} registers, more than the "
+                    f"{REGISTERS_PER_SM} of an SM: a deadlock")]
+
+
 _TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w.]*)|(<<|>>|&&|\|\||[-+*/%&|()<>,?:!~^]))")
 _TYPES = {"int", "int64_t", "int32_t", "uint", "uint32_t", "uint64_t", "long", "unsigned", "signed", "char",
           "short", "size_t"}
@@ -636,4 +660,4 @@ def reads_after_release(source: str) -> list[Finding]:
 def check(source: str, contiguous: dict[str, int] | None = None, aligned=()) -> list[Finding]:
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
             + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)
-            + reads_after_release(source) + named_barrier_counts(source))
+            + reads_after_release(source) + named_barrier_counts(source) + register_budget(source))

@@ -128,6 +128,16 @@ def normalize(message: str) -> str:
     return message.strip()[:200]
 
 
+# Code-scan checks whose finding explains a hang; a HANG's message names them, so hangs with
+# different causes get different signatures.
+DEADLOCKS = ("mbarrier_protocol", "named_barrier_counts", "register_budget")
+
+
+def hang_message(limit: float, stage: str, hazards=()) -> str:
+    named = sorted({h.split(":", 1)[0] for h in hazards} & set(DEADLOCKS))
+    return f"no answer within {limit:g} s ({stage})" + (f"; the code scan predicts it: {', '.join(named)}" if named else "")
+
+
 def signature(result: dict) -> tuple:
     """(family, variant, verdict, stage, tensor, region, normalized message). A failure pinned on
     a shared kernel (one program, whatever the variant, and whichever family runs it: the dense

@@ -163,8 +163,8 @@ class Pool:
                     if now > w.deadline:
                         sel.unregister(w.proc.stdout)
                         limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
-                        r = {**oracle.result(w.case, "HANG", w.stage, f"no answer within {limit:g} s ({w.stage})"),
-                             **w.found}
+                        message = oracle.hang_message(limit, w.stage, w.found.get("hazards", ()))
+                        r = {**oracle.result(w.case, "HANG", w.stage, message), **w.found}
                         w.kill()
                         w.case = None
                         del busy[slot]

@@ -379,3 +379,37 @@ def test_a_named_barrier_counting_fewer_threads_than_run_it_is_a_deadlock():
     found = named(EPILOGUE.replace("COUNT", "192"))
     assert [f.line for f in found] == [8, 11, 15]  # in a loop and under a uniform test too
     assert "bar.sync 3 counts 192 threads but threads >= 128 (256 threads) run it" in found[1].message
+
+
+REGISTERS = """
+extern "C" __global__ void __launch_bounds__(512, 1) main_kernel(int seq_k) {
+  __syncthreads();
+  if (384 <= ((int)threadIdx.x)) {
+    tl::warpgroup_reg_dealloc<24>();
+    for (int kb = 0; kb < ((seq_k + 63) >> 6); ++kb) {
+    }
+  } else {
+    tl::warpgroup_reg_alloc<CONSUMER>();
+    for (int kb_1 = 0; kb_1 < ((seq_k + 63) >> 6); ++kb_1) {
+    }
+  }
+}
+"""
+
+
+def budget(source):
+    return [f for f in codegen.check(source) if f.check == "register_budget"]
+
+
+def test_setmaxnreg_within_the_register_file_is_fine():
+    """0.1.15's fwd at 192x64 with 384 consumer threads: 384 x 160 + 128 x 24 = 64512 registers."""
+    assert budget(REGISTERS.replace("CONSUMER", "160")) == []
+    assert budget(REGISTERS.replace("CONSUMER", "160").replace("__launch_bounds__(512, 1) ", "")) == []
+
+
+def test_setmaxnreg_beyond_the_register_file_is_a_deadlock():
+    """0.1.10 asked 240 for the same 384 consumer threads: 95232 registers; the block hung on the
+    H100 on every length and every compile."""
+    found = budget(REGISTERS.replace("CONSUMER", "240"))
+    assert [f.line for f in found] == [9]
+    assert "128 x 24 (threads >= 384) + 384 x 240 (threads < 384) = 95232 registers" in found[0].message

@@ -1,5 +1,6 @@
 import torch
 
+from harness import case as case_mod
 from harness import oracle
 from harness.case import Case
 
@@ -103,3 +104,18 @@ def test_a_failure_pinned_on_a_shared_kernel_has_one_signature_across_families()
     assert oracle.signature(pinned[0])[:2] == ("", "kernel:sink_grad")
     own = [oracle.result(c, "CRASH", "run", msg) for c in (dense, packed)]
     assert oracle.signature(own[0]) != oracle.signature(own[1])  # not pinned: each family's own
+
+
+def test_a_hang_names_the_code_scan_finding_that_explains_it():
+    """Two fwd hangs with different causes (0.1.12's barrier count, 0.1.10's register request)
+    must not share a signature, or the second is reported as the first, known bug."""
+    case = case_mod.to_dict(Case())
+    plain = oracle.hang_message(60, "run", ["unwaited_async_loads: TMA load into q_s ..."])
+    barrier = oracle.hang_message(20, "run", ["named_barrier_counts: bar.sync 3 counts 192 ...",
+                                              "unwaited_async_loads: TMA load into q_s ..."])
+    registers = oracle.hang_message(60, "run", ["register_budget: setmaxnreg asks ..."])
+    assert plain == "no answer within 60 s (run)"
+    assert barrier == "no answer within 20 s (run); the code scan predicts it: named_barrier_counts"
+    sigs = {oracle.signature({"case": case, "verdict": "HANG", "stage": "run", "message": m})
+            for m in (plain, barrier, registers, oracle.hang_message(5, "run", ["register_budget: x"]))}
+    assert len(sigs) == 3
