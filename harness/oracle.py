@@ -133,9 +133,17 @@ def normalize(message: str) -> str:
 DEADLOCKS = ("mbarrier_protocol", "named_barrier_counts", "register_budget")
 
 
+_PREDICTS = "; the code scan predicts it: "
+
+
 def hang_message(limit: float, stage: str, hazards=()) -> str:
     named = sorted({h.split(":", 1)[0] for h in hazards} & set(DEADLOCKS))
-    return f"no answer within {limit:g} s ({stage})" + (f"; the code scan predicts it: {', '.join(named)}" if named else "")
+    return f"no answer within {limit:g} s ({stage})" + (_PREDICTS + ", ".join(named) if named else "")
+
+
+def predicted_by(message: str) -> list[str]:
+    """The code-scan checks a HANG's message names (hang_message), else []."""
+    return message.split(_PREDICTS, 1)[1].split(", ") if _PREDICTS in message else []
 
 
 def signature(result: dict) -> tuple:

@@ -2,9 +2,11 @@
 
 Used by `harness repro`, by every generated reproducers/test_repro_<id>.py, and by bisect.
 1 means the recorded bug is here: some run fails the way a compiler bug fails (MISMATCH,
-NONFINITE, COMPILE_ERROR, CRASH, HANG). 125 means this machine cannot say: no GPU for a numerical
-bug, TileLang does not import, the case is unsupported here, or the harness itself erred (a
-HARNESS_ERROR is never evidence against the compiler).
+NONFINITE, COMPILE_ERROR, CRASH, HANG). Without a GPU a compile error replays, and so does a hang
+whose recorded message names the code-scan check that explains it (the check is then the evidence).
+125 means this machine cannot say: no GPU for a numerical bug, TileLang does not import, the case
+is unsupported here, or the harness itself erred (a HARNESS_ERROR is never evidence against the
+compiler).
 """
 from __future__ import annotations
 
@@ -34,9 +36,32 @@ def target(rep, env, arch="sm_90a") -> tuple[str | None, str]:
         return None, f"tilelang {env['tilelang']}"
     if gpu_count():
         return "auto", ""
-    if rep.observed["verdict"] == "COMPILE_ERROR":
+    if rep.observed["verdict"] == "COMPILE_ERROR" or _scan_explains(rep):
         return arch, ""
     return None, "no GPU here (numerics need one)"
+
+
+def _scan_explains(rep) -> list[str]:
+    """The code-scan checks that explain a recorded hang: compile-only, they are its evidence."""
+    return oracle.predicted_by(rep.observed["message"]) if rep.observed["verdict"] == "HANG" else []
+
+
+def _judge_by_scan(rep, results, evidence) -> Replay:
+    """A recorded hang replayed without a GPU: reproduced when a compile shows the check that
+    explains it (a deadlock predicted, not run)."""
+    checks, n = _scan_explains(rep), len(results)
+    shown = [r for r in results if set(checks) & {h.split(":", 1)[0] for h in r.get("hazards", [])}]
+    evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r["hazards"] if h.split(":", 1)[0] in checks})
+    if shown:
+        return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(checks)}, the recorded hang's "
+                      "cause (compile-only: predicted, not run)", evidence, results)
+    if any(r["verdict"] in oracle.FAILURES for r in results):
+        return Replay(BAD, f"REPRODUCED: {n}/{n} compiles fail; signature differs", evidence, results)
+    other = next((r for r in results if r["verdict"] != "COMPILED"), None)
+    if other:
+        return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)
+    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(checks)} (recorded HANG; "
+                  "compile-only)", evidence, results)
 
 
 def where(env) -> str:
@@ -66,6 +91,8 @@ def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, e
         return Replay(SKIP, f"CANNOT TEST: {reason}")
     results = runs_of(rep.case, tgt, Path(logs) / rep.id, max(runs, 1), timeouts, fresh)
     evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results]
+    if tgt != "auto" and _scan_explains(rep):
+        return _judge_by_scan(rep, results, evidence)
     n = len(results)
     good = "PASS" if tgt == "auto" else "COMPILED"
     failing = [r for r in results if r["verdict"] in oracle.FAILURES]

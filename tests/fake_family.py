@@ -7,7 +7,8 @@ heads (a static field: each value is its own kernel) selects the behaviour:
 5 dies while running; 6 raises a CUDA fault while running; 7 faults in the judge; 8 has a Python
 bug in its program builder; 9 is rejected by the compiler (a TVM error); 10 has a Python bug
 whose message says "illegal"; 11 faults in the kernel "common" that every variant shares;
-12 breaks the generated-code scan (its source cannot be read).
+12 breaks the generated-code scan (its source cannot be read); 15 emits warp-specialized code whose
+setmaxnreg asks FAKE_SETMAXNREG registers per consumer thread (default 240: more than an SM has).
 """
 import os
 import subprocess
@@ -54,6 +55,11 @@ def build(case, target):
     kernel = Kernel(readable=case.heads != 12)
     if case.heads == 14:  # code that depends on PYTHONHASHSEED, as TileLang 0.1.12's epilogue barriers did
         kernel.source = "__syncthreads();\n" if hash("epilogue") % 2 else ""
+    if case.heads == 15:  # TileLang 0.1.10's fwd at 192x64: 384 consumers at 240 registers hang
+        regs = os.environ.get("FAKE_SETMAXNREG", "240")
+        kernel.source = (f"__global__ void __launch_bounds__(512, 1) k() {{\n  if (384 <= ((int)threadIdx.x)) {{\n"
+                         f"    tl::warpgroup_reg_dealloc<24>();\n  }} else {{\n    tl::warpgroup_reg_alloc<{regs}>();\n"
+                         f"  }}\n}}\n")
     return kernel
 
 

@@ -1,7 +1,8 @@
 """The pool survives hangs and crashes: each becomes a verdict and the run goes on."""
-
+import pytest
 
 from harness.case import Case
+from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts
 
 
@@ -79,3 +80,23 @@ def test_a_fresh_replay_compiles_every_run(tmp_path):
     assert [r["verdict"] for r in once + fresh] == ["COMPILED"] * 6
     assert ["compile" in r["seconds"] for r in once] == [True, False, False]
     assert ["compile" in r["seconds"] for r in fresh] == [True, True, True]
+
+
+@pytest.mark.skipif(gpu_count() > 0, reason="judges the compile-only replay (a GPU would run the fake kernel)")
+def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypatch):
+    """A recorded HANG whose message names a code-scan check is judged compile-only by that check:
+    what lets `harness bisect` place 0.1.10's setmaxnreg hang (835c5df46cb3) on a CPU machine."""
+    from harness import oracle, record
+    from harness.replay import BAD, GOOD, replay
+    hang = {**oracle.result(fake(15), "HANG", "run", oracle.hang_message(60, "run", ["register_budget: x"])),
+            "hazards": ["register_budget: x"]}
+    rep = record.build(hang, {})
+    bad = replay(rep, tmp_path / "bad", timeouts=Timeouts(compile=30, run=10))
+    assert bad.status == BAD and "1/1 compiles show register_budget" in bad.verdict, bad
+    assert any("95232 registers" in line for line in bad.evidence)
+    monkeypatch.setenv("FAKE_SETMAXNREG", "160")  # the release that fixed it
+    good = replay(rep, tmp_path / "good", timeouts=Timeouts(compile=30, run=10))
+    assert (good.status, good.verdict) == (GOOD, "NOT REPRODUCED: 1/1 compiles without register_budget "
+                                                 "(recorded HANG; compile-only)")
+    plain = record.build({**hang, "message": oracle.hang_message(60, "run")}, {})
+    assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"
