@@ -356,7 +356,7 @@ class Bisect:
         self.log(f"{len(self.order)} {self.releases.kind}s from {self.order[0]} to {self.order[-1]}")
         from harness import record
 
-        if record.load(self.reproducer).observed["verdict"] != "COMPILE_ERROR" and not gpu_count():
+        if record.load(self.reproducer).needs_gpu and not gpu_count():
             raise Pending("the reproducer is numerical and this machine has no GPU")
         for end in (self.order[0], self.order[-1]):
             if self.releases.at_hand(end):

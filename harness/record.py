@@ -39,6 +39,16 @@ class Reproducer:
         """Recomputed from the case and what was observed, so it follows oracle.normalize."""
         return oracle.signature({"case": case_mod.to_dict(self.case), **self.observed})
 
+    @property
+    def scan_checks(self) -> list[str]:
+        """The code-scan checks that explain a recorded hang: without a GPU they are its evidence."""
+        return oracle.predicted_by(self.observed["message"]) if self.observed["verdict"] == "HANG" else []
+
+    @property
+    def needs_gpu(self) -> bool:
+        """Replaying needs a GPU: all but a compile error and a hang that the code scan explains."""
+        return self.observed["verdict"] != "COMPILE_ERROR" and not self.scan_checks
+
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "id": self.id, "title": self.title, "case": case_mod.to_dict(self.case),
                 "expected": self.expected, "observed": self.observed, "environment": self.environment,

@@ -36,20 +36,15 @@ def target(rep, env, arch="sm_90a") -> tuple[str | None, str]:
         return None, f"tilelang {env['tilelang']}"
     if gpu_count():
         return "auto", ""
-    if rep.observed["verdict"] == "COMPILE_ERROR" or _scan_explains(rep):
+    if not rep.needs_gpu:
         return arch, ""
     return None, "no GPU here (numerics need one)"
-
-
-def _scan_explains(rep) -> list[str]:
-    """The code-scan checks that explain a recorded hang: compile-only, they are its evidence."""
-    return oracle.predicted_by(rep.observed["message"]) if rep.observed["verdict"] == "HANG" else []
 
 
 def _judge_by_scan(rep, results, evidence) -> Replay:
     """A recorded hang replayed without a GPU: reproduced when a compile shows the check that
     explains it (a deadlock predicted, not run)."""
-    checks, n = _scan_explains(rep), len(results)
+    checks, n = rep.scan_checks, len(results)
     shown = [r for r in results if set(checks) & {h.split(":", 1)[0] for h in r.get("hazards", [])}]
     evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r["hazards"] if h.split(":", 1)[0] in checks})
     if shown:
@@ -91,7 +86,7 @@ def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, e
         return Replay(SKIP, f"CANNOT TEST: {reason}")
     results = runs_of(rep.case, tgt, Path(logs) / rep.id, max(runs, 1), timeouts, fresh)
     evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results]
-    if tgt != "auto" and _scan_explains(rep):
+    if tgt != "auto" and rep.scan_checks:
         return _judge_by_scan(rep, results, evidence)
     n = len(results)
     good = "PASS" if tgt == "auto" else "COMPILED"

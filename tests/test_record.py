@@ -178,3 +178,14 @@ def test_run_says_cannot_test_when_tilelang_does_not_import(tmp_path, monkeypatc
     assert cli.main(["run", "--cases", "1", "--out", str(tmp_path / "out")]) == 125
     assert "cannot test here: tilelang not importable" in capsys.readouterr().err
     assert not (tmp_path / "out" / "results.jsonl").exists()  # no fake COMPILE_ERROR verdicts
+
+
+def test_which_reproducers_need_a_gpu():
+    """A compile error and a hang the code scan explains replay compile-only (bisect on a CPU)."""
+    def rep(verdict, message):
+        return record.build({**failure(), "verdict": verdict, "stage": "run", "message": message}, {})
+    assert rep("MISMATCH", "O: max error 1").needs_gpu
+    assert rep("HANG", oracle.hang_message(60, "run")).needs_gpu
+    assert not rep("COMPILE_ERROR", "InternalError: x").needs_gpu
+    scanned = rep("HANG", oracle.hang_message(60, "run", ["register_budget: x", "named_barrier_counts: y"]))
+    assert not scanned.needs_gpu and scanned.scan_checks == ["named_barrier_counts", "register_budget"]
