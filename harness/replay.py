@@ -50,8 +50,9 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
     if shown:
         return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(checks)}, the recorded hang's "
                       "cause (compile-only: predicted, not run)", evidence, results)
-    if any(r["verdict"] in oracle.FAILURES for r in results):
-        return Replay(BAD, f"REPRODUCED: {n}/{n} compiles fail; signature differs", evidence, results)
+    failing = [r for r in results if r["verdict"] in oracle.FAILURES]
+    if failing:
+        return Replay(BAD, f"REPRODUCED: {len(failing)}/{n} compiles fail; signature differs", evidence, results)
     other = next((r for r in results if r["verdict"] != "COMPILED"), None)
     if other:
         return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)

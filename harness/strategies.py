@@ -186,13 +186,11 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
         # Lengths for every row at once; Hypothesis's first example is its simplest (all lengths
         # 1), so the rows take a later one.
         drawn = []
-        each = [st.lists(_lengths_for(r), min_size=per_row, max_size=per_row) for r in rows]
-        _examples(drawn.append, st.tuples(*each), seed, 3)
-        for row, lengths in zip(rows, drawn[-1]):
-            for length in lengths:
-                c = row.replace(**length).validate()
-                if len(out) < n:
-                    out.setdefault(c.id, c)
+        _examples(drawn.append, st.tuples(*(_lengths_for(r) for r in rows for _ in range(per_row))), seed, 3)
+        for i, lengths in enumerate(drawn[-1]):
+            c = rows[i // per_row].replace(**lengths).validate()
+            if len(out) < n:
+                out.setdefault(c.id, c)
 
     def keep(batch):
         for c in batch:
