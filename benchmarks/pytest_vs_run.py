@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,11 +71,9 @@ def main():
             s = timed([sys.executable, "-m", "harness.cli", "run", "--cases-from", cases, "--out", out,
                        "--reproducers", known], tmp / "cache-run", tmp / f"run-{name}.log", a.examples)
             results = out / "results.jsonl"
-            verdicts = {}
-            for line in (results.read_text().splitlines() if results.exists() else []):
-                v = json.loads(line)["verdict"]
-                verdicts[v] = verdicts.get(v, 0) + 1
-            row(f"harness run {name} {verdicts}", count(results), s)
+            lines = results.read_text().splitlines() if results.exists() else []
+            verdicts = dict(Counter(json.loads(line)["verdict"] for line in lines))
+            row(f"harness run {name} {verdicts}", len(lines), s)
     print(f"\n{marker} tests {a.tests}, pytest --hypothesis-seed={a.seed}, {a.examples} examples per test")
     for i, name in enumerate(("cold", "warm")):
         (_, n1, s1), (_, n2, s2) = rows[i], rows[2 + i]

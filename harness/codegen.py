@@ -387,6 +387,12 @@ def mbarrier_protocol(source: str) -> list[Finding]:
 
 
 
+def _roles_with(source: str, ops) -> list:
+    """_roles of the kernel's tree of `ops`; none without __launch_bounds__ (the block size)."""
+    m = _LAUNCH.search(source)
+    return _roles(_tree(source, ops), int(m.group(1))) if m else []
+
+
 # A named barrier (bar.sync id, count) releases once `count` threads arrived. Run by a role of another
 # size, its arrivals split into instances that never fill up: the last one waits forever.
 _NAMED_BARRIER = (("sync", re.compile(r"tl::__sync_thread_partial\((\d+), (\d+)\)()")),)
@@ -395,9 +401,6 @@ _NAMED_BARRIER = (("sync", re.compile(r"tl::__sync_thread_partial\((\d+), (\d+)\
 def named_barrier_counts(source: str) -> list[Finding]:
     """A named barrier whose thread count differs from the threads of the role that runs it.
     Syncs under a further test on threadIdx (a subgroup's own barrier) are not judged."""
-    m = _LAUNCH.search(source)
-    if not m:
-        return []
     findings = []
 
     def visit(nodes, role, count):
@@ -411,7 +414,7 @@ def named_barrier_counts(source: str) -> list[Finding]:
                 visit(node[2], role, count)
                 visit(node[3], role, count)
 
-    for role, count, nodes in _roles(_tree(source, _NAMED_BARRIER), int(m.group(1))):
+    for role, count, nodes in _roles_with(source, _NAMED_BARRIER):
         visit(nodes, role, count)
     return findings
 
@@ -423,11 +426,8 @@ REGISTERS_PER_SM = 65536  # sm_90: setmaxnreg.inc waits until the SM's register 
 def register_budget(source: str) -> list[Finding]:
     """Warp-specialized roles whose setmaxnreg targets, times their threads, exceed the register
     file: the increase can never be granted and its warps wait forever (a one-block-per-SM kernel)."""
-    m = _LAUNCH.search(source)
-    if not m:
-        return []
     asked, line = [], 0
-    for role, count, nodes in _roles(_tree(source, _SETMAXNREG), int(m.group(1))):
+    for role, count, nodes in _roles_with(source, _SETMAXNREG):
         regs = [n for n in nodes if n[0] == "op"]
         if regs:
             asked.append((role, count, int(regs[0][3])))

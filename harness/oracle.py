@@ -136,8 +136,13 @@ DEADLOCKS = ("mbarrier_protocol", "named_barrier_counts", "register_budget")
 _PREDICTS = "; the code scan predicts it: "
 
 
+def checks_of(hazards) -> set[str]:
+    """The check names of hazard lines ("check: message")."""
+    return {h.split(":", 1)[0] for h in hazards}
+
+
 def hang_message(limit: float, stage: str, hazards=()) -> str:
-    named = sorted({h.split(":", 1)[0] for h in hazards} & set(DEADLOCKS))
+    named = sorted(checks_of(hazards) & set(DEADLOCKS))
     return f"no answer within {limit:g} s ({stage})" + (_PREDICTS + ", ".join(named) if named else "")
 
 

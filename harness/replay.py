@@ -44,11 +44,11 @@ def target(rep, env, arch="sm_90a") -> tuple[str | None, str]:
 def _judge_by_scan(rep, results, evidence) -> Replay:
     """A recorded hang replayed without a GPU: reproduced when a compile shows the check that
     explains it (a deadlock predicted, not run)."""
-    checks, n = rep.scan_checks, len(results)
-    shown = [r for r in results if set(checks) & {h.split(":", 1)[0] for h in r.get("hazards", [])}]
-    evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r["hazards"] if h.split(":", 1)[0] in checks})
+    checks, n = set(rep.scan_checks), len(results)
+    shown = [r for r in results if checks & oracle.checks_of(r.get("hazards", []))]
+    evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r["hazards"] if oracle.checks_of([h]) & checks})
     if shown:
-        return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(checks)}, the recorded hang's "
+        return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, the recorded hang's "
                       "cause (compile-only: predicted, not run)", evidence, results)
     failing = [r for r in results if r["verdict"] in oracle.FAILURES]
     if failing:
@@ -56,7 +56,7 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
     other = next((r for r in results if r["verdict"] != "COMPILED"), None)
     if other:
         return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)
-    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(checks)} (recorded HANG; "
+    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(sorted(checks))} (recorded HANG; "
                   "compile-only)", evidence, results)
 
 
