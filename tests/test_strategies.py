@@ -69,8 +69,9 @@ def test_a_suite_is_several_kernels_with_several_lengths_each_and_shrinks_to_one
             c.validate()
     assert max(len(s) for s in suites) > 5  # several kernels at once, not one case per example
     # A failure anywhere shrinks to a suite of one case: the reproducer is a single case.
+    # Derandomized: a random search once (1 CI run of 3) stopped at a 3-case suite, a local minimum.
     smallest = find(strategies.suites("fwd", kernels=5), lambda suite: any(c.heads > 1 for c in suite),
-                    settings=settings(database=None, max_examples=500))
+                    settings=settings(database=None, max_examples=500, derandomize=True))
     assert len(smallest) == 1
 
 
