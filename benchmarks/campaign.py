@@ -1,6 +1,6 @@
 """Benchmark a campaign twice: cold (empty kernel cache) and warm (same disk cache, new workers).
 
-    python benchmarks/campaign.py --families fwd,bwd --cases 300 --per-kernel 4 --workers 14
+    python benchmarks/campaign.py --families fwd,bwd --cases 300 --per-kernel 10 --per-row 10 --workers 15
 
 Prints distinct kernels compiled, compile seconds, cases per second, the GPU's busy share of the
 wall time (an upper bound: the run stage's seconds, which include making inputs and the reference),
@@ -40,23 +40,28 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--families", default="fwd", help="comma-separated; cases drawn as `harness run` draws them")
     p.add_argument("--cases", type=int, default=100)
-    p.add_argument("--per-kernel", type=int, default=4)
+    p.add_argument("--per-kernel", type=int, default=4, help="lengths per randomly drawn kernel")
+    p.add_argument("--per-row", type=int, default=1, help="lengths per covering-array kernel (as `harness run`)")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     p.add_argument("--seed", type=int, default=12345)
     a = p.parse_args()
     gpus = gpu_count()
     target = "auto" if gpus else "sm_90a"
-    cases = campaign_mod.draw(a.families.split(","), a.cases, a.seed, a.per_kernel)
+    cases = campaign_mod.draw(a.families.split(","), a.cases, a.seed, a.per_kernel, per_row=a.per_row)
     kernels_n = len({case_mod.static_key(c) for c in cases})
+    print(f"families {a.families}, target {target}, {len(cases)} cases, {kernels_n} distinct kernels, "
+          f"{a.workers} workers", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cold = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache", tmp / "logs1")
-        warm = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache", tmp / "logs2")
-    print(f"families {a.families}, target {target}, {len(cases)} cases, {kernels_n} distinct kernels, {a.workers} workers")
-    for name, r in (("cold", cold), ("warm", warm)):
-        print(f"{name}: {r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
-              f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
-              f"GPU busy {100 * r['run_share']:.0f}% of wall at most (run-stage seconds), verdicts {r['verdicts']}")
+        runs = {}
+        for name in ("cold", "warm"):  # the same disk cache: the warm run finds every kernel compiled
+            r = runs[name] = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache",
+                                      tmp / f"logs-{name}")
+            print(f"{name}: {r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
+                  f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
+                  f"GPU busy {100 * r['run_share']:.0f}% of wall at most (run-stage seconds), "
+                  f"verdicts {r['verdicts']}", flush=True)
+    cold, warm = runs["cold"], runs["warm"]
     print(f"disk-cache speed-up: {cold['wall_s'] / warm['wall_s']:.1f}x wall, "
           f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f} "
           f"({cold['compile_s'] / max(warm['compile_s'], 1e-9):.1f}x)")

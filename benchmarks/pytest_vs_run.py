@@ -57,7 +57,8 @@ def main():
         def row(label, n, s):
             rows.append((label, n, s))
             print(f"{label:60} {n:5d} cases {s:8.1f} s {n / s:7.2f} cases/s", flush=True)
-        for name in ("cold", "warm"):  # the same seed draws the same cases; the second run finds them cached
+        cases = tmp / "pytest-cold.jsonl"  # harness run runs exactly the cases pytest ran cold
+        for name in ("cold", "warm"):  # the same seed draws the same cases; the second runs find them cached
             log = tmp / f"pytest-{name}.jsonl"
             log.unlink(missing_ok=True)
             s = timed([sys.executable, "-m", "pytest", *files, "-m", marker, "-q", "-p", "no:cacheprovider",
@@ -65,8 +66,6 @@ def main():
                        f"--record-dir={known}"],
                       tmp / "cache-pytest", tmp / f"pytest-{name}.log", a.examples)
             row(f"pytest {name}", count(log), s)
-        cases = tmp / "pytest-cold.jsonl"
-        for name in ("cold", "warm"):
             out = tmp / f"run-{name}"
             s = timed([sys.executable, "-m", "harness.cli", "run", "--cases-from", cases, "--out", out,
                        "--reproducers", known], tmp / "cache-run", tmp / f"run-{name}.log", a.examples)
@@ -76,7 +75,7 @@ def main():
             row(f"harness run {name} {verdicts}", len(lines), s)
     print(f"\n{marker} tests {a.tests}, pytest --hypothesis-seed={a.seed}, {a.examples} examples per test")
     for i, name in enumerate(("cold", "warm")):
-        (_, n1, s1), (_, n2, s2) = rows[i], rows[2 + i]
+        (_, n1, s1), (_, n2, s2) = rows[2 * i], rows[2 * i + 1]
         print(f"{name}: pytest reaches {100 * (n1 / s1) / (n2 / s2):.0f}% of harness run's cases/s")
 
 

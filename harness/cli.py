@@ -143,8 +143,10 @@ def cmd_minimize(args) -> int:
     if target is None:
         print(f"CANNOT TEST: {reason}")
         return replay.SKIP
-    with Pool(1, target, Path(args.logs) / rep.id, _timeouts(args)) as pool:
-        evaluate = Evaluator(pool, args.confirm, rep.signature)
+    timeouts = _timeouts(args)
+    view = (lambda r: replay.as_predicted(r, rep.scan_checks, timeouts.run)) if target != "auto" else (lambda r: r)
+    with Pool(1, target, Path(args.logs) / rep.id, timeouts) as pool:
+        evaluate = Evaluator(pool, args.confirm, rep.signature, view)
         first = evaluate(rep.case)
         if oracle.signature(first) != rep.signature:
             print(f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}")

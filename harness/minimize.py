@@ -125,15 +125,16 @@ class Evaluator:
 
     With `confirm` > 1 and a `target` signature, a case showing the target is run again, up to
     `confirm` times, and the first run that differs is returned: a minimizing step of a flaky
-    failure (a race) is accepted only when it reproduces every time.
+    failure (a race) is accepted only when it reproduces every time. `view` maps each result
+    first (replay.as_predicted: a compile that shows a hang's cause counts as that hang).
     """
 
-    def __init__(self, pool, confirm=1, target=None):
-        self.pool, self.results, self.confirm, self.target = pool, [], confirm, target
+    def __init__(self, pool, confirm=1, target=None, view=lambda result: result):
+        self.pool, self.results, self.confirm, self.target, self.view = pool, [], confirm, target, view
 
     def __call__(self, case) -> dict:
         for _ in range(self.confirm):
-            self.results.append(self.pool.run_one(case))
+            self.results.append(self.view(self.pool.run_one(case)))
             if self.target is None or oracle.signature(self.results[-1]) != self.target:
                 break
         return self.results[-1]

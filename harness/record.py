@@ -112,10 +112,21 @@ def save(rep: Reproducer, directory) -> Path:
 
 def write(result: dict, env: dict, directory, title=None, flaky=None, minimized_from=None) -> Path:
     """Record a failure, unless its signature is already recorded: then return that file."""
-    known = known_signatures(directory).get(oracle.signature(result))
+    sig = oracle.signature(result)
+    known = known_signatures(directory).get(sig)
     if known:
         return known
-    return save(build(result, env, title, flaky, minimized_from), directory)
+    return save(build(result, env, title, flaky, minimized_from, id=free_id(sig, directory)), directory)
+
+
+def free_id(signature, directory) -> str:
+    """The signature's id, unless a reproducer whose signature was edited since (a sharper
+    message) holds that id: then the first free id of (signature, 2), (signature, 3), ..."""
+    id, n = signature_id(signature), 1
+    while (Path(directory) / f"{id}.json").exists():
+        n += 1
+        id = signature_id([*signature, n])
+    return id
 
 
 def known_signatures(directory) -> dict:

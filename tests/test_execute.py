@@ -100,3 +100,18 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
                                                  "(recorded HANG; compile-only)")
     plain = record.build({**hang, "message": oracle.hang_message(60, "run")}, {})
     assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"
+
+
+@pytest.mark.skipif(gpu_count() > 0, reason="minimizes compile-only (a GPU would run the fake kernel)")
+def test_a_hang_the_code_scan_explains_minimizes_without_a_gpu(tmp_path, capsys):
+    """`harness minimize` without a GPU: a compile showing the recorded hang's cause counts as that
+    hang (replay.as_predicted), so the case shrinks while the deadlock stays predicted."""
+    from harness import cli, oracle, record
+    hang = {**oracle.result(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
+                            oracle.hang_message(60, "run", ["register_budget: x"])), "hazards": ["register_budget: x"]}
+    path = record.save(record.build(hang, {}), tmp_path / "reps")
+    assert cli.main(["minimize", str(path), "--budget", "60", "--runs", "0", "--logs", str(tmp_path / "logs")]) == 0
+    rep = record.load(path)
+    assert (rep.case.batch, rep.case.seqlen_q, rep.case.heads) == (1, 1, 15)  # the fake's setmaxnreg needs heads 15
+    assert rep.signature == record.build(hang, {}).signature and rep.minimized_from.batch == 3
+    assert "minimized:" in capsys.readouterr().out

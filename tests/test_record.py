@@ -1,5 +1,6 @@
 """Reproducer files: round trip, strict loading, dedupe, the generated test, `harness repro` exit codes."""
 import ast
+import dataclasses
 import json
 import subprocess
 import sys
@@ -122,6 +123,19 @@ def test_dedupe_by_signature(written, tmp_path):
     known = record.known_signatures(tmp_path)
     assert set(known) == {oracle.signature(failure()), oracle.signature(failure(region="interior"))}
     assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted([written.name, other.name, "broken.json"])
+
+
+def test_an_edited_reproducer_keeps_its_file(written, tmp_path):
+    # A recorded message sharpened by hand (bb5de5939ba0 named its cause later) leaves the file
+    # under its old id; a new failure with the old signature gets another id, not that file.
+    rep = record.load(written)
+    edited = dataclasses.replace(rep, observed={**rep.observed, "message": rep.observed["message"] + "; cause named",
+                                                "signature": [*rep.signature[:-1], rep.signature[-1] + "; cause named"]})
+    record.save(edited, tmp_path)
+    again = record.write(failure(), ENV, tmp_path)
+    assert again != written and record.load(written) == edited
+    assert record.load(again).signature == oracle.signature(failure())
+    assert record.write(failure(), ENV, tmp_path) == again  # and the new one dedupes as usual
 
 
 def test_generated_test_replays_the_json(written):
