@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from itertools import zip_longest
 from pathlib import Path
 
@@ -223,13 +224,31 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
         return []
     env = environment()
     paths = []
-    with Pool(1, target, opts.out / "logs" / "minimize", opts.timeouts) as pool:
+    logs = opts.out / "logs" / "minimize"
+    # Pools start workers on first use: the compile-only one only for a hang its scan explains.
+    with Pool(1, target, logs, opts.timeouts) as pool, Pool(1, opts.arch, logs / "compile-only", opts.timeouts) as scan:
         for sig, r in new.items():
             original = None
             if opts.minimize:
                 _err(f"minimizing {r['case_id']}: {' '.join(sig[2:6])}")
-                small, r, _ = shrink(r, Evaluator(pool, 2, sig), opts.minimize_budget, 0, log=_err)
-                original = case_mod.from_dict(firsts[sig]["case"]) if small.id != firsts[sig]["case_id"] else None
+                r = _minimized(r, sig, pool, scan, opts)
+                original = case_mod.from_dict(firsts[sig]["case"]) if r["case_id"] != firsts[sig]["case_id"] else None
             paths.append(record.write(r, env, opts.reproducers, minimized_from=original))
             print(f"reproducer (new): {paths[-1]}")
     return paths
+
+
+def _minimized(r, sig, pool, scan, opts: Options) -> dict:
+    """The failure's smallest case's result. A hang that its code scan explains shrinks compile-only
+    (a step takes a compile, not a run timeout), then runs once here: the shrunk case is kept only
+    if it hangs the same way."""
+    checks = oracle.predicted_by(r["message"]) if r["verdict"] == "HANG" and pool.target == "auto" else []
+    if not checks:
+        return shrink(r, Evaluator(pool, 2, sig), opts.minimize_budget, 0, log=_err)[1]
+    view = partial(oracle.as_predicted, checks=checks, limit=(opts.timeouts or Timeouts()).run)
+    small, _, _ = shrink(r, Evaluator(scan, 1, sig, view), opts.minimize_budget, 0, log=_err)
+    if small.id == r["case_id"]:
+        return r
+    ran = pool.run_one(small)
+    _err(f"  the shrunk case on the GPU: {record.describe(ran)}")
+    return ran if oracle.signature(ran) == sig else r

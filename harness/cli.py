@@ -144,7 +144,7 @@ def cmd_minimize(args) -> int:
         print(f"CANNOT TEST: {reason}")
         return replay.SKIP
     timeouts = _timeouts(args)
-    view = (lambda r: replay.as_predicted(r, rep.scan_checks, timeouts.run)) if target != "auto" else (lambda r: r)
+    view = (lambda r: oracle.as_predicted(r, rep.scan_checks, timeouts.run)) if target != "auto" else (lambda r: r)
     with Pool(1, target, Path(args.logs) / rep.id, timeouts) as pool:
         evaluate = Evaluator(pool, args.confirm, rep.signature, view)
         first = evaluate(rep.case)

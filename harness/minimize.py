@@ -126,7 +126,7 @@ class Evaluator:
     With `confirm` > 1 and a `target` signature, a case showing the target is run again, up to
     `confirm` times, and the first run that differs is returned: a minimizing step of a flaky
     failure (a race) is accepted only when it reproduces every time. `view` maps each result
-    first (replay.as_predicted: a compile that shows a hang's cause counts as that hang).
+    first (oracle.as_predicted: a compile that shows a hang's cause counts as that hang).
     """
 
     def __init__(self, pool, confirm=1, target=None, view=lambda result: result):

@@ -146,6 +146,14 @@ def hang_message(limit: float, stage: str, hazards=()) -> str:
     return f"no answer within {limit:g} s ({stage})" + (_PREDICTS + ", ".join(named) if named else "")
 
 
+def as_predicted(result: dict, checks, limit: float) -> dict:
+    """A compile-only result whose scan shows one of `checks` (a recorded hang's cause), as the
+    HANG a GPU run would give: the same message, so the same signature (minimizing compile-only)."""
+    if result["verdict"] == "COMPILED" and set(checks) & checks_of(result.get("hazards", [])):
+        return {**result, "verdict": "HANG", "stage": "run", "message": hang_message(limit, "run", result["hazards"])}
+    return result
+
+
 def predicted_by(message: str) -> list[str]:
     """The code-scan checks a HANG's message names (hang_message), else []."""
     return message.split(_PREDICTS, 1)[1].split(", ") if _PREDICTS in message else []

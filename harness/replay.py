@@ -60,15 +60,6 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
                   "compile-only)", evidence, results)
 
 
-def as_predicted(result: dict, checks, limit: float) -> dict:
-    """A compile-only result whose scan shows one of `checks` (a recorded hang's cause), as the
-    HANG a GPU run would give: the same message, so the same signature (minimizing without a GPU)."""
-    if result["verdict"] == "COMPILED" and set(checks) & oracle.checks_of(result.get("hazards", [])):
-        return {**result, "verdict": "HANG", "stage": "run",
-                "message": oracle.hang_message(limit, "run", result["hazards"])}
-    return result
-
-
 def where(env) -> str:
     return f"tilelang {env.get('tilelang', '?')} {env.get('tilelang_commit', '')}".rstrip() + f", {env.get('gpu', '?')}"
 

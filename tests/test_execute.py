@@ -115,3 +115,24 @@ def test_a_hang_the_code_scan_explains_minimizes_without_a_gpu(tmp_path, capsys)
     assert (rep.case.batch, rep.case.seqlen_q, rep.case.heads) == (1, 1, 15)  # the fake's setmaxnreg needs heads 15
     assert rep.signature == record.build(hang, {}).signature and rep.minimized_from.batch == 3
     assert "minimized:" in capsys.readouterr().out
+
+
+def test_a_campaign_shrinks_a_hang_its_scan_explains_compile_only(tmp_path, monkeypatch):
+    """On a GPU a hang costs a run timeout per step; one the code scan explains shrinks compile-only,
+    and the shrunk case is kept only if it then hangs the same way when run."""
+    from harness import campaign, oracle, record
+    hang = oracle.result(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
+                         oracle.hang_message(3, "run", ["register_budget: x"]))
+    opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "reps", minimize=True, minimize_budget=60,
+                            timeouts=Timeouts(compile=30, run=3))
+    [path] = campaign.record_failures([hang], opts, "auto", known={})
+    rep = record.load(path)
+    assert (rep.case.batch, rep.case.seqlen_q, rep.case.heads) == (1, 1, 15) and rep.minimized_from.batch == 3
+    assert rep.signature == oracle.signature(hang) and rep.observed["stage"] == "run"
+    assert (tmp_path / "logs" / "minimize" / "compile-only").is_dir()  # the steps compiled only
+    # A shrunk case that does not hang when run (the scan predicted wrongly) is not kept.
+    monkeypatch.setenv("FAKE_GRANTED", "1")
+    opts.reproducers = tmp_path / "reps2"
+    [path] = campaign.record_failures([hang], opts, "auto", known={})
+    rep = record.load(path)
+    assert rep.case.batch == 3 and rep.minimized_from is None
