@@ -1,11 +1,14 @@
 """The pytest path against `harness run` on the same cases, each cold (empty kernel cache) and warm.
 
-    python benchmarks/pytest_vs_run.py --tests fwd,bwd --seed 1 --examples 40
+    python benchmarks/pytest_vs_run.py --tests fwd,bwd --seed 1 --examples 4
+    python benchmarks/pytest_vs_run.py --rows --select "row-fwd- or row-bwd-" --examples 4
 
 pytest runs the gpu property tests (compile-only ones without a GPU) under the `bench` Hypothesis
-profile and logs the cases it ran (`--cases-log`); `harness run --cases-from` then runs exactly
-those cases, with the same number of workers (CPU cores - 1). Prints cases, seconds and cases/s
-of each run, and pytest's share of harness run's rate.
+profile and logs the cases it ran (`--cases-log`): by default the suite tests of `--tests`, each
+example a suite through one pool; with `--rows`, cases/test_rows.py (a test per covering-array
+kernel) spread over CPU cores - 1 xdist processes. `harness run --cases-from` then runs exactly
+those cases with as many workers. Prints cases, seconds and cases/s of each run, and pytest's
+share of harness run's rate.
 """
 import argparse
 import json
@@ -42,11 +45,16 @@ def main():
     p.add_argument("--tests", default="fwd,bwd", help=f"comma-separated, from {', '.join(TESTS)}")
     p.add_argument("--seed", type=int, default=1, help="--hypothesis-seed for pytest")
     p.add_argument("--examples", type=int, default=20, help="Hypothesis examples per property test")
+    p.add_argument("--rows", action="store_true", help="the row tests (cases/test_rows.py) under xdist")
+    p.add_argument("--select", help="pytest -k expression (for --rows: row ids such as row-fwd-3)")
     p.add_argument("--keep", help="directory for caches, logs and results (default: a temporary one)")
     a = p.parse_args()
     marker = "gpu" if subprocess.run([sys.executable, "-c", "import torch,sys; sys.exit(not torch.cuda.is_available())"],
                                      capture_output=True).returncode == 0 else "compile"
-    files = [TESTS[t] for t in a.tests.split(",")]
+    workers = max(1, (os.cpu_count() or 2) - 1)
+    tests = (["cases/test_rows.py", "-m", f"rows and {marker}", "-n", str(workers)] if a.rows
+             else [*(TESTS[t] for t in a.tests.split(",")), "-m", marker])
+    tests += ["-k", a.select] if a.select else []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(a.keep or tmp)
         tmp.mkdir(parents=True, exist_ok=True)
@@ -61,19 +69,22 @@ def main():
         for name in ("cold", "warm"):  # the same seed draws the same cases; the second runs find them cached
             log = tmp / f"pytest-{name}.jsonl"
             log.unlink(missing_ok=True)
-            s = timed([sys.executable, "-m", "pytest", *files, "-m", marker, "-q", "-p", "no:cacheprovider",
+            s = timed([sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider",
                        "--hypothesis-profile=bench", f"--hypothesis-seed={a.seed}", f"--cases-log={log}",
                        f"--record-dir={known}"],
                       tmp / "cache-pytest", tmp / f"pytest-{name}.log", a.examples)
             row(f"pytest {name}", count(log), s)
             out = tmp / f"run-{name}"
             s = timed([sys.executable, "-m", "harness.cli", "run", "--cases-from", cases, "--out", out,
-                       "--reproducers", known], tmp / "cache-run", tmp / f"run-{name}.log", a.examples)
+                       "--reproducers", known, "--workers", str(workers)],
+                      tmp / "cache-run", tmp / f"run-{name}.log", a.examples)
             results = out / "results.jsonl"
             lines = results.read_text().splitlines() if results.exists() else []
             verdicts = dict(Counter(json.loads(line)["verdict"] for line in lines))
             row(f"harness run {name} {verdicts}", len(lines), s)
-    print(f"\n{marker} tests {a.tests}, pytest --hypothesis-seed={a.seed}, {a.examples} examples per test")
+    what = f"row tests ({workers} xdist processes)" if a.rows else f"suite tests {a.tests}"
+    print(f"\n{marker} {what}{f' -k {a.select!r}' if a.select else ''}, pytest --hypothesis-seed={a.seed}, "
+          f"{a.examples} examples per test, {workers} harness run workers")
     for i, name in enumerate(("cold", "warm")):
         (_, n1, s1), (_, n2, s2) = rows[2 * i], rows[2 * i + 1]
         print(f"{name}: pytest reaches {100 * (n1 / s1) / (n2 / s2):.0f}% of harness run's cases/s")

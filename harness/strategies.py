@@ -151,6 +151,12 @@ def _lengths_for(c: Case):
 
 
 @st.composite
+def lengths_of(draw, row: Case) -> Case:
+    """`row`, its static fields fixed (one compiled kernel), at drawn lengths."""
+    return row.replace(**draw(_lengths_for(row))).validate()
+
+
+@st.composite
 def cases(draw, family: str) -> Case:
     c = draw(static_case(family))
     return c.replace(**draw(_lengths_for(c))).validate()

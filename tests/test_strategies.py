@@ -88,3 +88,31 @@ def test_a_campaign_deals_its_families_in_turn():
     from harness import campaign
     cases = campaign.draw(("fwd", "bwd", "ws"), 7, 0, 1, cover=False)
     assert [c.family for c in cases] == ["fwd", "bwd", "ws"] * 2 + ["fwd"]
+
+
+def test_a_row_keeps_its_kernel_and_draws_lengths():
+    from harness import pairwise
+    for family in kernels.FAMILIES:
+        row = pairwise.covering(family, 0)[-1]
+        drawn = []
+        strategies._examples(drawn.append, strategies.lengths_of(row), 3, 20)
+        assert {case_mod.static_key(c) for c in drawn} == {case_mod.static_key(row)}, family
+        assert len({(c.batch, c.seqlen_q, c.seqlen_k, tuple(c.seqlens)) for c in drawn}) > 5, family
+
+
+def test_row_tests_run_only_when_asked():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harness import pairwise
+
+    def collected(*args):
+        out = subprocess.run([sys.executable, "-m", "pytest", "cases/test_rows.py", "--collect-only", "-q",
+                              "-p", "no:cacheprovider", *args], cwd=Path(__file__).parent.parent,
+                             capture_output=True, text=True).stdout
+        return [line for line in out.splitlines() if "::test_row[" in line]
+    assert collected() == []
+    rows = collected("-m", "rows and compile")
+    assert len(rows) == sum(len(pairwise.covering(f, 0)) for f in kernels.FAMILIES)
+    assert all(r.endswith("-compile]") for r in rows)

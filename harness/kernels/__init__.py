@@ -112,7 +112,11 @@ def family(name: str) -> Family:
 
 
 def names() -> tuple[str, ...]:
+    """The registered families, test doubles included."""
     return tuple(_registry())
+
+
+FAMILIES = tuple(_REGISTRY)  # the project's own families
 
 
 def check(case: Case) -> Case:

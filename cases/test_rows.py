@@ -1,0 +1,32 @@
+"""The fast path: one test per kernel of every family's covering array (harness.pairwise, seed 0),
+Hypothesis drawing that kernel's lengths.
+
+    pytest cases -m rows -n auto                   # on a GPU runner: `-m "rows and gpu"`
+
+Under pytest-xdist each process compiles the kernel of the test it runs while the others compile
+theirs, as `harness run` spreads kernels over its workers; every example after a test's first reuses
+the compiled kernel. A failing example shrinks its lengths (the static fields are the row's:
+`harness minimize` shrinks those). Deselected unless `-m` names `rows`: a CPU run compiles every
+row of every family, hundreds of kernels.
+"""
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness import kernels, pairwise, strategies
+
+ROWS = [pytest.param(row, id=f"row-{family}-{i}")
+        for family in kernels.FAMILIES for i, row in enumerate(pairwise.covering(family, 0))]
+
+
+# On a GPU every output is judged; without one the kernel compiles for sm_90a.
+MODES = [pytest.param("gpu_pool", "PASS", marks=pytest.mark.gpu, id="gpu"),
+         pytest.param("compile_pool", "COMPILED", marks=pytest.mark.compile, id="compile")]
+
+
+@pytest.mark.rows
+@pytest.mark.parametrize("pool, verdict", MODES)
+@pytest.mark.parametrize("row", ROWS)
+@given(data=st.data())
+def test_row(row, pool, verdict, data, request, expect):
+    expect(list(request.getfixturevalue(pool).run([data.draw(strategies.lengths_of(row))])), verdict)
