@@ -3,8 +3,8 @@
     python benchmarks/campaign.py --families fwd,bwd --cases 300 --per-kernel 10 --per-row 10 --workers 15
 
 Prints distinct kernels compiled, compile seconds, cases per second, the GPU's busy share of the
-wall time (an upper bound: the run stage's seconds, which include making inputs and the reference),
-and the warm run's speed-up from TileLang's disk cache. Without a GPU it benchmarks compile-only (sm_90a).
+wall time (the kernels' own seconds), where the workers' seconds went (compile, inputs, run, judge,
+other), and the warm run's speed-up from TileLang's disk cache. Without a GPU it benchmarks compile-only (sm_90a).
 """
 import argparse
 import os
@@ -28,12 +28,24 @@ def campaign(cases, workers, target, gpus, cache_dir, log_dir):
         results = list(pool.run(cases))
     wall = time.perf_counter() - t0
     compiles = [r["seconds"]["compile"] for r in results if "compile" in (r.get("seconds") or {})]
-    runs = sum((r.get("seconds") or {}).get("run", 0) for r in results)  # inputs + kernel + reference, on the GPU
+    stages = {s: sum((r.get("seconds") or {}).get(s, 0) for r in results) for s in STAGES}
     verdicts = {}
     for r in results:
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
     return {"wall_s": wall, "cases": len(results), "builds": len(compiles), "compile_s": sum(compiles),
-            "cases_per_s": len(results) / wall, "verdicts": verdicts, "run_share": runs / wall}
+            "cases_per_s": len(results) / wall, "verdicts": verdicts, "run_share": stages["run"] / wall,
+            "stages": stages, "workers": workers}
+
+
+STAGES = ("compile", "inputs", "run", "judge")  # worker seconds per case (harness.worker.run_case)
+
+
+def breakdown(r) -> str:
+    """Where the workers' time went: each stage's seconds summed over cases, and the rest (worker
+    start, disk-cache checks, the pool's messages, idle workers) as the remainder of wall x workers."""
+    total = r["wall_s"] * r["workers"]
+    parts = {**r["stages"], "other": total - sum(r["stages"].values())}
+    return ", ".join(f"{k} {v:.1f} s ({100 * v / total:.0f}%)" for k, v in parts.items())
 
 
 def main():
@@ -59,8 +71,9 @@ def main():
                                       tmp / f"logs-{name}")
             print(f"{name}: {r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
                   f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
-                  f"GPU busy {100 * r['run_share']:.0f}% of wall at most (run-stage seconds), "
+                  f"GPU busy at most {100 * r['run_share']:.0f}% of wall (kernel seconds, launches included), "
                   f"verdicts {r['verdicts']}", flush=True)
+            print(f"  worker-seconds: {breakdown(r)}", flush=True)
     cold, warm = runs["cold"], runs["warm"]
     print(f"disk-cache speed-up: {cold['wall_s'] / warm['wall_s']:.1f}x wall, "
           f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f} "

@@ -50,13 +50,17 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None) ->
     on_stage("run", hazards=found, code=code)
     stage = "inputs"
     try:
+        t0 = time.perf_counter()
         inputs = fam.make_inputs(case, "cuda")
+        seconds["inputs"] = time.perf_counter() - t0
         stage = "run"
         t0 = time.perf_counter()
         outputs = fam.run(kernel, case, inputs)  # returns after the device finished
         seconds["run"] = time.perf_counter() - t0
         stage = "judge"
+        t0 = time.perf_counter()
         result = oracle.judge(case, fam, inputs, outputs, seconds)
+        result["seconds"] = {**seconds, "judge": time.perf_counter() - t0}  # the references and the comparison
     except Exception as e:
         # A device fault is the kernel's wherever it surfaces: a sticky fault can escape the
         # launch's synchronize and hit the next torch call.
