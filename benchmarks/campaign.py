@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import campaign as campaign_mod  # noqa: E402
 from harness import case as case_mod  # noqa: E402
+from harness import report  # noqa: E402
 from harness.environment import gpu_count  # noqa: E402
 from harness.pool import Pool  # noqa: E402
 
@@ -28,16 +29,13 @@ def campaign(cases, workers, target, gpus, cache_dir, log_dir):
         results = list(pool.run(cases))
     wall = time.perf_counter() - t0
     compiles = [r["seconds"]["compile"] for r in results if "compile" in (r.get("seconds") or {})]
-    stages = {s: sum((r.get("seconds") or {}).get(s, 0) for r in results) for s in STAGES}
+    stages = {s: sum((r.get("seconds") or {}).get(s, 0) for r in results) for s in report.STAGES}
     verdicts = {}
     for r in results:
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
     return {"wall_s": wall, "cases": len(results), "builds": len(compiles), "compile_s": sum(compiles),
             "cases_per_s": len(results) / wall, "verdicts": verdicts, "run_share": stages["run"] / wall,
             "stages": stages, "workers": workers}
-
-
-STAGES = ("compile", "inputs", "run", "judge")  # worker seconds per case (harness.worker.run_case)
 
 
 def breakdown(r) -> str:

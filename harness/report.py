@@ -9,8 +9,9 @@ import pandas as pd
 from harness import case as case_mod
 from harness import oracle, pairwise
 
-COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message", "compile_s", "run_s",
-           "seqlen_q", "seqlen_k", "head_dim", "error_ratio"]
+STAGES = ("compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker.run_case)
+COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message",
+           *(f"{s}_s" for s in STAGES), "seqlen_q", "seqlen_k", "head_dim", "error_ratio"]
 
 
 def frame(results: list[dict]) -> pd.DataFrame:
@@ -18,7 +19,7 @@ def frame(results: list[dict]) -> pd.DataFrame:
     rows = [{"case_id": r["case_id"], "family": r["case"]["family"], "variant": r["case"]["variant"],
              "verdict": r["verdict"], "stage": r["stage"], "tensor": r.get("tensor", ""),
              "region": r.get("region", ""), "message": r.get("message", ""),
-             "compile_s": (r.get("seconds") or {}).get("compile"), "run_s": (r.get("seconds") or {}).get("run"),
+             **{f"{s}_s": (r.get("seconds") or {}).get(s) for s in STAGES},
              "seqlen_q": r["case"]["seqlen_q"], "seqlen_k": r["case"]["seqlen_k"], "head_dim": r["case"]["head_dim"],
              "error_ratio": max((c["error"] / c["tolerance"] for c in r.get("checks") or [] if c["tolerance"] > 0),
                                 default=None)}
@@ -32,6 +33,15 @@ def verdict_table(df: pd.DataFrame) -> pd.DataFrame:
     t = df.pivot_table(index=["family", "variant"], columns="verdict", values="case_id", aggfunc="count", fill_value=0)
     t["total"] = t.sum(axis=1)
     t.columns.name = None  # else the pivot's "verdict" label becomes an empty first column in HTML
+    return t.reset_index()
+
+
+def time_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Worker seconds per family and stage, summed over its cases: where a run's time went."""
+    if df.empty:
+        return pd.DataFrame()
+    t = df.groupby("family")[[f"{s}_s" for s in STAGES]].sum().round(1)
+    t.insert(0, "cases", df.groupby("family").size())
     return t.reset_index()
 
 
@@ -86,6 +96,7 @@ def summary(results: list[dict], known: dict | None = None) -> str:
     return ("## Verdicts\n\n" + markdown(verdict_table(df)) +
             "\n## Distinct failures\n\n" + markdown(failure_table(results, known)) +
             "\n## Generated-code hazards\n\n" + markdown(hazard_table(results)) +
+            "\n## Worker seconds by stage\n\n" + markdown(time_table(df)) +
             "\n## Pairwise coverage\n\n" + markdown(coverage_table(results)))
 
 

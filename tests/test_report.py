@@ -18,6 +18,14 @@ def test_frame_has_the_error_ratio_and_the_verdict_table_no_empty_column():
     assert list(report.verdict_table(df).columns) == ["family", "variant", "MISMATCH", "PASS", "total"]
 
 
+def test_the_time_table_sums_each_stage_per_family():
+    df = report.frame(results())
+    t = report.time_table(df)
+    assert list(t.columns) == ["family", "cases", "compile_s", "inputs_s", "run_s", "judge_s"]
+    assert t.iloc[0][["cases", "compile_s", "run_s", "judge_s"]].tolist() == [4, 6.0, 0.3, 0.0]
+    assert "## Worker seconds by stage" in report.summary(results())
+
+
 def test_html_is_self_contained_with_tables_and_plots(tmp_path):
     text = report.write(tmp_path, results())
     page = (tmp_path / "report.html").read_text()
