@@ -42,6 +42,9 @@ class _Logged:
             f.write("".join(case_mod.to_json(c) + "\n" for c in cases))
         return self.pool.run(cases, *args, **kwargs)
 
+    def run_one(self, case) -> dict:
+        return next(iter(self.run([case])))
+
 
 def _pool(request, *args, **kwargs):
     with Pool(*args, **kwargs) as pool:

@@ -29,4 +29,4 @@ MODES = [pytest.param("gpu_pool", "PASS", marks=pytest.mark.gpu, id="gpu"),
 @pytest.mark.parametrize("row", ROWS)
 @given(data=st.data())
 def test_row(row, pool, verdict, data, request, expect):
-    expect(list(request.getfixturevalue(pool).run([data.draw(strategies.lengths_of(row))])), verdict)
+    expect(request.getfixturevalue(pool).run_one(data.draw(strategies.lengths_of(row))), verdict)

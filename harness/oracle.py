@@ -146,10 +146,15 @@ def hang_message(limit: float, stage: str, hazards=()) -> str:
     return f"no answer within {limit:g} s ({stage})" + (_PREDICTS + ", ".join(named) if named else "")
 
 
+def shows(result: dict, checks) -> bool:
+    """The result's code scan found one of `checks` (a recorded hang's cause)."""
+    return bool(set(checks) & checks_of(result.get("hazards", [])))
+
+
 def as_predicted(result: dict, checks, limit: float) -> dict:
-    """A compile-only result whose scan shows one of `checks` (a recorded hang's cause), as the
-    HANG a GPU run would give: the same message, so the same signature (minimizing compile-only)."""
-    if result["verdict"] == "COMPILED" and set(checks) & checks_of(result.get("hazards", [])):
+    """A compile-only result whose scan shows one of `checks`, as the HANG a GPU run would give:
+    the same message, so the same signature (minimizing compile-only)."""
+    if result["verdict"] == "COMPILED" and shows(result, checks):
         return {**result, "verdict": "HANG", "stage": "run", "message": hang_message(limit, "run", result["hazards"])}
     return result
 

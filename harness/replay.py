@@ -45,7 +45,7 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
     """A recorded hang replayed without a GPU: reproduced when a compile shows the check that
     explains it (a deadlock predicted, not run)."""
     checks, n = set(rep.scan_checks), len(results)
-    shown = [r for r in results if checks & oracle.checks_of(r.get("hazards", []))]
+    shown = [r for r in results if oracle.shows(r, checks)]
     evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r["hazards"] if oracle.checks_of([h]) & checks})
     if shown:
         return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, the recorded hang's "
