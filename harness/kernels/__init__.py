@@ -49,7 +49,7 @@ class Family:
     variants: tuple[str, ...]
     head_dims: tuple[int, ...]
     tiles: tuple[tuple[int, int, int, int], ...]     # (block_m, block_n, num_stages, threads); first = default
-    fits: Callable[..., str | None]                   # fits(*tile, head_dim, head_dim_v): why resources run out
+    fits: Callable[..., str | None]                   # fits(*tile, head_dim, head_dim_v, variant): why resources run out
     build: Callable                                   # build(case, target) -> compiled kernel(s)
     run: Callable                                     # run(kernel, case, inputs) -> {name: output}
     make_inputs: Callable                             # make_inputs(case, device) -> {name: tensor}
@@ -94,7 +94,7 @@ class Family:
             return f"{case.family} takes no mask or bias"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
-        return self.fits(*case.tile, case.head_dim, case.head_dim_v)
+        return self.fits(*case.tile, case.head_dim, case.head_dim_v, case.variant)
 
     def shared(self, kernel: str | None) -> str | None:
         """`kernel` if every variant runs that same kernel, else None."""

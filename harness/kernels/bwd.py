@@ -10,6 +10,10 @@ Variants of the main kernel:
                    dK/dV accumulated across the heads of a GQA group with atomic adds into fp32.
   atomic_nolayout  the same program without the dQ layout annotation (plain row-major dQ).
   split            dQ as in `atomic`; dK/dV written per query head (no atomics), summed afterwards.
+  atomic_tile      as `atomic`, with dQ added by one tile-level T.atomic_add that TileLang plans.
+  dq_shared        the loops swapped (see `dq_shared_kernel`): a block owns a query block, adds
+                   each key block's dQ into an fp32 shared tile with T.atomic_add and writes dQ
+                   once with a plain copy; dK/dV added into fp32 global buffers with atomics.
 
 The fp32 dQ accumulator has its own symbolic length `seq_q_acc` (the run glue passes seqlen_q
 rounded up to a multiple of 8) because the fragment layout tiles rows by 8.
@@ -27,7 +31,8 @@ PREP_BLOCK = 32    # query rows per preprocess / postprocess block
 SINK_THREADS = 128  # sink gradient: threads per block
 SINK_ROWS = 512    # ... and query rows per block (4 per thread, so a planner may vectorize)
 ROW_TILE = 8       # rows of one MMA accumulator tile (m16n8: two 8x8 tiles per instruction)
-VARIANTS = ("atomic", "split", "atomic_nolayout", "atomic_tile")
+VARIANTS = ("atomic", "split", "atomic_nolayout", "atomic_tile", "dq_shared")
+FRAGMENT_DQ = ("atomic", "split", "atomic_tile")  # variants whose dQ accumulator follows dq_layout
 
 
 def dq_layout(buf, lay):
@@ -91,6 +96,9 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
     """
     if variant not in VARIANTS:
         raise ValueError(f"bwd has no variant {variant!r}")
+    if variant == "dq_shared":
+        return dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, lay,
+                                block_m, block_n, num_stages, threads)
     del sinks
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
@@ -100,7 +108,7 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
     sm_scale = 1.0 / math.sqrt(head_dim)
     scale = sm_scale * LOG2E
     split = variant == "split"
-    annotate = variant in ("atomic", "split", "atomic_tile")
+    annotate = variant in FRAGMENT_DQ
     tile_dq = variant == "atomic_tile"
     q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
     do_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
@@ -196,6 +204,98 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
             else:
                 T.atomic_add(layout.rows(dK, lay, bz, gh, k0, block_n), dk_f)
                 T.atomic_add(layout.rows(dV, lay, bz, gh, k0, block_n), dv_f)
+
+    return bwd
+
+
+def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, lay,
+                     block_m, block_n, num_stages, threads):
+    """The `dq_shared` main kernel: same arguments as main_kernel's (dQ row-major, dK/dV fp32
+    per KV head), the loops swapped. One block per (query block, query head, batch) walks the key
+    blocks its rows see; dQ collects in shared memory through T.atomic_add (an atomic into a
+    shared buffer: TileLang must not widen it, CUDA has no vector atomics on shared memory) and
+    leaves once, while dK and dV, which every query block adds to, go out by global atomics.
+    """
+    batch = T.symbolic("batch")
+    seq_q = T.symbolic("seq_q")
+    seq_k = T.symbolic("seq_k")
+    seq_q_acc = T.symbolic("seq_q_acc")
+    group = heads // kv_heads
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    scale = sm_scale * LOG2E
+    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
+    do_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
+    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
+    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
+
+    @T.prim_func
+    def bwd(
+        Q: compat.Tensor(q_shape, dtype),
+        K: compat.Tensor(k_shape, dtype),
+        V: compat.Tensor(v_shape, dtype),
+        dO: compat.Tensor(do_shape, dtype),
+        Lse: compat.Tensor([batch, heads, seq_q], ACCUM),
+        Delta: compat.Tensor([batch, heads, seq_q], ACCUM),
+        dQ: compat.Tensor(layout.shape(lay, batch, seq_q_acc, heads, head_dim), ACCUM),
+        dK: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim), ACCUM),
+        dV: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim_v), ACCUM),
+    ):
+        with T.Kernel(T.ceildiv(seq_q, block_m), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_m, head_dim], dtype)
+            do_s = T.alloc_shared([block_m, head_dim_v], dtype)
+            k_s = T.alloc_shared([block_n, head_dim], dtype)
+            v_s = T.alloc_shared([block_n, head_dim_v], dtype)
+            lse_s = T.alloc_shared([block_m], ACCUM)
+            delta_s = T.alloc_shared([block_m], ACCUM)
+            p_s = T.alloc_shared([block_m, block_n], dtype)
+            ds_s = T.alloc_shared([block_m, block_n], dtype)
+            dq_s = T.alloc_shared([block_m, head_dim], ACCUM)
+            s = T.alloc_fragment([block_m, block_n], ACCUM)     # S, then P
+            dp = T.alloc_fragment([block_m, block_n], ACCUM)
+            ds_cast = T.alloc_fragment([block_m, block_n], dtype)
+            dq_f = T.alloc_fragment([block_m, head_dim], ACCUM)
+            dk_f = T.alloc_fragment([block_n, head_dim], ACCUM)
+            dv_f = T.alloc_fragment([block_n, head_dim_v], ACCUM)
+
+            kvh = by // group
+            shift = seq_k - seq_q
+            q0 = bx * block_m
+            T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
+            T.copy(layout.rows(dO, lay, bz, by, q0, block_m), do_s)
+            for i in T.Parallel(block_m):  # element-wise: see main_kernel
+                lse_s[i] = T.if_then_else(q0 + i < seq_q, Lse[bz, by, q0 + i], 0)
+                delta_s[i] = T.if_then_else(q0 + i < seq_q, Delta[bz, by, q0 + i], 0)
+            T.clear(dq_s)
+
+            lo = masking.first_key_block(q0, shift, left, block_n)
+            hi = masking.end_key_block(q0, shift, right, block_m, block_n, seq_k)
+            for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
+                k0 = kb * block_n
+                T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
+                T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
+                T.clear(s)
+                T.gemm(q_s, k_s, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.clear(dp)
+                T.gemm(do_s, v_s, dp, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_m, block_n):
+                    s[i, j] = masking.visible(T.if_then_else(q0 + i < seq_q, T.exp2(s[i, j] * scale - lse_s[i] * LOG2E), 0),
+                                              0, q0 + i, k0 + j, shift, seq_k, left, right)
+                    ds_cast[i, j] = masking.visible(
+                        T.if_then_else(q0 + i < seq_q, s[i, j] * (dp[i, j] - delta_s[i]) * sm_scale, 0),
+                        0, q0 + i, k0 + j, shift, seq_k, left, right)
+                T.copy(s, p_s)
+                T.copy(ds_cast, ds_s)
+                T.clear(dv_f)
+                T.gemm(p_s, do_s, dv_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                T.clear(dk_f)
+                T.gemm(ds_s, q_s, dk_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                T.clear(dq_f)
+                T.gemm(ds_s, k_s, dq_f, policy=T.GemmWarpPolicy.FullRow)
+                T.atomic_add(dq_s, dq_f)
+                T.atomic_add(layout.rows(dK, lay, bz, kvh, k0, block_n), dk_f)
+                T.atomic_add(layout.rows(dV, lay, bz, kvh, k0, block_n), dv_f)
+
+            T.copy(dq_s, layout.rows(dQ, lay, bz, by, q0, block_m))
 
     return bwd
 

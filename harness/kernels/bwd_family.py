@@ -19,20 +19,25 @@ FWD_TILE = (64, 64, 1, 128)
 DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, extra_smem=0) -> str | None:
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
     """The one shared-memory / register rule for a backward tile config (`extra_smem`: bytes a
-    variant of the kernel adds, e.g. the masked family's mask and bias tiles)."""
+    variant of the kernel adds, e.g. the masked family's mask and bias tiles). `dq_shared` swaps
+    the loops: key blocks stream through the stages, and P and the fp32 dQ tile live in shared memory."""
     warpgroups = max(threads // 128, 1)
     if block_n < 64 * warpgroups:
         # sm_90 wgmma gives each warpgroup 64 rows: with fewer key rows S^T is split by columns
         # while P/dS as register A operands are replicated, and layout inference rejects the
         # element-wise loop between them ("Layout infer conflict between s_t and ds_cast").
+        # dq_shared has key rows as the dK/dV GEMMs' rows.
         return f"block_n {block_n} < 64 rows per warpgroup ({threads} threads)"
+    swapped = variant == "dq_shared"
     stages = max(num_stages, 1)
-    smem = (2 * (block_n * (head_dim + head_dim_v)             # K, V
-                 + stages * block_m * (head_dim + head_dim_v)  # Q, dO per stage
-                 + block_n * block_m)                          # dS^T for the dQ GEMM
-            + 4 * 2 * stages * block_m                         # LSE, Delta
+    resident, streamed = (block_m, block_n) if swapped else (block_n, block_m)
+    smem = (2 * (resident * (head_dim + head_dim_v)             # K, V (Q, dO when swapped)
+                 + stages * streamed * (head_dim + head_dim_v)  # Q, dO per stage (K, V when swapped)
+                 + block_n * block_m * (2 if swapped else 1))   # dS (and P) for the GEMMs
+            + 4 * 2 * (1 if swapped else stages) * block_m      # LSE, Delta
+            + (4 * block_m * head_dim if swapped else 0)        # the fp32 dQ tile
             + extra_smem)
     if smem > SMEM_LIMIT:
         return f"shared memory {smem} B exceeds {SMEM_LIMIT} B"
@@ -60,7 +65,7 @@ def build(case, target: str) -> tuple:
     main = bwd.main_kernel(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                            left, right, case.sinks, case.layout, *case.tile, case.variant)
     return pipeline(case, target, lambda: fwd_family.build(fwd_case(case), target), main, case.layout,
-                    annotate=case.variant != "atomic_nolayout")
+                    annotate=case.variant in bwd.FRAGMENT_DQ)
 
 
 def pipeline(case, target, forward, main, lay, annotate) -> tuple:
@@ -93,8 +98,10 @@ def contiguous(case) -> dict:
     """Atomic destinations whose consecutive loop elements are not consecutive addresses ->
     how many are: the fragment-matched dQ keeps none adjacent (bwd.dq_layout), and every row's
     dSinks term targets the same cell (bwd.sink_grad), so their atomics must stay scalar."""
+    from harness.kernels import bwd
+
     found = {"dSinks": 1}
-    if case.variant != "atomic_nolayout":
+    if case.variant in bwd.FRAGMENT_DQ:
         found["dQ"] = 1
     return found
 
@@ -243,7 +250,7 @@ def run(kernels, case, inputs) -> dict:
 
 FAMILY = Family(
     name="bwd",
-    variants=("atomic", "split", "atomic_nolayout", "atomic_tile"),
+    variants=("atomic", "split", "atomic_nolayout", "atomic_tile", "dq_shared"),
     head_dims=(64, 128),
     # (block_m = query rows, block_n = key rows, num_stages, threads); 16 query rows: reductions over
     # the smallest fragments. 512 threads over 256 keys fails ptxas's register allocation (64 per

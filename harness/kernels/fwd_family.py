@@ -15,8 +15,9 @@ REGISTER_FILE = 65536       # 32-bit registers per SM, shared by the block's thr
 REGISTER_MARGIN = 32
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, extra_smem=0) -> str | None:
-    """`extra_smem`: bytes a variant of this kernel adds (the masked family's mask and bias tiles)."""
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
+    """`extra_smem`: bytes a variant of this kernel adds (the masked family's mask and bias tiles);
+    no forward variant changes the budget."""
     stages = max(num_stages, 1)
     smem = 2 * (block_m * head_dim + stages * block_n * (head_dim + head_dim_v) + block_m * head_dim_v) + extra_smem
     if smem > SMEM_LIMIT:

@@ -17,8 +17,8 @@ from harness.kernels import Family, bwd_family, launch, masked_family
 from harness.kernels.masked_family import VARIANTS, mask_dims, per_axis, tile_smem
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
-    return bwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v,
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+    return bwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
                            extra_smem=tile_smem(block_m, block_n))
 
 

@@ -43,8 +43,8 @@ def tile_smem(block_m, block_n) -> int:
     return 3 * block_m * block_n
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
-    return fwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v,
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+    return fwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
                            extra_smem=tile_smem(block_m, block_n))
 
 

@@ -7,9 +7,10 @@ import dataclasses
 from harness.kernels import bwd_family, fwd_family, ws_family
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
     """bwd_family's rule (its per-stage Q and dO are the ring's slots) for the consumer threads."""
-    return bwd_family.fits(block_m, block_n, num_stages, threads - ws_family.PRODUCER_THREADS, head_dim, head_dim_v)
+    return bwd_family.fits(block_m, block_n, num_stages, threads - ws_family.PRODUCER_THREADS, head_dim, head_dim_v,
+                           variant)
 
 
 def build(case, target: str) -> tuple:

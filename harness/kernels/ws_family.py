@@ -13,10 +13,10 @@ PRODUCER_THREADS = 128      # ws.PRODUCER_THREADS (ws.py imports TileLang, this 
 NEEDS = ("alloc_barrier", "mbarrier_wait_parity", "barrier_arrive", "tma_copy", "tma_store_wait", "shuffle_elect")
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v) -> str | None:
+def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
     """The dense forward's rule (the same tiles in shared memory, the ring's slots its stages) for the
     consumer threads, which alone hold the O accumulator."""
-    return fwd_family.fits(block_m, block_n, num_stages, threads - PRODUCER_THREADS, head_dim, head_dim_v)
+    return fwd_family.fits(block_m, block_n, num_stages, threads - PRODUCER_THREADS, head_dim, head_dim_v, variant)
 
 
 def build(case, target: str, primed=None):
