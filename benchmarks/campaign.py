@@ -22,8 +22,10 @@ from harness.environment import gpu_count  # noqa: E402
 from harness.pool import Pool  # noqa: E402
 
 
-def campaign(cases, workers, target, gpus, cache_dir, log_dir):
+def campaign(cases, workers, target, gpus, cache_dir, log_dir, threads=None):
     env = dict(os.environ, TILELANG_CACHE_DIR=str(cache_dir))
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     t0 = time.perf_counter()
     with Pool(workers, target, log_dir, gpus=gpus, env=env) as pool:
         results = list(pool.run(cases))
@@ -54,6 +56,9 @@ def main():
     p.add_argument("--per-row", type=int, default=1, help="lengths per covering-array kernel (as `harness run`)")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--threads", type=int, help="CPU threads per worker (default: the pool's, cores / workers)")
+    p.add_argument("--warm-workers", help="more warm runs (same disk cache), comma-separated: WORKERS or "
+                                          "WORKERS:THREADS (CPU threads per worker)")
     a = p.parse_args()
     gpus = gpu_count()
     target = "auto" if gpus else "sm_90a"
@@ -64,10 +69,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         runs = {}
-        for name in ("cold", "warm"):  # the same disk cache: the warm run finds every kernel compiled
-            r = runs[name] = campaign(cases, a.workers, target, list(range(gpus)) or None, tmp / "cache",
-                                      tmp / f"logs-{name}")
-            print(f"{name}: {r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
+        extra = [(f"warm/{w}", *map(int, (w + ":0").split(":")[:2])) for w in (a.warm_workers or "").split(",") if w]
+        # The same disk cache: the warm runs find every kernel compiled.
+        for name, workers, threads in [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + extra:
+            r = runs[name] = campaign(cases, workers, target, list(range(gpus)) or None, tmp / "cache",
+                                      tmp / f"logs-{name.replace('/', '-').replace(':', '-')}", threads or a.threads)
+            print(f"{name} ({workers} workers, {threads or a.threads or 'cores/workers'} threads): "
+                  f"{r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
                   f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
                   f"GPU busy at most {100 * r['run_share']:.0f}% of wall (kernel seconds, launches included), "
                   f"verdicts {r['verdicts']}", flush=True)

@@ -28,6 +28,12 @@ def default_size() -> int:
     return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
+def threads_per_worker(workers: int) -> int:
+    """CPU threads for each worker's torch (inputs, references): the cores shared out. Left alone,
+    every worker takes all cores, and 15 workers on 16 cores run 240 threads for small tensors."""
+    return max(1, (os.cpu_count() or 2) // max(workers, 1))
+
+
 @dataclass
 class Timeouts:
     compile: float = 600.0  # worker start + compile
@@ -87,7 +93,8 @@ class Pool:
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gpus = gpus or [None]
-        self.env = env if env is not None else os.environ
+        self.env = dict(env if env is not None else os.environ)
+        self.env.setdefault("OMP_NUM_THREADS", str(threads_per_worker(workers)))
         self.started = 0  # worker processes started, replacements included
         self.workers: dict[int, _Worker] = {}
         self.owners = {}  # static key -> slot that compiled it

@@ -184,6 +184,11 @@ def test_offer_is_consistent():
     assert "variant" in fam.unsupported(case.replace(variant="default"))
     assert fam.unsupported(case.replace(head_dim=96)) is not None
     assert "warpgroup" in fam.fits(64, 64, 1, 256, 64, 64)
+    # dq_shared streams K and V through the stages and keeps P and the fp32 dQ tile in shared memory
+    wide = case.replace(head_dim=128, head_dim_v=128, block_m=32, block_n=128, num_stages=2, threads=256)
+    assert fam.unsupported(wide) is None
+    assert "shared memory 180480 B" in fam.unsupported(wide.replace(variant="dq_shared"))
+    assert fam.unsupported(wide.replace(variant="dq_shared", num_stages=1)) is None
     assert bwd_family.tensors(case) == bwd_family.TENSORS[:3]
     assert bwd_family.tensors(case.replace(sinks=True)) == bwd_family.TENSORS
 
