@@ -13,7 +13,8 @@ Variants of the main kernel:
   atomic_tile      as `atomic`, with dQ added by one tile-level T.atomic_add that TileLang plans.
   dq_shared        the loops swapped (see `dq_shared_kernel`): a block owns a query block, adds
                    each key block's dQ into an fp32 shared tile with T.atomic_add and writes dQ
-                   once with a plain copy; dK/dV added into fp32 global buffers with atomics.
+                   once with a plain copy; dK/dV added into fp32 global buffers with atomics;
+                   LSE and Delta loaded by tile copies (the other variants load them element-wise).
 
 The fp32 dQ accumulator has its own symbolic length `seq_q_acc` (the run glue passes seqlen_q
 rounded up to a multiple of 8) because the fragment layout tiles rows by 8.
@@ -210,11 +211,12 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
 
 def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, lay,
                      block_m, block_n, num_stages, threads):
-    """The `dq_shared` main kernel: same arguments as main_kernel's (dQ row-major, dK/dV fp32
-    per KV head), the loops swapped. One block per (query block, query head, batch) walks the key
-    blocks its rows see; dQ collects in shared memory through T.atomic_add (an atomic into a
-    shared buffer: TileLang must not widen it, CUDA has no vector atomics on shared memory) and
-    leaves once, while dK and dV, which every query block adds to, go out by global atomics.
+    """The `dq_shared` main kernel: main_kernel's arguments (dQ row-major, dK/dV fp32 per KV
+    head; LSE and Delta padded to seq_q_acc rows and loaded by tile copies), the loops swapped.
+    One block per (query block, query head, batch) walks the key blocks its rows see; dQ
+    collects in shared memory through T.atomic_add (an atomic into a shared buffer: TileLang
+    must not widen it, CUDA has no vector atomics on shared memory) and leaves once, while dK
+    and dV, which every query block adds to, go out by global atomics.
     """
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
@@ -234,8 +236,8 @@ def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, 
         K: compat.Tensor(k_shape, dtype),
         V: compat.Tensor(v_shape, dtype),
         dO: compat.Tensor(do_shape, dtype),
-        Lse: compat.Tensor([batch, heads, seq_q], ACCUM),
-        Delta: compat.Tensor([batch, heads, seq_q], ACCUM),
+        Lse: compat.Tensor([batch, heads, seq_q_acc], ACCUM),
+        Delta: compat.Tensor([batch, heads, seq_q_acc], ACCUM),
         dQ: compat.Tensor(layout.shape(lay, batch, seq_q_acc, heads, head_dim), ACCUM),
         dK: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim), ACCUM),
         dV: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim_v), ACCUM),
@@ -262,9 +264,10 @@ def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, 
             q0 = bx * block_m
             T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
             T.copy(layout.rows(dO, lay, bz, by, q0, block_m), do_s)
-            for i in T.Parallel(block_m):  # element-wise: see main_kernel
-                lse_s[i] = T.if_then_else(q0 + i < seq_q, Lse[bz, by, q0 + i], 0)
-                delta_s[i] = T.if_then_else(q0 + i < seq_q, Delta[bz, by, q0 + i], 0)
+            # Tile copies (TileLang may lower them to 1-D bulk copies): LSE and Delta come padded to
+            # seq_q_acc rows, so a row of either is a multiple of 16 bytes, as a TMA descriptor needs.
+            T.copy(Lse[bz, by, q0:q0 + block_m], lse_s)
+            T.copy(Delta[bz, by, q0:q0 + block_m], delta_s)
             T.clear(dq_s)
 
             lo = masking.first_key_block(q0, shift, left, block_n)
