@@ -3,7 +3,7 @@ import pytest
 
 from harness.case import Case
 from harness.environment import gpu_count
-from harness.pool import Pool, Timeouts
+from harness.pool import Pool, Timeouts, threads_per_worker
 
 
 def fake(behaviour, **kw):
@@ -48,6 +48,13 @@ def test_a_fault_surfacing_in_the_judge_is_a_crash(tmp_path):
         assert (r["verdict"], r["stage"], r["message"]) == ("CRASH", "judge", "RuntimeError: CUDA error: misaligned address")
         assert pool.run_one(fake(1))["verdict"] == "PASS"
         assert pool.started == 2  # the faulted worker was not reused
+
+
+def test_workers_share_the_cores_out(tmp_path):
+    # torch in every worker would otherwise take every core (the warm campaign ran 1.5x slower so).
+    assert Pool(4, "sm_90a", tmp_path).env["OMP_NUM_THREADS"] == str(threads_per_worker(4))
+    assert Pool(4, "sm_90a", tmp_path, env={"OMP_NUM_THREADS": "3"}).env["OMP_NUM_THREADS"] == "3"
+    assert threads_per_worker(10**6) == 1
 
 
 def test_workers_outlive_a_run(tmp_path):
