@@ -59,6 +59,20 @@ def dq_layout(buf, lay):
     return T.Layout(buf.shape, fn)
 
 
+def probability(score, lse, qi, kj, shift, seq_q, seq_k, left, right, scale):
+    """P of query qi and key kj recomputed from the raw score and the forward's LSE (natural
+    log; `scale` is 1/sqrt(d) * log2(e)); 0 past seq_q and where qi does not see kj. A row that
+    sees no key has LSE = -inf, but then it is masked everywhere."""
+    return masking.visible(T.if_then_else(qi < seq_q, T.exp2(score * scale - lse * LOG2E), 0),
+                           0, qi, kj, shift, seq_k, left, right)
+
+
+def dscore(p, dp, delta, qi, kj, shift, seq_q, seq_k, left, right, sm_scale):
+    """dS = P * (dP - Delta) * sm_scale, masked as `probability`."""
+    return masking.visible(T.if_then_else(qi < seq_q, p * (dp - delta) * sm_scale, 0),
+                           0, qi, kj, shift, seq_k, left, right)
+
+
 def preprocess(heads, head_dim_v, dtype, lay):
     """Delta[b, h, i] = sum_d O[b, h, i, d] * dO[b, h, i, d], in fp32."""
     batch = T.symbolic("batch")
@@ -181,12 +195,9 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
                 T.clear(dp_t)
                 T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for j, i in T.Parallel(block_n, block_m):
-                    # A row that sees no key has LSE = -inf, but then it is masked everywhere.
-                    s_t[j, i] = masking.visible(T.if_then_else(q0 + i < seq_q, T.exp2(s_t[j, i] * scale - lse_s[i] * LOG2E), 0),
-                                                0, q0 + i, k0 + j, shift, seq_k, left, right)
-                    ds_cast[j, i] = masking.visible(
-                        T.if_then_else(q0 + i < seq_q, s_t[j, i] * (dp_t[j, i] - delta_s[i]) * sm_scale, 0),
-                        0, q0 + i, k0 + j, shift, seq_k, left, right)
+                    s_t[j, i] = probability(s_t[j, i], lse_s[i], q0 + i, k0 + j, shift, seq_q, seq_k, left, right, scale)
+                    ds_cast[j, i] = dscore(s_t[j, i], dp_t[j, i], delta_s[i], q0 + i, k0 + j, shift, seq_q, seq_k,
+                                           left, right, sm_scale)
                 T.copy(s_t, p_cast)
                 T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
                 T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)
@@ -281,11 +292,9 @@ def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, 
                 T.clear(dp)
                 T.gemm(do_s, v_s, dp, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for i, j in T.Parallel(block_m, block_n):
-                    s[i, j] = masking.visible(T.if_then_else(q0 + i < seq_q, T.exp2(s[i, j] * scale - lse_s[i] * LOG2E), 0),
-                                              0, q0 + i, k0 + j, shift, seq_k, left, right)
-                    ds_cast[i, j] = masking.visible(
-                        T.if_then_else(q0 + i < seq_q, s[i, j] * (dp[i, j] - delta_s[i]) * sm_scale, 0),
-                        0, q0 + i, k0 + j, shift, seq_k, left, right)
+                    s[i, j] = probability(s[i, j], lse_s[i], q0 + i, k0 + j, shift, seq_q, seq_k, left, right, scale)
+                    ds_cast[i, j] = dscore(s[i, j], dp[i, j], delta_s[i], q0 + i, k0 + j, shift, seq_q, seq_k,
+                                           left, right, sm_scale)
                 T.copy(s, p_s)
                 T.copy(ds_cast, ds_s)
                 T.clear(dv_f)

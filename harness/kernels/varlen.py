@@ -201,11 +201,10 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right,
                 T.clear(dp_t)
                 T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for j, i in T.Parallel(block_n, block_m):
-                    s_t[j, i] = masking.visible(T.if_then_else(q0 + i < seq_q, T.exp2(s_t[j, i] * scale - lse_s[i] * LOG2E), 0),
-                                                0, q0 + i, k0 + j, shift, seq_k, left, right)
-                    ds_cast[j, i] = masking.visible(
-                        T.if_then_else(q0 + i < seq_q, s_t[j, i] * (dp_t[j, i] - delta_s[i]) * sm_scale, 0),
-                        0, q0 + i, k0 + j, shift, seq_k, left, right)
+                    s_t[j, i] = bwd.probability(s_t[j, i], lse_s[i], q0 + i, k0 + j, shift, seq_q, seq_k, left, right,
+                                                scale)
+                    ds_cast[j, i] = bwd.dscore(s_t[j, i], dp_t[j, i], delta_s[i], q0 + i, k0 + j, shift, seq_q, seq_k,
+                                               left, right, sm_scale)
                 T.copy(s_t, p_cast)
                 T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
                 T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)
