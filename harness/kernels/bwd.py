@@ -59,6 +59,12 @@ def dq_layout(buf, lay):
     return T.Layout(buf.shape, fn)
 
 
+def operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v):
+    """The shapes of Q, dO, K and V in layout `lay`."""
+    return (layout.shape(lay, batch, seq_q, heads, head_dim), layout.shape(lay, batch, seq_q, heads, head_dim_v),
+            layout.shape(lay, batch, seq_k, kv_heads, head_dim), layout.shape(lay, batch, seq_k, kv_heads, head_dim_v))
+
+
 def probability(score, lse, qi, kj, shift, seq_q, seq_k, left, right, scale):
     """P of query qi and key kj recomputed from the raw score and the forward's LSE (natural
     log; `scale` is 1/sqrt(d) * log2(e)); 0 past seq_q and where qi does not see kj. A row that
@@ -125,10 +131,7 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
     split = variant == "split"
     annotate = variant in FRAGMENT_DQ
     tile_dq = variant == "atomic_tile"
-    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
-    do_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
-    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
-    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
+    q_shape, do_shape, k_shape, v_shape = operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v)
     dq_shape = layout.shape(lay, batch, seq_q_acc, heads, head_dim)
     grad_heads = heads if split else kv_heads
     grad_dtype = dtype if split else ACCUM
@@ -236,10 +239,7 @@ def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, 
     group = heads // kv_heads
     sm_scale = 1.0 / math.sqrt(head_dim)
     scale = sm_scale * LOG2E
-    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
-    do_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
-    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
-    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
+    q_shape, do_shape, k_shape, v_shape = operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v)
 
     @T.prim_func
     def bwd(
