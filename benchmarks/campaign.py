@@ -48,6 +48,15 @@ def breakdown(r) -> str:
     return ", ".join(f"{k} {v:.1f} s ({100 * v / total:.0f}%)" for k, v in parts.items())
 
 
+def warm_runs(spec, threads):
+    """--warm-workers "15:16,8" -> [("warm/15:16", 15, 16), ("warm/8", 8, threads)]."""
+    runs = []
+    for item in filter(None, (spec or "").split(",")):
+        workers, _, own = item.partition(":")
+        runs.append((f"warm/{item}", int(workers), int(own) if own else threads))
+    return runs
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--families", default="fwd", help="comma-separated; cases drawn as `harness run` draws them")
@@ -69,12 +78,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         runs = {}
-        extra = [(f"warm/{w}", *map(int, (w + ":0").split(":")[:2])) for w in (a.warm_workers or "").split(",") if w]
         # The same disk cache: the warm runs find every kernel compiled.
-        for name, workers, threads in [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + extra:
+        plan = [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + warm_runs(a.warm_workers, a.threads)
+        for name, workers, threads in plan:
             r = runs[name] = campaign(cases, workers, target, list(range(gpus)) or None, tmp / "cache",
-                                      tmp / f"logs-{name.replace('/', '-').replace(':', '-')}", threads or a.threads)
-            print(f"{name} ({workers} workers, {threads or a.threads or 'cores/workers'} threads): "
+                                      tmp / f"logs-{len(runs)}", threads)
+            print(f"{name} ({workers} workers, {threads or 'cores/workers'} threads): "
                   f"{r['wall_s']:.1f} s wall, {r['cases_per_s']:.2f} cases/s, {r['builds']} kernel loads "
                   f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
                   f"GPU busy at most {100 * r['run_share']:.0f}% of wall (kernel seconds, launches included), "

@@ -213,13 +213,6 @@ def _group_sum(x, case):
     return x.sum(dim=axis + 1)
 
 
-def _pad_rows(x, rows):
-    """[.., seq] -> [.., rows], zeros after seq."""
-    out = torch.zeros(*x.shape[:-1], rows, dtype=x.dtype, device=x.device)
-    out[..., :x.shape[-1]] = x
-    return out
-
-
 def run(kernels, case, inputs) -> dict:
     q, k, v, sinks, do = (inputs[n] for n in ("q", "k", "v", "sinks", "do"))
     dev, dtype = q.device, q.dtype
@@ -242,7 +235,7 @@ def run(kernels, case, inputs) -> dict:
         dv_buf = torch.zeros(_shape(case, case.seqlen_k, case.kv_heads, case.head_dim_v), dtype=torch.float32, device=dev)
     rows = (lse, delta)
     if case.variant == "dq_shared":  # LSE and Delta padded as dQ's rows (tile-copy loads: bwd.dq_shared_kernel)
-        rows = tuple(_pad_rows(x, pad) for x in rows)
+        rows = tuple(torch.nn.functional.pad(x, (0, pad - case.seqlen_q)) for x in rows)
     launch("main", main_k, q, k, v, do, *rows, dq_acc, dk_buf, dv_buf)
 
     dq = torch.full(_shape(case, case.seqlen_q, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
