@@ -24,13 +24,20 @@ def _gpus() -> int:
         return 0
 
 
+PROBED = "HARNESS_TILELANG_PROBED"  # the probe's answer, for pytest-xdist's processes
+
+
 def _tilelang_error():
-    from harness.environment import NOT_IMPORTABLE, tilelang  # probed in a child: an import may abort
-    version = tilelang()["tilelang"]
+    from harness.environment import NOT_IMPORTABLE
+    version = os.environ[PROBED]
     return f"TileLang does not import here ({version})" if version.startswith(NOT_IMPORTABLE) else None
 
 
 def pytest_configure(config):
+    # Probed once a session: xdist's processes start after this and inherit the answer.
+    if PROBED not in os.environ:
+        from harness.environment import tilelang  # probed in a child: an import may abort
+        os.environ[PROBED] = tilelang()["tilelang"]
     # One GPU per xdist worker; our worker subprocesses inherit the variable.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     gpus = _gpus()

@@ -152,32 +152,54 @@ def run(opts: Options) -> int:
         raise CampaignError(f"--out {opts.out} is a file, not a directory")
     opts.out.mkdir(parents=True, exist_ok=True)
     cases = plan(opts)
-    env = environment()
-    if not importable(env):  # every case would fail the same way: not a finding about kernels
-        _err(f"harness run: cannot test here: tilelang {env['tilelang']}")
-        return 125
     gpus = gpu_count()
     target = "auto" if gpus else opts.arch
-    if not gpus:
-        _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
     results_path = opts.out / "results.jsonl"
     previous, notes = read_results(results_path)
-    _err(*notes)
     done = {r["case_id"] for r in previous}
     todo = [c for c in cases if c.id not in done]
     workers = opts.workers or default_size()
-    _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
-         f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
-    pool = Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None)
+    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool:
+        t0 = time.monotonic()  # cases/s counts from the workers' start
+        pool.start(len(todo))  # the workers import TileLang and torch while the environment is probed
+        env = environment()
+        if not importable(env):  # every case would fail the same way: not a finding about kernels
+            _err(f"harness run: cannot test here: tilelang {env['tilelang']}")
+            return 125
+        if not gpus:
+            _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
+        _err(*notes)
+        _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
+             f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
+        results, known = _run_cases(pool, todo, env, opts)
+        elapsed = time.monotonic() - t0
+    # The pool is closed: its workers held the GPUs, and minimizing starts its own.
+    everything = previous + results
+    print(report.write(opts.out, everything, known))
+    print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
+          f"{pool.started} worker processes; results in {results_path}")
+    ours = [r for r in everything if r["verdict"] == "HARNESS_ERROR"]
+    if ours:
+        print(f"HARNESS_ERROR in {len(ours)} cases: the harness's own bug, not recorded "
+              f"(first: {ours[0]['case_id']}: {ours[0]['message']})")
+    record_failures(everything, opts, target, known)
+    # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
+    # says whether this run found something new, or the harness itself went wrong.
+    new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
+    return 1 if new or ours else 0
+
+
+def _run_cases(pool: Pool, todo, env: dict, opts: Options) -> tuple[list[dict], dict]:
+    """Run `todo`, appending each result to results.jsonl and recording each new failure
+    signature as it comes (a run killed midway keeps its reproducers): (results, known)."""
     deadline = time.monotonic() + opts.time if opts.time else None
     results, counts, new_failures = [], Counter(), 0
     known = record.known_signatures(opts.reproducers)  # known bugs: reported, never counted as new
-    t0 = time.monotonic()
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
     bar = tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=every, maxinterval=max(every, 10))
-    recorded = set()  # new signatures written as they came: a run killed midway keeps its reproducers
-    with open(results_path, "a") as sink, bar:
+    recorded = set()
+    with open(opts.out / "results.jsonl", "a") as sink, bar:
         for r in pool.run(todo, deadline):
             sink.write(json.dumps(r) + "\n")
             sink.flush()
@@ -193,21 +215,7 @@ def run(opts: Options) -> int:
             new_failures += new
             if opts.stop_after and new_failures >= opts.stop_after:
                 break  # leaving the loop closes the pool: cases in flight are dropped, not recorded
-    elapsed = time.monotonic() - t0
-    pool.close()  # its workers hold the GPUs; minimizing starts its own
-    everything = previous + results
-    print(report.write(opts.out, everything, known))
-    print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
-          f"{pool.started} worker processes; results in {results_path}")
-    ours = [r for r in everything if r["verdict"] == "HARNESS_ERROR"]
-    if ours:
-        print(f"HARNESS_ERROR in {len(ours)} cases: the harness's own bug, not recorded "
-              f"(first: {ours[0]['case_id']}: {ours[0]['message']})")
-    record_failures(everything, opts, target, known)
-    # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
-    # says whether this run found something new, or the harness itself went wrong.
-    new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
-    return 1 if new or ours else 0
+    return results, known
 
 
 def record_failures(results, opts: Options, target, known: dict) -> list[Path]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import oracle
+from harness.worker import SPAWNED_AT
 
 
 def default_size() -> int:
@@ -47,6 +48,7 @@ class _Worker:
         env = dict(env)
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env[SPAWNED_AT] = repr(time.time())
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--target", target],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -121,6 +123,12 @@ class Pool:
             w = self.workers[slot] = _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
             self.owners = {k: s for k, s in self.owners.items() if s != slot}  # its kernels died with it
         return w
+
+    def start(self, cases: int) -> None:
+        """Start the workers `cases` cases will use now, so that their imports and warm-up overlap
+        with what the caller does next (run() starts missing ones itself)."""
+        for slot in range(min(self.n, cases)):
+            self._fresh(slot)
 
     def run_one(self, case) -> dict:
         return next(iter(self.run([case])))

@@ -9,7 +9,7 @@ import pandas as pd
 from harness import case as case_mod
 from harness import oracle, pairwise
 
-STAGES = ("compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker.run_case)
+STAGES = ("start", "compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker; start: its first case only)
 COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message",
            *(f"{s}_s" for s in STAGES), "seqlen_q", "seqlen_k", "head_dim", "error_ratio"]
 

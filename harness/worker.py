@@ -19,6 +19,8 @@ import time
 from harness import case as case_mod
 from harness import kernels, oracle
 
+SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it started this worker
+
 
 def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None) -> dict:
     """Compile (cached), scan the generated code, run, and judge: one result dict. on_stage("run")
@@ -114,6 +116,20 @@ def scan(fam, case, kernel) -> tuple[list[str], str]:
     return [f"{f.check}: {f.message}" for f in found], hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16]
 
 
+def warm_up(target: str) -> None:
+    """Pay the worker's fixed costs before its first case, while the parent still probes the
+    environment: TileLang and the kernel modules, and on a GPU the CUDA context and cuBLAS (the
+    references' matmuls). A failure here is left to the first case, which reports it in context."""
+    with contextlib.suppress(Exception):
+        for name in kernels.FAMILIES:
+            kernels.family(name)
+        import torch
+        if target == "auto" and torch.cuda.is_available():
+            for dtype in (torch.float64, torch.float16):
+                x = torch.ones(8, 8, device="cuda", dtype=dtype)
+                (x @ x).sum().item()
+
+
 def main(target: str) -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
@@ -121,6 +137,9 @@ def main(target: str) -> None:
     def send(msg):
         proto.write(json.dumps(msg) + "\n")
 
+    warm_up(target)
+    # Spawn to ready (interpreter, imports, warm-up): the first result carries it.
+    start = {"start": time.time() - float(os.environ.get(SPAWNED_AT, time.time()))}
     cache: dict = {}
     for line in sys.stdin:
         try:
@@ -129,6 +148,9 @@ def main(target: str) -> None:
             send({"event": "refused", "message": f"worker cannot read the case: {e}"})
             continue
         result = run_case(case, target, cache, on_stage=lambda s, **found: send({"event": "stage", "stage": s, **found}))
+        if start:
+            result["seconds"] = {**start, **(result.get("seconds") or {})}
+            start = None
         send({"event": "result", **result})
         if result.get("fatal"):
             return  # the CUDA context is poisoned: the parent starts a fresh worker

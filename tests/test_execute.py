@@ -62,9 +62,19 @@ def test_workers_outlive_a_run(tmp_path):
         first = pool.run_one(fake(1))
         again = pool.run_one(fake(1, batch=2))
         assert (first["verdict"], again["verdict"]) == ("PASS", "PASS") and pool.started == 1
-        # Each stage is timed (benchmarks/campaign.py adds them up); the second case compiles nothing.
-        assert set(first["seconds"]) == {"compile", "inputs", "run", "judge"}
+        # Each stage is timed (benchmarks/campaign.py adds them up); the worker's start (spawn to
+        # ready) goes with its first case; the second case compiles nothing.
+        assert set(first["seconds"]) == {"start", "compile", "inputs", "run", "judge"}
         assert set(again["seconds"]) == {"inputs", "run", "judge"}
+        assert 0 < first["seconds"]["start"] < 60
+
+
+def test_workers_started_ahead_are_the_ones_that_run(tmp_path):
+    with Pool(2, "sm_90a", tmp_path, Timeouts(compile=10, run=3)) as pool:
+        pool.start(5)
+        assert pool.started == 2
+        results = list(pool.run([fake(1), fake(1, batch=2), fake(1, batch=3)]))
+        assert [r["verdict"] for r in results] == ["COMPILED"] * 3 and pool.started == 2
 
 
 def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch):
