@@ -6,9 +6,8 @@ disk cache, new workers).
 Each run is the command a user types (`harness run --cases-from`), timed from outside. Prints the
 process's wall time and its run loop's (from the workers' start to the last result, as `harness run`
 reports it), cases per second of each, kernel loads and compile seconds, the GPU's busy share of
-the loop (the kernels' own seconds), and where the workers' seconds went (start: spawn to ready,
-for a forked worker its fork and warm-up; compile, inputs, run, judge; other: idle, waiting for the
-fork server's one import of torch and TileLang, or between cases). Without a GPU it benchmarks compile-only (sm_90a).
+the loop (the kernels' own seconds), and where the workers' seconds went (start: spawn to ready;
+compile, inputs, run, judge; other: idle or between cases). Without a GPU it benchmarks compile-only (sm_90a).
 """
 import argparse
 import json

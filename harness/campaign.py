@@ -159,13 +159,13 @@ def run(opts: Options) -> int:
     done = {r["case_id"] for r in previous}
     todo = [c for c in cases if c.id not in done]
     workers = opts.workers or default_size()
-    t0 = time.monotonic()  # cases/s counts from the pool's start
     with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool:
-        env = environment()  # meanwhile the pool's fork server imports TileLang and torch
+        t0 = time.monotonic()  # cases/s counts from the workers' start
+        pool.start(len(todo))  # the workers import TileLang and torch while the environment is probed
+        env = environment()
         if not importable(env):  # every case would fail the same way: not a finding about kernels
             _err(f"harness run: cannot test here: tilelang {env['tilelang']}")
             return 125
-        pool.start(len(todo))
         if not gpus:
             _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
         _err(*notes)

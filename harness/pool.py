@@ -4,21 +4,11 @@ An illegal memory access poisons a CUDA context and a barrier bug hangs forever,
 runs in a worker process (harness.worker): the pool gives each stage a deadline, kills a worker
 that misses it (HANG), replaces one that dies (CRASH), and goes on. Cases that share a compiled
 kernel go to the worker that compiled it; one kernel is never compiled twice at once.
-
-Workers are forked from a server (multiprocessing's forkserver) that imported torch, TileLang and
-the kernel modules once: importing them takes a fresh interpreter 6 s alone and 10 s when 15 start
-together on an H100 machine, which was most of a warm run. A pool whose environment differs from
-the server's in what a process reads when it starts (PYTHONPATH, TileLang's settings, ...) starts
-fresh interpreters instead.
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing
-import multiprocessing.forkserver
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -26,11 +16,11 @@ import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import oracle, worker
+from harness import oracle
+from harness.worker import SPAWNED_AT
 
 
 def default_size() -> int:
@@ -51,68 +41,18 @@ class Timeouts:
     run: float = 60.0       # inputs + kernel + judge
 
 
-# What a process reads when it starts or imports: a forked worker has the server's values.
-_AT_START = re.compile(r"PYTHON\w*|LD_\w+|PATH|CUDA_HOME|CUDA_PATH|TILELANG_\w+|TVM_\w+")
-_server_env = None  # those variables as the fork server started with them
-
-
-def _fork_context(env: dict):
-    """multiprocessing's forkserver context if a worker with `env` may be forked from it, else None."""
-    global _server_env
-    ctx = multiprocessing.get_context("forkserver")
-    if _server_env is None:  # the server starts at the first fork, with this process's environment
-        ctx.set_forkserver_preload(worker.PRELOAD)
-        _server_env = {k: v for k, v in os.environ.items() if _AT_START.fullmatch(k)}
-    ours = {k: v for k, v in env.items() if _AT_START.fullmatch(k)}
-    if ours != _server_env:
-        return None
-    multiprocessing.forkserver.ensure_running()  # returns at once: the server imports while the caller goes on
-    return ctx
-
-
-class _Forked:
-    """A worker forked from the server, seen as the subprocess.Popen of a fresh one."""
-
-    def __init__(self, ctx, target, log_path, env):
-        cases_r, cases_w = os.pipe()
-        answers_r, answers_w = os.pipe()
-        ends = Connection(cases_r, writable=False), Connection(answers_w, readable=False)
-        self.process = ctx.Process(target=worker.serve, args=(*ends, target, str(log_path), env), daemon=True)
-        try:
-            self.process.start()
-        finally:
-            for end in ends:  # the worker has its own copies now
-                end.close()
-        self.pid = self.process.pid
-        self.stdin, self.stdout = os.fdopen(cases_w, "wb"), os.fdopen(answers_r, "rb")
-
-    @property
-    def returncode(self):
-        return self.process.exitcode
-
-    def poll(self):
-        return self.process.exitcode
-
-    def wait(self):
-        self.process.join()
-        return self.process.exitcode
-
-
 class _Worker:
-    def __init__(self, slot, target, gpu, log_dir, env, fork=None):
+    def __init__(self, slot, target, gpu, log_dir, env):
         self.slot, self.target, self.gpu = slot, target, gpu
         self.log_path = Path(log_dir) / f"worker-{slot}.log"
         env = dict(env)
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-        env[worker.SPAWNED_AT] = repr(time.time())
+        env[SPAWNED_AT] = repr(time.time())
         self.log = open(self.log_path, "ab")
-        if fork is not None:
-            self.proc = _Forked(fork, target, self.log_path, env)
-        else:
-            self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--target", target],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                         env=env, start_new_session=True)
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--target", target],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=env, start_new_session=True)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.buf = b""
         self.case = None
@@ -131,9 +71,8 @@ class _Worker:
         if self.proc.poll() is None:  # never signal a reaped pid: it may belong to someone else now
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:  # a forked worker not yet in its own group
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.proc.wait()
         self.log.close()
 
@@ -158,7 +97,6 @@ class Pool:
         self.gpus = gpus or [None]
         self.env = dict(env if env is not None else os.environ)
         self.env.setdefault("OMP_NUM_THREADS", str(threads_per_worker(workers)))
-        self.fork = _fork_context(self.env)  # None: fresh interpreters
         self.started = 0  # worker processes started, replacements included
         self.workers: dict[int, _Worker] = {}
         self.owners = {}  # static key -> slot that compiled it
@@ -182,14 +120,13 @@ class Pool:
             if w is not None:
                 w.kill()
             self.started += 1
-            w = self.workers[slot] = _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env,
-                                             self.fork)
+            w = self.workers[slot] = _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
             self.owners = {k: s for k, s in self.owners.items() if s != slot}  # its kernels died with it
         return w
 
     def start(self, cases: int) -> None:
-        """Start the workers `cases` cases will use now, so that their warm-up overlaps with what
-        the caller does next (run() starts missing ones itself)."""
+        """Start the workers `cases` cases will use now, so that their imports and warm-up overlap
+        with what the caller does next (run() starts missing ones itself)."""
         for slot in range(min(self.n, cases)):
             self._fresh(slot)
 

@@ -1,13 +1,9 @@
 """The worker side of the process boundary: build, scan, run and judge one case at a time.
 
-A worker reads cases (JSON lines) and answers on a pipe: {"event": "stage", "stage": "run"} once
-the kernel is compiled, then {"event": "result", ...}. Compiled kernels stay in memory, keyed by
-the case's static fields; TileLang keeps them on disk (TILELANG_CACHE_DIR) too. After a device
-fault the worker exits: its CUDA context is dead.
-
-A worker is forked from a server that has imported torch, TileLang and the kernel modules once
-(`serve`, harness.pool), or is a fresh interpreter, `python -m harness.worker --target auto|sm_90a`,
-reading stdin and answering on stdout, when its environment must differ from the server's.
+`python -m harness.worker --target auto|sm_90a` reads cases (JSON lines) on stdin and answers on
+stdout: {"event": "stage", "stage": "run"} once the kernel is compiled, then {"event": "result",
+...}. Compiled kernels stay in memory, keyed by the case's static fields; TileLang keeps them on
+disk (TILELANG_CACHE_DIR) too. After a device fault the worker exits: its CUDA context is dead.
 """
 from __future__ import annotations
 
@@ -134,29 +130,7 @@ def warm_up(target: str) -> None:
                 (x @ x).sum().item()
 
 
-# What a forked worker's server imports once (multiprocessing's forkserver preload): the rest.
-PRELOAD = ["harness.worker", *kernels.MODULES]
-
-
-def serve(cases, answers, target: str, log_path: str, env: dict) -> None:
-    """A forked worker: `cases` and `answers` are the pipe's ends (multiprocessing Connections);
-    the pool's environment replaces the server's; fds 1 and 2 go to the log as a fresh worker's do."""
-    os.setsid()  # its own process group: the pool kills nvcc and friends with it
-    os.environ.clear()
-    os.environ.update(env)  # read when used: CUDA_VISIBLE_DEVICES, test doubles; not import-time settings
-    import torch
-    torch.set_num_threads(int(env.get("OMP_NUM_THREADS") or torch.get_num_threads()))
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(log, 2)
-    os.dup2(answers.fileno(), 1)
-    stdin = os.fdopen(os.dup(cases.fileno()), "r")
-    os.close(log)
-    cases.close()
-    answers.close()
-    main(target, stdin)
-
-
-def main(target: str, stdin=sys.stdin) -> None:
+def main(target: str) -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
 
@@ -167,7 +141,7 @@ def main(target: str, stdin=sys.stdin) -> None:
     # Spawn to ready (interpreter, imports, warm-up): the first result carries it.
     start = {"start": time.time() - float(os.environ.get(SPAWNED_AT, time.time()))}
     cache: dict = {}
-    for line in stdin:
+    for line in sys.stdin:
         try:
             case = case_mod.from_json(line)
         except case_mod.CaseError as e:  # parent and worker disagree about the Case: ours, not a crash

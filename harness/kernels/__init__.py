@@ -117,7 +117,6 @@ def names() -> tuple[str, ...]:
 
 
 FAMILIES = tuple(_REGISTRY)  # the project's own families
-MODULES = tuple(where.split(":")[0] for where in _REGISTRY.values())  # ... and their modules
 
 
 def check(case: Case) -> Case:
