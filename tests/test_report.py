@@ -21,7 +21,7 @@ def test_frame_has_the_error_ratio_and_the_verdict_table_no_empty_column():
 def test_the_time_table_sums_each_stage_per_family():
     df = report.frame(results())
     t = report.time_table(df)
-    assert list(t.columns) == ["family", "cases", "compile_s", "inputs_s", "run_s", "judge_s"]
+    assert list(t.columns) == ["family", "cases", "start_s", "compile_s", "inputs_s", "run_s", "judge_s"]
     assert t.iloc[0][["cases", "compile_s", "run_s", "judge_s"]].tolist() == [4, 6.0, 0.3, 0.0]
     assert "## Worker seconds by stage" in report.summary(results())
 
