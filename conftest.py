@@ -1,6 +1,7 @@
 """Hypothesis profiles, the gpu/compile/rows markers, and one GPU per xdist worker."""
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -24,20 +25,22 @@ def _gpus() -> int:
         return 0
 
 
-PROBED = "HARNESS_TILELANG_PROBED"  # the probe's answer, for pytest-xdist's processes
+_probe = None  # the TileLang probe's future, started in pytest_configure
 
 
 def _tilelang_error():
     from harness.environment import NOT_IMPORTABLE
-    version = os.environ[PROBED]
+    version = _probe.result()["tilelang"]
     return f"TileLang does not import here ({version})" if version.startswith(NOT_IMPORTABLE) else None
 
 
 def pytest_configure(config):
-    # Probed once a session: xdist's processes start after this and inherit the answer.
-    if PROBED not in os.environ:
-        from harness.environment import tilelang  # probed in a child: an import may abort
-        os.environ[PROBED] = tilelang()["tilelang"]
+    global _probe
+    # The probe (in a child: an import may abort) runs while this process collects; xdist's
+    # controller collects nothing and needs none.
+    if not (getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ):
+        from harness.environment import tilelang
+        _probe = ThreadPoolExecutor(1).submit(tilelang)
     # One GPU per xdist worker; our worker subprocesses inherit the variable.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     gpus = _gpus()

@@ -10,6 +10,8 @@ failure fails the test; when it is the compiler's (not a HARNESS_ERROR), the res
 replays last (its minimal example) is written to --record-dir as a reproducer, deduplicated by
 signature.
 """
+import os
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -46,24 +48,48 @@ class _Logged:
         return next(iter(self.run([case])))
 
 
-def _pool(request, *args, **kwargs):
-    with Pool(*args, **kwargs) as pool:
+def _new_pool(name: str, log_dir) -> Pool:
+    if name == "gpu_pool":
+        from harness.environment import gpu_count
+        return Pool(default_size(), "auto", log_dir, Timeouts(compile=600, run=60), gpus=list(range(gpu_count())) or None)
+    return Pool(default_size(), "sm_90a", log_dir, Timeouts(compile=600))
+
+
+_started = {}  # fixture name -> the pool pytest_configure started for it
+
+
+def pytest_configure(config):
+    """Start the pool this machine's tests use (the GPU's, else the compile-only one) as this
+    conftest loads: its workers import torch and TileLang while the tests are collected, instead
+    of after, in the first test. Unused, it is closed at the end. xdist's controller runs no test."""
+    controller = getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ
+    if controller or config.option.collectonly:
+        return
+    from harness.environment import gpu_count
+    name = "gpu_pool" if gpu_count() else "compile_pool"
+    _started[name] = _new_pool(name, Path(tempfile.mkdtemp(prefix=f"harness-{name}-")))
+    _started[name].start(_started[name].n)
+
+
+def pytest_unconfigure(config):
+    for pool in _started.values():
+        pool.close()
+
+
+def _pool(request, name, tmp_path_factory):
+    with _started.pop(name, None) or _new_pool(name, tmp_path_factory.mktemp(name)) as pool:
         log = request.config.getoption("--cases-log")
         yield _Logged(pool, log) if log else pool
 
 
 @pytest.fixture(scope="session")
 def gpu_pool(request, tmp_path_factory):
-    from harness.environment import gpu_count
-    gpus = list(range(gpu_count())) or None
-    yield from _pool(request, default_size(), "auto", tmp_path_factory.mktemp("gpu-workers"),
-                     Timeouts(compile=600, run=60), gpus=gpus)
+    yield from _pool(request, "gpu_pool", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def compile_pool(request, tmp_path_factory):
-    yield from _pool(request, default_size(), "sm_90a", tmp_path_factory.mktemp("compile-workers"),
-                     Timeouts(compile=600))
+    yield from _pool(request, "compile_pool", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
