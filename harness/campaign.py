@@ -171,7 +171,7 @@ def run(opts: Options) -> int:
         _err(*notes)
         _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
              f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
-        results, known = _run_cases(pool, todo, env, opts)
+        results, known = _run_cases(pool, todo, env, opts, results_path)
         elapsed = time.monotonic() - t0
     # The pool is closed: its workers held the GPUs, and minimizing starts its own.
     everything = previous + results
@@ -189,8 +189,8 @@ def run(opts: Options) -> int:
     return 1 if new or ours else 0
 
 
-def _run_cases(pool: Pool, todo, env: dict, opts: Options) -> tuple[list[dict], dict]:
-    """Run `todo`, appending each result to results.jsonl and recording each new failure
+def _run_cases(pool: Pool, todo, env: dict, opts: Options, results_path: Path) -> tuple[list[dict], dict]:
+    """Run `todo`, appending each result to `results_path` and recording each new failure
     signature as it comes (a run killed midway keeps its reproducers): (results, known)."""
     deadline = time.monotonic() + opts.time if opts.time else None
     results, counts, new_failures = [], Counter(), 0
@@ -199,7 +199,7 @@ def _run_cases(pool: Pool, todo, env: dict, opts: Options) -> tuple[list[dict], 
     every = 0.2 if sys.stderr.isatty() else 30
     bar = tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=every, maxinterval=max(every, 10))
     recorded = set()
-    with open(opts.out / "results.jsonl", "a") as sink, bar:
+    with open(results_path, "a") as sink, bar:
         for r in pool.run(todo, deadline):
             sink.write(json.dumps(r) + "\n")
             sink.flush()
