@@ -6,11 +6,13 @@ to <out>/results.jsonl as each case ends: a killed run loses nothing and the sam
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from itertools import zip_longest
@@ -159,19 +161,23 @@ def run(opts: Options) -> int:
     done = {r["case_id"] for r in previous}
     todo = [c for c in cases if c.id not in done]
     workers = opts.workers or default_size()
-    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool:
+    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool, \
+            ThreadPoolExecutor(1) as probe:
         t0 = time.monotonic()  # cases/s counts from the workers' start
-        pool.start(len(todo))  # the workers import TileLang and torch while the environment is probed
-        env = environment()
-        if not importable(env):  # every case would fail the same way: not a finding about kernels
-            _err(f"harness run: cannot test here: tilelang {env['tilelang']}")
-            return 125
+        pool.start(len(todo))
+        # The probe (a child importing TileLang) runs while the workers start and take their first
+        # cases; the first result waits for it.
+        probed = probe.submit(environment)
         if not gpus:
             _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
         _err(*notes)
         _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
              f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
-        results, known = _run_cases(pool, todo, env, opts, results_path)
+        try:
+            results, known = _run_cases(pool, todo, probed, opts, results_path)
+        except Untestable as e:  # every case would fail the same way: not a finding about kernels
+            _err(f"harness run: cannot test here: tilelang {e}")
+            return 125
         elapsed = time.monotonic() - t0
     # The pool is closed: its workers held the GPUs, and minimizing starts its own.
     everything = previous + results
@@ -189,18 +195,36 @@ def run(opts: Options) -> int:
     return 1 if new or ours else 0
 
 
-def _run_cases(pool: Pool, todo, env: dict, opts: Options, results_path: Path) -> tuple[list[dict], dict]:
+class Untestable(Exception):
+    """TileLang does not import here; the message says why."""
+
+
+def _tested_on(probe: Future) -> dict:
+    env = probe.result()
+    if not importable(env):
+        raise Untestable(env["tilelang"])
+    return env
+
+
+def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Path) -> tuple[list[dict], dict]:
     """Run `todo`, appending each result to `results_path` and recording each new failure
-    signature as it comes (a run killed midway keeps its reproducers): (results, known)."""
+    signature as it comes (a run killed midway keeps its reproducers): (results, known).
+    Untestable, with nothing written, if the environment `probe` finds no TileLang."""
+    if not todo:
+        _tested_on(probe)
     deadline = time.monotonic() + opts.time if opts.time else None
     results, counts, new_failures = [], Counter(), 0
     known = record.known_signatures(opts.reproducers)  # known bugs: reported, never counted as new
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
-    bar = tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=every, maxinterval=max(every, 10))
-    recorded = set()
-    with open(results_path, "a") as sink, bar:
+    recorded, sink = set(), None
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=every,
+                                       maxinterval=max(every, 10)))
         for r in pool.run(todo, deadline):
+            if sink is None:  # the first result: the probe, run meanwhile, must have found TileLang
+                env = _tested_on(probe)
+                sink = stack.enter_context(open(results_path, "a"))
             sink.write(json.dumps(r) + "\n")
             sink.flush()
             results.append(r)

@@ -67,13 +67,16 @@ class _Worker:
         self.proc.stdin.write((case_mod.to_json(case) + "\n").encode())
         self.proc.stdin.flush()
 
-    def kill(self):
+    def signal(self):
         if self.proc.poll() is None:  # never signal a reaped pid: it may belong to someone else now
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait()
+
+    def kill(self):
+        self.signal()
+        self.proc.wait()
         self.log.close()
 
     def log_tail(self, n=2000) -> str:
@@ -109,6 +112,8 @@ class Pool:
         self.close()
 
     def close(self):
+        for w in self.workers.values():  # all at once: a worker with a CUDA context takes a while to exit
+            w.signal()
         for w in self.workers.values():
             w.kill()
         self.workers.clear()
