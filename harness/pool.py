@@ -23,16 +23,21 @@ from harness import oracle
 from harness.worker import SPAWNED_AT
 
 
+def _xdist_processes() -> int:
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
 def default_size() -> int:
     """Workers for one process: the cores but one, shared among pytest-xdist's processes if any."""
     cores = max(1, (os.cpu_count() or 2) - 1)
-    return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    return max(1, cores // _xdist_processes())
 
 
 def threads_per_worker(workers: int) -> int:
-    """CPU threads for each worker's torch (inputs, references): the cores shared out. Left alone,
-    every worker takes all cores, and 15 workers on 16 cores run 240 threads for small tensors."""
-    return max(1, (os.cpu_count() or 2) // max(workers, 1))
+    """CPU threads for each worker's torch (inputs, references): the cores shared out among every
+    worker of this machine (pytest-xdist's processes each have a pool). Left alone, every worker
+    takes all cores, and 15 workers on 16 cores run 240 threads for small tensors."""
+    return max(1, (os.cpu_count() or 2) // max(workers * _xdist_processes(), 1))
 
 
 @dataclass
