@@ -1,13 +1,14 @@
 """The pytest path against `harness run` on the same cases, each cold (empty kernel cache) and warm.
 
     python benchmarks/pytest_vs_run.py --tests fwd,bwd --seed 1 --examples 4
-    python benchmarks/pytest_vs_run.py --rows --select "row-fwd- or row-bwd-" --examples 4
+    python benchmarks/pytest_vs_run.py --rows --select "row-fwd-" --examples 5 [--xdist 15]
 
 pytest runs the gpu property tests (compile-only ones without a GPU) under the `bench` Hypothesis
 profile and logs the cases it ran (`--cases-log`): by default the suite tests of `--tests`, each
 example a suite through one pool; with `--rows`, cases/test_rows.py (a test per covering-array
-kernel) spread over CPU cores - 1 xdist processes. `harness run --cases-from` then runs exactly
-those cases with as many workers. Prints cases, seconds and cases/s of each run, and pytest's
+kernel), in one process whose pool builds the selected rows' kernels ahead, or spread over
+`--xdist N` processes. `harness run --cases-from` then runs exactly those cases with CPU cores - 1
+workers. Prints cases, seconds and cases/s of each run, and pytest's
 share of harness run's rate.
 """
 import argparse
@@ -45,14 +46,15 @@ def main():
     p.add_argument("--tests", default="fwd,bwd", help=f"comma-separated, from {', '.join(TESTS)}")
     p.add_argument("--seed", type=int, default=1, help="--hypothesis-seed for pytest")
     p.add_argument("--examples", type=int, default=20, help="Hypothesis examples per property test")
-    p.add_argument("--rows", action="store_true", help="the row tests (cases/test_rows.py) under xdist")
+    p.add_argument("--rows", action="store_true", help="the row tests (cases/test_rows.py)")
+    p.add_argument("--xdist", type=int, default=0, help="with --rows: pytest-xdist processes (default: none)")
     p.add_argument("--select", help="pytest -k expression (for --rows: row ids such as row-fwd-3)")
     p.add_argument("--keep", help="directory for caches, logs and results (default: a temporary one)")
     a = p.parse_args()
     marker = "gpu" if subprocess.run([sys.executable, "-c", "import torch,sys; sys.exit(not torch.cuda.is_available())"],
                                      capture_output=True).returncode == 0 else "compile"
     workers = max(1, (os.cpu_count() or 2) - 1)
-    tests = (["cases/test_rows.py", "-m", f"rows and {marker}", "-n", str(workers)] if a.rows
+    tests = (["cases/test_rows.py", "-m", f"rows and {marker}", "-n", str(a.xdist)] if a.rows
              else [*(TESTS[t] for t in a.tests.split(",")), "-m", marker])
     tests += ["-k", a.select] if a.select else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,7 +84,8 @@ def main():
             lines = results.read_text().splitlines() if results.exists() else []
             verdicts = dict(Counter(json.loads(line)["verdict"] for line in lines))
             row(f"harness run {name} {verdicts}", len(lines), s)
-    what = f"row tests ({workers} xdist processes)" if a.rows else f"suite tests {a.tests}"
+    what = (f"row tests ({f'{a.xdist} xdist processes' if a.xdist else 'one process, kernels built ahead'})" if a.rows
+            else f"suite tests {a.tests}")
     print(f"\n{marker} {what}{f' -k {a.select!r}' if a.select else ''}, pytest --hypothesis-seed={a.seed}, "
           f"{a.examples} examples per test, {workers} harness run workers")
     for i, name in enumerate(("cold", "warm")):

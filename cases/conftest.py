@@ -71,6 +71,22 @@ def pytest_configure(config):
     _started[name].start(_started[name].n)
 
 
+def pytest_collection_finish(session):
+    """A row test's kernel is known once collected: the pool builds every selected row's kernel
+    ahead, in parallel, while the tests run one after another, each then finding its kernel built
+    (and its worker warm). Under xdist each process collects every test but runs a few: none."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    rows = {}
+    for item in session.items:
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if params and "row" in params and not item.get_closest_marker("skip"):
+            rows.setdefault(params["pool"], []).append(params["row"])
+    for name, cases in rows.items():
+        if name in _started:
+            _started[name].prepare(cases)
+
+
 def pytest_unconfigure(config):
     for pool in _started.values():
         pool.close()

@@ -1,11 +1,12 @@
 """The fast path: one test per kernel of every family's covering array (harness.pairwise, seed 0),
 Hypothesis drawing that kernel's lengths.
 
-    pytest cases -m rows -n auto                   # on a GPU runner: `-m "rows and gpu"`
+    pytest cases -m "rows and gpu"                 # without a GPU: -m "rows and compile"
 
-Under pytest-xdist each process compiles the kernel of the test it runs while the others compile
-theirs, as `harness run` spreads kernels over its workers; every example after a test's first reuses
-the compiled kernel. A failing example shrinks its lengths (the static fields are the row's:
+The session pool (cores - 1 workers) builds every selected row's kernel ahead, in parallel, as
+`harness run` spreads kernels over its workers, while the tests run one after another: a test finds
+its kernel built and every example reuses it. Under pytest-xdist (-n) each process instead builds
+the kernel of the test it runs, one at a time. A failing example shrinks its lengths (the static fields are the row's:
 `harness minimize` shrinks those). Deselected unless `-m` names `rows`: a CPU run compiles every
 row of every family, hundreds of kernels.
 """

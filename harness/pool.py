@@ -64,12 +64,13 @@ class _Worker:
         self.stage = None
         self.found = {}  # the compiled kernel's hazards and code digest, for a case that never answers
         self.deadline = None
-        self.key = None
+        self.building = False  # the job out is a build ahead (Pool.prepare), not a case of a run()
 
-    def assign(self, case, timeouts):
-        self.case, self.stage, self.found = case, "compile", {}
+    def assign(self, case, timeouts, build=False):
+        self.case, self.stage, self.found, self.building = case, "compile", {}, build
         self.deadline = time.monotonic() + timeouts.compile
-        self.proc.stdin.write((case_mod.to_json(case) + "\n").encode())
+        line = json.dumps({"build": case_mod.to_dict(case)}) if build else case_mod.to_json(case)
+        self.proc.stdin.write((line + "\n").encode())
         self.proc.stdin.flush()
 
     def signal(self):
@@ -96,6 +97,8 @@ class Pool:
     """`workers` subprocesses (spread over `gpus`), fed cases grouped by compiled kernel.
 
     Workers outlive a call to run() (their compiled kernels stay warm); close() ends them.
+    prepare() queues kernels to build ahead: workers that no case of a run() is waiting for
+    build them, and a later case of the same kernel goes to the worker that built it.
     """
 
     def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts | None = None, gpus=None, env=None):
@@ -109,6 +112,9 @@ class Pool:
         self.workers: dict[int, _Worker] = {}
         self.owners = {}  # static key -> slot that compiled it
         self.compiled = set()  # static keys some worker has finished compiling (now on disk)
+        self.builds: list = []  # cases whose kernels prepare() queued, not yet handed to a worker
+        self.busy: dict[int, _Worker] = {}  # slot -> worker with a job out (a run()'s case or a build)
+        self.sel = selectors.DefaultSelector()
 
     def __enter__(self):
         return self
@@ -122,6 +128,10 @@ class Pool:
         for w in self.workers.values():
             w.kill()
         self.workers.clear()
+        for w in self.busy.values():
+            self.sel.unregister(w.proc.stdout)
+        self.busy.clear()
+        self.builds.clear()
 
     def _fresh(self, slot) -> _Worker:
         """The worker in `slot`, started or replaced if it is missing or dead."""
@@ -131,14 +141,27 @@ class Pool:
                 w.kill()
             self.started += 1
             w = self.workers[slot] = _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
-            self.owners = {k: s for k, s in self.owners.items() if s != slot}  # its kernels died with it
         return w
+
+    def _release(self, slot):
+        """`slot`'s worker was killed or died: the kernels it compiled died with it."""
+        self.owners = {k: s for k, s in self.owners.items() if s != slot}
 
     def start(self, cases: int) -> None:
         """Start the workers `cases` cases will use now, so that their imports and warm-up overlap
         with what the caller does next (run() starts missing ones itself)."""
         for slot in range(min(self.n, cases)):
             self._fresh(slot)
+
+    def prepare(self, cases) -> None:
+        """Queue the kernels of `cases` (one each, in order) to be built ahead, and start building."""
+        queued = {case_mod.static_key(c) for c in self.builds}
+        for c in cases:
+            key = case_mod.static_key(c)
+            if key not in queued and key not in self.owners and key not in self.compiled:
+                queued.add(key)
+                self.builds.append(c)
+        self._dispatch({}, 0)
 
     def run_one(self, case) -> dict:
         return next(iter(self.run([case])))
@@ -148,61 +171,94 @@ class Pool:
         groups = OrderedDict()
         for c in cases:
             groups.setdefault(case_mod.static_key(c), []).append(c)
-        sel = selectors.DefaultSelector()
-        idle = list(range(min(self.n, len(cases))))
-        busy = {}
+        mine = set()  # slots running a case of this run
         try:
             while True:
-                for slot in list(idle):
-                    if deadline is not None and time.monotonic() > deadline:
-                        break
-                    key = self._pick(groups, slot)
-                    if key is None:
-                        continue
-                    w = self._fresh(slot)
-                    w.assign(groups[key].pop(0), self.timeouts)
-                    if not groups[key]:
-                        del groups[key]
-                    sel.register(w.proc.stdout, selectors.EVENT_READ, slot)
-                    idle.remove(slot)
-                    busy[slot] = w
-                if not busy:
+                if deadline is None or time.monotonic() <= deadline:
+                    mine |= self._dispatch(groups, len(cases))
+                elif groups:
+                    groups.clear()  # past the deadline: what is not out is not run
+                if not mine and not groups:
                     return
-                wait = max(0.0, min(w.deadline for w in busy.values()) - time.monotonic())
-                for key_obj, _ in sel.select(wait):
-                    slot = key_obj.data
-                    w = busy[slot]
-                    done = self._read(w)
-                    if done is None:
-                        continue
-                    sel.unregister(w.proc.stdout)
-                    self.compiled.add(case_mod.static_key(w.case))
-                    w.case = None
-                    del busy[slot]
-                    idle.append(slot)
-                    if done.pop("fatal", False):  # poisoned CUDA context: never reuse this worker
-                        w.kill()
-                    yield done
-                now = time.monotonic()
-                for slot, w in list(busy.items()):
-                    if now > w.deadline:
-                        sel.unregister(w.proc.stdout)
-                        limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
-                        message = oracle.hang_message(limit, w.stage, w.found.get("hazards", ()))
-                        r = {**oracle.result(w.case, "HANG", w.stage, message), **w.found}
-                        w.kill()
-                        w.case = None
-                        del busy[slot]
-                        idle.append(slot)
+                for slot, r in self._events():
+                    if slot in mine:
+                        mine.discard(slot)
                         yield r
         finally:
-            for w in busy.values():  # abandoned mid-case: their answers would be stale
-                w.kill()
-            sel.close()
+            for slot in mine:  # abandoned mid-case: their answers would be stale
+                self._drop(slot).kill()
+                self._release(slot)
 
-    def _pick(self, groups, slot):
+    def _dispatch(self, groups, wanted) -> set[int]:
+        """Hand out jobs to idle workers: the cases in `groups` first, then queued builds. Returns
+        the slots given a case. Workers are started up to `wanted` (or all, with builds queued)."""
+        limit = self.n if self.builds else min(self.n, wanted)
+        slots = set(range(limit)) | {s for s, w in self.workers.items() if w.proc.poll() is None}
+        idle = [s for s in sorted(slots) if s not in self.busy]
+        given = set()
+        for slot in list(idle):
+            key = self._pick(groups, slot, idle)
+            if key is None:
+                continue
+            self._assign(slot, groups[key].pop(0))
+            if not groups[key]:
+                del groups[key]
+            idle.remove(slot)
+            given.add(slot)
+        for slot in idle:
+            while self.builds:
+                case = self.builds.pop(0)
+                key = case_mod.static_key(case)
+                if key not in self.owners and key not in self.compiled:
+                    self.owners[key] = slot
+                    self._assign(slot, case, build=True)
+                    break
+        return given
+
+    def _assign(self, slot, case, build=False):
+        w = self._fresh(slot)
+        w.assign(case, self.timeouts, build)
+        self.sel.register(w.proc.stdout, selectors.EVENT_READ, slot)
+        self.busy[slot] = w
+
+    def _drop(self, slot) -> _Worker:
+        """`slot`'s job is over: its worker is idle (or dead)."""
+        w = self.busy.pop(slot)
+        self.sel.unregister(w.proc.stdout)
+        w.case = None
+        return w
+
+    def _events(self):
+        """Wait for the next answers or deadlines of the jobs out: (slot, result) for each job that
+        ended. A build's result only marks its kernel built; a failure shows in the cases that use it."""
+        wait = max(0.0, min(w.deadline for w in self.busy.values()) - time.monotonic())
+        for key_obj, _ in self.sel.select(wait):
+            slot = key_obj.data
+            w = self.busy[slot]
+            done = self._read(w)
+            if done is None:
+                continue
+            self.compiled.add(case_mod.static_key(w.case))
+            self._drop(slot)
+            if done.pop("fatal", False):  # poisoned CUDA context: never reuse this worker
+                w.kill()
+            if w.proc.poll() is not None:
+                self._release(slot)
+            yield slot, done
+        now = time.monotonic()
+        for slot, w in list(self.busy.items()):
+            if now > w.deadline:
+                limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
+                message = oracle.hang_message(limit, w.stage, w.found.get("hazards", ()))
+                r = {**oracle.result(w.case, "HANG", w.stage, message), **w.found}
+                self._drop(slot).kill()
+                self._release(slot)
+                yield slot, r
+
+    def _pick(self, groups, slot, idle):
         """Prefer a group this worker compiled, then an unowned one, then the largest group whose
-        kernel is already compiled (a disk-cache load); never compile one kernel twice at once."""
+        kernel is already compiled (a disk-cache load) and whose owner is busy; never compile one
+        kernel twice at once."""
         mine = [k for k in groups if self.owners.get(k) == slot]
         if mine:
             return mine[0]
@@ -210,7 +266,7 @@ class Pool:
         if free:
             self.owners[free[0]] = slot
             return free[0]
-        ready = [k for k in groups if k in self.compiled]
+        ready = [k for k in groups if k in self.compiled and self.owners.get(k) not in idle]
         return max(ready, key=lambda k: len(groups[k]), default=None)
 
     def _read(self, w):

@@ -22,9 +22,10 @@ from harness import kernels, oracle
 SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it started this worker
 
 
-def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None) -> dict:
+def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, build_only=False) -> dict:
     """Compile (cached), scan the generated code, run, and judge: one result dict. on_stage("run")
-    also carries what the scan found, so a run that hangs or kills the worker keeps it."""
+    also carries what the scan found, so a run that hangs or kills the worker keeps it. Compiling
+    for another target, or asked to build only, it stops at COMPILED."""
     fam = kernels.family(case.family)
     reason = fam.unsupported(case)
     if not reason and (case.knobs or fam.needs):
@@ -47,7 +48,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None) ->
             return oracle.failed(case, "hazards", e, seconds=seconds)
         cache[key] = (kernel, found, code)
     kernel, found, code = cache[key]
-    if target != "auto":
+    if target != "auto" or build_only:
         return oracle.result(case, "COMPILED", "compile", seconds=seconds, hazards=found, code=code)
     on_stage("run", hazards=found, code=code)
     stage = "inputs"
@@ -130,6 +131,17 @@ def warm_up(target: str) -> None:
                 (x @ x).sum().item()
 
 
+def request(line: str) -> tuple[case_mod.Case, bool]:
+    """(case, build_only): a line is a case to run, or {"build": case}, its kernel to build ahead."""
+    try:
+        msg = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise case_mod.CaseError(f"case is not valid JSON: {e}") from None
+    if isinstance(msg, dict) and set(msg) == {"build"}:
+        return case_mod.from_dict(msg["build"]), True
+    return case_mod.from_dict(msg), False
+
+
 def main(target: str) -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
@@ -138,17 +150,18 @@ def main(target: str) -> None:
         proto.write(json.dumps(msg) + "\n")
 
     warm_up(target)
-    # Spawn to ready (interpreter, imports, warm-up): the first result carries it.
+    # Spawn to ready (interpreter, imports, warm-up): the first case's result carries it.
     start = {"start": time.time() - float(os.environ.get(SPAWNED_AT, time.time()))}
     cache: dict = {}
     for line in sys.stdin:
         try:
-            case = case_mod.from_json(line)
+            case, build_only = request(line)
         except case_mod.CaseError as e:  # parent and worker disagree about the Case: ours, not a crash
             send({"event": "refused", "message": f"worker cannot read the case: {e}"})
             continue
-        result = run_case(case, target, cache, on_stage=lambda s, **found: send({"event": "stage", "stage": s, **found}))
-        if start:
+        result = run_case(case, target, cache, on_stage=lambda s, **found: send({"event": "stage", "stage": s, **found}),
+                          build_only=build_only)
+        if start and not build_only:
             result["seconds"] = {**start, **(result.get("seconds") or {})}
             start = None
         send({"event": "result", **result})

@@ -87,6 +87,26 @@ def test_workers_started_ahead_are_the_ones_that_run(tmp_path):
         assert [r["verdict"] for r in results] == ["COMPILED"] * 3 and pool.started == 2
 
 
+def test_kernels_built_ahead_serve_the_cases_that_come_later(tmp_path):
+    with Pool(2, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
+        pool.prepare([fake(1), fake(1, batch=2), fake(9)])  # two kernels: 1 passes, 9 fails to compile
+        assert len(pool.busy) == 2 and not pool.builds  # both building at once, before any run()
+        r = pool.run_one(fake(1, batch=5))
+        # The worker that built the kernel ran the case: nothing compiled for it.
+        assert r["verdict"] == "PASS" and "compile" not in r["seconds"] and "start" in r["seconds"]
+        # A failed build is reported by the cases that need the kernel, not by prepare().
+        assert pool.run_one(fake(9))["verdict"] == "COMPILE_ERROR"
+        assert pool.started == 2
+
+
+def test_a_build_ahead_that_hangs_is_killed_and_the_case_reports_it(tmp_path):
+    with Pool(2, "sm_90a", tmp_path, Timeouts(compile=2, run=3)) as pool:
+        pool.prepare([fake(2)])  # hangs while compiling
+        assert pool.run_one(fake(1))["verdict"] == "COMPILED"  # the other worker is free meanwhile
+        r = pool.run_one(fake(2, batch=2))
+        assert (r["verdict"], r["stage"]) == ("HANG", "compile")
+
+
 def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch):
     """Parent and worker out of step (code edited mid-run): the worker refuses the case and lives."""
     from harness import case as case_mod
