@@ -19,6 +19,7 @@ import pytest
 
 from harness import case as case_mod
 from harness import oracle, record
+from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, default_size
 from harness.report import explain
 
@@ -50,7 +51,6 @@ class _Logged:
 
 def _new_pool(name: str, log_dir) -> Pool:
     if name == "gpu_pool":
-        from harness.environment import gpu_count
         return Pool(default_size(), "auto", log_dir, Timeouts(compile=600, run=60), gpus=list(range(gpu_count())) or None)
     return Pool(default_size(), "sm_90a", log_dir, Timeouts(compile=600))
 
@@ -65,7 +65,6 @@ def pytest_configure(config):
     controller = getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ
     if controller or config.option.collectonly:
         return
-    from harness.environment import gpu_count
     name = "gpu_pool" if gpu_count() else "compile_pool"
     _started[name] = _new_pool(name, Path(tempfile.mkdtemp(prefix=f"harness-{name}-")))
     _started[name].start(_started[name].n)

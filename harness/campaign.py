@@ -10,9 +10,10 @@ import contextlib
 import hashlib
 import json
 import sys
+import threading
 import time
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from itertools import zip_longest
@@ -153,21 +154,21 @@ def run(opts: Options) -> int:
     if opts.out.exists() and not opts.out.is_dir():
         raise CampaignError(f"--out {opts.out} is a file, not a directory")
     opts.out.mkdir(parents=True, exist_ok=True)
-    cases = plan(opts)
     gpus = gpu_count()
     target = "auto" if gpus else opts.arch
     results_path = opts.out / "results.jsonl"
-    previous, notes = read_results(results_path)
-    done = {r["case_id"] for r in previous}
-    todo = [c for c in cases if c.id not in done]
     workers = opts.workers or default_size()
-    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool, \
-            ThreadPoolExecutor(1) as probe:
-        t0 = time.monotonic()  # cases/s counts from the workers' start
-        pool.start(len(todo))
-        # The probe (a child importing TileLang) runs while the workers start and take their first
-        # cases; the first result waits for it.
-        probed = probe.submit(environment)
+    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool:
+        # First the workers (each imports torch and TileLang: seconds), then everything else while
+        # they start: the environment probe (a child importing TileLang; the first result waits
+        # for it), and the cases to draw or load. cases/s counts from the workers' start.
+        t0 = time.monotonic()
+        pool.start(workers if opts.cases_from else min(workers, opts.cases))
+        probed = _in_background(environment)
+        cases = plan(opts)
+        previous, notes = read_results(results_path)
+        done = {r["case_id"] for r in previous}
+        todo = [c for c in cases if c.id not in done]
         if not gpus:
             _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
         _err(*notes)
@@ -193,6 +194,19 @@ def run(opts: Options) -> int:
     # says whether this run found something new, or the harness itself went wrong.
     new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
     return 1 if new or ours else 0
+
+
+def _in_background(fn) -> Future:
+    """fn() in a daemon thread: a run that stops early (bad input) does not wait for it."""
+    future = Future()
+
+    def call():
+        try:
+            future.set_result(fn())
+        except BaseException as e:
+            future.set_exception(e)
+    threading.Thread(target=call, daemon=True).start()
+    return future
 
 
 class Untestable(Exception):

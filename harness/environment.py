@@ -4,6 +4,7 @@ Every value is a string, so an environment can be stored in a reproducer and com
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import shutil
@@ -84,8 +85,13 @@ def environment() -> dict:
 
 
 def gpu_count() -> int:
+    """CUDA devices this process may use (CUDA_VISIBLE_DEVICES applies), asked of the driver:
+    harness run and pytest decide how to start their workers before importing torch (seconds)."""
     try:
-        import torch
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:  # no NVIDIA driver
         return 0
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0  # a driver without a usable device
+    return count.value

@@ -14,6 +14,10 @@ Who is to blame for an exception is decided in one place, `classify`: COMPILE_ER
 TileLang, TVM or nvcc rejected the program, CRASH only for a device fault (a dead worker is the
 pool's CRASH), anything else HARNESS_ERROR: our own bug, reported but never recorded as a
 compiler bug.
+
+torch and the references are imported by the functions that judge, which run in the workers: the
+processes that only hand out cases and keep results (harness run, pytest) start their workers
+without first spending seconds importing torch.
 """
 from __future__ import annotations
 
@@ -22,11 +26,12 @@ import sys
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from harness import case as case_mod
-from harness import reference
+
+if TYPE_CHECKING:
+    import torch
 
 VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "COMPILE_ERROR", "UNSUPPORTED",
             "CRASH", "HANG", "HARNESS_ERROR")
@@ -55,6 +60,8 @@ def atol_floor(ref: torch.Tensor, dtype: torch.dtype) -> float:
     """FlashAttention's 2 * max|r + 0.3 - 0.3 - r|, and at least one ulp of the dtype at the
     reference's largest magnitude. Over many values the first term is about two ulps; for a
     lone value it can be 0 (a per-head dSinks), yet one rounding of an input costs an ulp."""
+    import torch
+
     if not ref.numel():
         return 0.0
     r = ref.to(dtype)
@@ -66,6 +73,8 @@ def atol_floor(ref: torch.Tensor, dtype: torch.dtype) -> float:
 
 def check(name, out, ref, base, dtype, k, locate, floor=0.0) -> Check:
     """Judge one tensor. All three are canonical; `locate(index) -> region` names a place."""
+    import torch
+
     out, ref, base = out.double(), ref.double(), base.double()
     finite = torch.isfinite(ref)
     base_err = (base - ref)[finite].abs().max().item() if finite.any() else 0.0
@@ -188,6 +197,10 @@ def result(case, verdict, stage, message="", **extra) -> dict:
 def judge(case, fam, inputs, outputs, seconds=None) -> dict:
     """Every tensor the family produces, against the float64 reference and the same-dtype
     baseline; the result names the first failing tensor and where it fails."""
+    import torch
+
+    from harness import reference
+
     dtype = reference.DTYPES[case.dtype]
     ref = fam.reference(case, inputs, torch.float64)
     base = fam.reference(case, inputs, dtype)
