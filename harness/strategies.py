@@ -183,6 +183,9 @@ def suites(draw, family: str, kernels: int, per_kernel: int = 4) -> list[Case]:
     return out
 
 
+LENGTHS_PER_EXAMPLE = 200
+
+
 def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = False, per_row: int = 1) -> list[Case]:
     """n distinct cases, reproducible from `seed`, in groups of `per_kernel` sharing a kernel.
     With `cover`, the first kernels are a covering array of the family's static features
@@ -192,11 +195,16 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
     out: dict[str, Case] = {}
     if cover:
         rows = pairwise.covering(family, seed)[:-(-n // per_row)]
-        # Lengths for every row at once; Hypothesis's first example is its simplest (all lengths
-        # 1), so the rows take a later one.
+        # At most LENGTHS_PER_EXAMPLE lengths per Hypothesis example: a thousand in one overran its
+        # buffer (Unsatisfiable). Its first example is its simplest (all lengths 1), so the rows
+        # take a later one.
+        wanted = [_lengths_for(r) for r in rows for _ in range(per_row)]
         drawn = []
-        _examples(drawn.append, st.tuples(*(_lengths_for(r) for r in rows for _ in range(per_row))), seed, 3)
-        for i, lengths in enumerate(drawn[-1]):
+        for start in range(0, len(wanted), LENGTHS_PER_EXAMPLE):
+            examples = []
+            _examples(examples.append, st.tuples(*wanted[start:start + LENGTHS_PER_EXAMPLE]), seed, 3)
+            drawn += examples[-1]
+        for i, lengths in enumerate(drawn):
             c = rows[i // per_row].replace(**lengths).validate()
             if len(out) < n:
                 out.setdefault(c.id, c)

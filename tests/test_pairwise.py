@@ -70,6 +70,14 @@ def test_covering_rows_can_take_several_lengths_each():
     assert len({(c.seqlen_q, c.seqlen_k) for c in three}) > 10  # lengths differ within a row
 
 
+def test_many_lengths_per_row_are_drawn_in_several_examples():
+    # 46 rows x 25 lengths in one Hypothesis example overran its buffer: Unsatisfiable, after minutes.
+    cases = strategies.draw("bwd", 1150, seed=0, per_kernel=25, cover=True, per_row=25)
+    rows = [case_mod.static_key(r) for r in pairwise.covering("bwd", seed=0)]
+    assert len(cases) == 1150 and len(rows) * 25 >= 1150
+    assert [case_mod.static_key(c) for c in cases[::25]] == rows[:46]
+
+
 def test_shards_split_the_cases_by_kernel_and_cover_them_all():
     from harness import campaign
     cases = strategies.draw("bwd", 60, seed=2, per_kernel=4, cover=True)
