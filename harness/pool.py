@@ -64,10 +64,10 @@ class _Worker:
         self.stage = None
         self.found = {}  # the compiled kernel's hazards and code digest, for a case that never answers
         self.deadline = None
-        self.building = False  # the job out is a build ahead (Pool.prepare), not a case of a run()
 
     def assign(self, case, timeouts, build=False):
-        self.case, self.stage, self.found, self.building = case, "compile", {}, build
+        """Send `case` to run, or with `build` its kernel only to build (Pool.prepare)."""
+        self.case, self.stage, self.found = case, "compile", {}
         self.deadline = time.monotonic() + timeouts.compile
         line = json.dumps({"build": case_mod.to_dict(case)}) if build else case_mod.to_json(case)
         self.proc.stdin.write((line + "\n").encode())
