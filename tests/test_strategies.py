@@ -1,5 +1,8 @@
 """The strategies produce valid, supported cases and reach the edges they promise."""
+import shutil
 from collections import Counter
+
+import pytest
 
 from harness import case as case_mod
 from harness import kernels, strategies
@@ -116,3 +119,23 @@ def test_row_tests_run_only_when_asked():
     rows = collected("-m", "rows and compile")
     assert len(rows) == sum(len(pairwise.covering(f, 0)) for f in kernels.FAMILIES)
     assert all(r.endswith("-compile]") for r in rows)
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="without nvcc the compile tests skip for that")
+def test_compiler_tests_skip_when_tilelang_does_not_import(tmp_path):
+    """The probe is awaited at a test's setup (collection goes on meanwhile): a broken TileLang
+    skips the compile and GPU tests with the reason, it does not fail them."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    broken = tmp_path / "site" / "tilelang"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('libcuda.so.1: cannot open shared object file')\n")
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(broken.parent), str(root)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", "cases/test_forward.py", "-m", "compile", "-q", "-rs",
+                        "-p", "no:cacheprovider", "-p", "no:xdist"], cwd=root, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-2000:]
+    assert "1 skipped" in p.stdout and "TileLang does not import here" in p.stdout
