@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -119,16 +120,23 @@ def scan(fam, case, kernel) -> tuple[list[str], str]:
 
 def warm_up(target: str) -> None:
     """Pay the worker's fixed costs before its first case, while the parent still probes the
-    environment: TileLang and the kernel modules, and on a GPU the CUDA context and cuBLAS (the
-    references' matmuls). A failure here is left to the first case, which reports it in context."""
+    environment: TileLang and the kernel modules, and on a GPU the CUDA context and a first judge
+    of a small forward and backward case (it loads the references' and the checks' CUDA kernels:
+    0.4 s, which pytest's examples, one at a time, paid once per worker). A failure here is left
+    to the first case, which reports it in context."""
     with contextlib.suppress(Exception):
         for name in kernels.FAMILIES:
             kernels.family(name)
         import torch
         if target == "auto" and torch.cuda.is_available():
-            for dtype in (torch.float64, torch.float16):
-                x = torch.ones(8, 8, device="cuda", dtype=dtype)
-                (x @ x).sum().item()
+            from harness import reference
+            for name in ("fwd", "bwd"):
+                # The baseline stands in for the kernel's outputs (already canonical).
+                fam = dataclasses.replace(kernels.family(name), canonical=lambda case, outputs: outputs)
+                case = case_mod.Case(family=name, variant=fam.variants[0], heads=2, kv_heads=1, seqlen_q=70,
+                                     seqlen_k=130, sinks=True)
+                inputs = fam.make_inputs(case, "cuda")
+                oracle.judge(case, fam, inputs, fam.reference(case, inputs, reference.DTYPES[case.dtype]))
 
 
 def request(line: str) -> tuple[case_mod.Case, bool]:
