@@ -129,14 +129,22 @@ def warm_up(target: str) -> None:
             kernels.family(name)
         import torch
         if target == "auto" and torch.cuda.is_available():
-            from harness import reference
-            for name in ("fwd", "bwd"):
-                # The baseline stands in for the kernel's outputs (already canonical).
-                fam = dataclasses.replace(kernels.family(name), canonical=lambda case, outputs: outputs)
-                case = case_mod.Case(family=name, variant=fam.variants[0], heads=2, kv_heads=1, seqlen_q=70,
-                                     seqlen_k=130, sinks=True)
-                inputs = fam.make_inputs(case, "cuda")
-                oracle.judge(case, fam, inputs, fam.reference(case, inputs, reference.DTYPES[case.dtype]))
+            judge_small_cases("cuda")
+
+
+def judge_small_cases(device: str) -> list[str]:
+    """Judge a small forward and a small backward case, the baseline standing in for the kernel's
+    outputs (already canonical): their verdicts, PASS unless the references or the checks broke."""
+    from harness import reference
+
+    verdicts = []
+    for name in ("fwd", "bwd"):
+        fam = dataclasses.replace(kernels.family(name), canonical=lambda case, outputs: outputs)
+        case = case_mod.Case(family=name, variant=fam.variants[0], heads=2, kv_heads=1, seqlen_q=70, seqlen_k=130,
+                             sinks=True)
+        inputs = fam.make_inputs(case, device)
+        verdicts.append(oracle.judge(case, fam, inputs, fam.reference(case, inputs, reference.DTYPES[case.dtype]))["verdict"])
+    return verdicts
 
 
 def request(line: str) -> tuple[case_mod.Case, bool]:

@@ -6,6 +6,7 @@ import pytest
 
 from harness import kernels, oracle, record
 from harness.case import Case
+from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts
 
 
@@ -113,3 +114,12 @@ def test_a_release_without_the_language_a_family_needs_is_unsupported(monkeypatc
     monkeypatch.setattr(kernels, "family", lambda name: fam)
     r = worker.run_case(Case(family="fake"), "sm_90a", {})
     assert r["verdict"] == "UNSUPPORTED" and "has no T.no_such_language" in r["message"]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not gpu_count(), reason="needs a CUDA GPU (none visible)"))])
+def test_the_warm_up_judges_real_cases(device):
+    """The warm-up's judge (on the GPU it loads the references' CUDA kernels before the first case)
+    passes its small cases: a warm-up that fails quietly would leave that cost to the first case."""
+    from harness.worker import judge_small_cases
+    assert judge_small_cases(device) == ["PASS", "PASS"]
