@@ -8,8 +8,7 @@ profile and logs the cases it ran (`--cases-log`): by default the suite tests of
 example a suite through one pool; with `--rows`, cases/test_rows.py (a test per covering-array
 kernel), in one process whose pool builds the selected rows' kernels ahead, or spread over
 `--xdist N` processes. `harness run --cases-from` then runs exactly those cases with CPU cores - 1
-workers. Prints cases, seconds and cases/s of each run, and pytest's
-share of harness run's rate.
+workers. Prints cases, seconds and cases/s of each run, and pytest's share of harness run's rate.
 """
 import argparse
 import json
