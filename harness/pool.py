@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import oracle
-from harness.worker import SPAWNED_AT
+from harness.worker import BUILD, SPAWNED_AT
 
 
 def _xdist_processes() -> int:
@@ -69,8 +69,7 @@ class _Worker:
         """Send `case` to run, or with `build` its kernel only to build (Pool.prepare)."""
         self.case, self.stage, self.found = case, "compile", {}
         self.deadline = time.monotonic() + timeouts.compile
-        line = json.dumps({"build": case_mod.to_dict(case)}) if build else case_mod.to_json(case)
-        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.write(((BUILD if build else "") + case_mod.to_json(case) + "\n").encode())
         self.proc.stdin.flush()
 
     def signal(self):
@@ -143,8 +142,9 @@ class Pool:
             w = self.workers[slot] = _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
         return w
 
-    def _release(self, slot):
-        """`slot`'s worker was killed or died: the kernels it compiled died with it."""
+    def _end(self, slot, w):
+        """Kill `slot`'s worker (or reap a dead one): the kernels it compiled die with it."""
+        w.kill()
         self.owners = {k: s for k, s in self.owners.items() if s != slot}
 
     def start(self, cases: int) -> None:
@@ -186,8 +186,7 @@ class Pool:
                         yield r
         finally:
             for slot in mine:  # abandoned mid-case: their answers would be stale
-                self._drop(slot).kill()
-                self._release(slot)
+                self._end(slot, self._drop(slot))
 
     def _dispatch(self, groups, wanted) -> set[int]:
         """Hand out jobs to idle workers: the cases in `groups` first, then queued builds. Returns
@@ -240,10 +239,8 @@ class Pool:
                 continue
             self.compiled.add(case_mod.static_key(w.case))
             self._drop(slot)
-            if done.pop("fatal", False):  # poisoned CUDA context: never reuse this worker
-                w.kill()
-            if w.proc.poll() is not None:
-                self._release(slot)
+            if done.pop("fatal", False) or w.proc.poll() is not None:  # a poisoned CUDA context, or dead
+                self._end(slot, w)
             yield slot, done
         now = time.monotonic()
         for slot, w in list(self.busy.items()):
@@ -251,8 +248,7 @@ class Pool:
                 limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
                 message = oracle.hang_message(limit, w.stage, w.found.get("hazards", ()))
                 r = {**oracle.result(w.case, "HANG", w.stage, message), **w.found}
-                self._drop(slot).kill()
-                self._release(slot)
+                self._end(slot, self._drop(slot))
                 yield slot, r
 
     def _pick(self, groups, slot, idle):

@@ -147,15 +147,13 @@ def judge_small_cases(device: str) -> list[str]:
     return verdicts
 
 
+BUILD = "build "  # a line starting so asks for the case's kernel only (the pool builds ahead)
+
+
 def request(line: str) -> tuple[case_mod.Case, bool]:
-    """(case, build_only): a line is a case to run, or {"build": case}, its kernel to build ahead."""
-    try:
-        msg = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise case_mod.CaseError(f"case is not valid JSON: {e}") from None
-    if isinstance(msg, dict) and set(msg) == {"build"}:
-        return case_mod.from_dict(msg["build"]), True
-    return case_mod.from_dict(msg), False
+    """(case, build_only) of a line the pool sent."""
+    build_only = line.startswith(BUILD)
+    return case_mod.from_json(line.removeprefix(BUILD)), build_only
 
 
 def main(target: str) -> None:
