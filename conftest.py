@@ -1,12 +1,11 @@
 """Hypothesis profiles, the gpu/compile/rows markers, and one GPU per xdist worker."""
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from harness.environment import NOT_IMPORTABLE, gpu_count, tilelang
+from harness.environment import NOT_IMPORTABLE, gpu_count, in_background, tilelang
 
 # function_scoped_fixture: `expect` only reports; it keeps no state between examples.
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -32,7 +31,7 @@ def pytest_configure(config):
     # The probe (in a child: an import may abort) runs while this process collects; xdist's
     # controller collects nothing and needs none.
     if not (getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ):
-        _probe = ThreadPoolExecutor(1).submit(tilelang)
+        _probe = in_background(tilelang)
     # One GPU per xdist worker; our worker subprocesses inherit the variable.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     gpus = gpu_count()

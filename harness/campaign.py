@@ -10,7 +10,6 @@ import contextlib
 import hashlib
 import json
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import Future
@@ -23,7 +22,7 @@ from tqdm import tqdm
 
 from harness import case as case_mod
 from harness import kernels, oracle, record, report
-from harness.environment import environment, gpu_count, importable
+from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, Timeouts, default_size
 
@@ -164,7 +163,7 @@ def run(opts: Options) -> int:
         # for it), and the cases to draw or load. cases/s counts from the workers' start.
         t0 = time.monotonic()
         pool.start(workers if opts.cases_from else min(workers, opts.cases))
-        probed = _in_background(environment)
+        probed = in_background(environment)
         cases = plan(opts)
         previous, notes = read_results(results_path)
         done = {r["case_id"] for r in previous}
@@ -194,19 +193,6 @@ def run(opts: Options) -> int:
     # says whether this run found something new, or the harness itself went wrong.
     new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
     return 1 if new or ours else 0
-
-
-def _in_background(fn) -> Future:
-    """fn() in a daemon thread: a run that stops early (bad input) does not wait for it."""
-    future = Future()
-
-    def call():
-        try:
-            future.set_result(fn())
-        except BaseException as e:
-            future.set_exception(e)
-    threading.Thread(target=call, daemon=True).start()
-    return future
 
 
 class Untestable(Exception):

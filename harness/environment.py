@@ -9,6 +9,8 @@ import os
 import platform
 import shutil
 import subprocess
+import threading
+from concurrent.futures import Future
 
 NOT_IMPORTABLE = "not importable"
 
@@ -49,6 +51,20 @@ def tilelang() -> dict:
     except (OSError, subprocess.SubprocessError, ValueError) as e:
         why = f"{type(e).__name__}: {_first_line(e)}"
     return {"tilelang": f"{NOT_IMPORTABLE}: {why}"[:300], "tilelang_commit": "", "tilelang_path": ""}
+
+
+def in_background(probe) -> Future:
+    """probe() (seconds: a child imports TileLang) in a daemon thread, while the caller starts its
+    workers; a caller that stops early (bad input) does not wait for it."""
+    future = Future()
+
+    def call():
+        try:
+            future.set_result(probe())
+        except BaseException as e:
+            future.set_exception(e)
+    threading.Thread(target=call, daemon=True).start()
+    return future
 
 
 def importable(env: dict) -> bool:
