@@ -11,7 +11,9 @@ replays last (its minimal example) is written to --record-dir as a reproducer, d
 signature.
 """
 import os
+import shutil
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +34,9 @@ def pytest_addoption(parser):
     parser.addoption("--cases-log", default=None,
                      help="append every case the property tests run to this JSON-lines file "
                           "(`harness run --cases-from` runs the same cases)")
+    parser.addoption("--time-box", type=float, default=None, metavar="SECONDS",
+                     help="skip the tests that would start after SECONDS of this session (a CI job's "
+                          "time box: the tests that ran are reported, the rest show as skipped)")
 
 
 class _Logged:
@@ -49,7 +54,12 @@ class _Logged:
         return next(iter(self.run([case])))
 
 
-def _new_pool(name: str, log_dir) -> Pool:
+_log_dirs = []  # the pools' worker logs: removed at the end unless a test failed
+
+
+def _new_pool(name: str) -> Pool:
+    log_dir = tempfile.mkdtemp(prefix=f"harness-{name}-")
+    _log_dirs.append(log_dir)
     if name == "gpu_pool":
         return Pool(default_size(), "auto", log_dir, Timeouts(compile=600, run=60), gpus=list(range(gpu_count())) or None)
     return Pool(default_size(), "sm_90a", log_dir, Timeouts(compile=600))
@@ -66,7 +76,7 @@ def pytest_configure(config):
     if controller or config.option.collectonly:
         return
     name = "gpu_pool" if gpu_count() else "compile_pool"
-    _started[name] = _new_pool(name, Path(tempfile.mkdtemp(prefix=f"harness-{name}-")))
+    _started[name] = _new_pool(name)
     _started[name].start(_started[name].n)
 
 
@@ -86,25 +96,38 @@ def pytest_collection_finish(session):
             _started[name].prepare(cases)
 
 
-def pytest_unconfigure(config):
+_began = time.monotonic()
+
+
+def pytest_runtest_setup(item):
+    box = item.config.getoption("--time-box")
+    if box is not None and time.monotonic() - _began > box:
+        pytest.skip(f"--time-box {box:g} s reached")
+
+
+def pytest_sessionfinish(session, exitstatus):
     for pool in _started.values():
         pool.close()
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        for path in _log_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        _log_dirs.clear()
 
 
-def _pool(request, name, tmp_path_factory):
-    with _started.pop(name, None) or _new_pool(name, tmp_path_factory.mktemp(name)) as pool:
+def _pool(request, name):
+    with _started.pop(name, None) or _new_pool(name) as pool:
         log = request.config.getoption("--cases-log")
         yield _Logged(pool, log) if log else pool
 
 
 @pytest.fixture(scope="session")
-def gpu_pool(request, tmp_path_factory):
-    yield from _pool(request, "gpu_pool", tmp_path_factory)
+def gpu_pool(request):
+    yield from _pool(request, "gpu_pool")
 
 
 @pytest.fixture(scope="session")
-def compile_pool(request, tmp_path_factory):
-    yield from _pool(request, "compile_pool", tmp_path_factory)
+def compile_pool(request):
+    yield from _pool(request, "compile_pool")
 
 
 @pytest.fixture(scope="session")
@@ -153,3 +176,5 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("known bugs hit (recorded reproducers)")
         for nodeid, hit in hits:
             terminalreporter.write_line(f"{hit}  in {nodeid}")
+    if _log_dirs:
+        terminalreporter.write_line(f"worker logs kept: {', '.join(_log_dirs)}")

@@ -119,6 +119,24 @@ def test_row_tests_run_only_when_asked():
     rows = collected("-m", "rows and compile")
     assert len(rows) == sum(len(pairwise.covering(f, 0)) for f in kernels.FAMILIES)
     assert all(r.endswith("-compile]") for r in rows)
+    # Row 0 of every family first: a time-boxed session reaches every family.
+    assert [r.split("[row-")[1] for r in rows[:len(kernels.FAMILIES)]] == [f"{f}-0-compile]" for f in kernels.FAMILIES]
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="without nvcc the compile tests skip for that")
+def test_a_time_box_skips_the_tests_it_leaves_out_and_removes_the_worker_logs(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = subprocess.run([sys.executable, "-m", "pytest", "cases/test_rows.py", "-m", "rows and compile", "-q", "-rs",
+                        "-k", "row-fwd-0- or row-bwd-0-", "--time-box", "0", "-p", "no:cacheprovider", "-p", "no:xdist"],
+                       cwd=Path(__file__).parent.parent, env={**os.environ, "TMPDIR": str(tmp_path)},
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-2000:]
+    assert "2 skipped" in p.stdout and "--time-box 0 s reached" in p.stdout, p.stdout[-2000:]
+    assert list(tmp_path.glob("harness-*")) == []
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="without nvcc the compile tests skip for that")
