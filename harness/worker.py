@@ -24,7 +24,7 @@ SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it starte
 
 
 def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, build_only=False) -> dict:
-    """Compile (cached), scan the generated code, run, and judge: one result dict. on_stage("run")
+    """Compile (cached, a compile error too), scan the generated code, run, and judge: one result dict. on_stage("run")
     also carries what the scan found, so a run that hangs or kills the worker keeps it. Compiling
     for another target, or asked to build only, it stops at COMPILED."""
     fam = kernels.family(case.family)
@@ -36,11 +36,14 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         return oracle.result(case, "UNSUPPORTED", "plan", reason)
     key = case_mod.static_key(case)
     seconds = {}
+    if isinstance(cache.get(key), Exception):  # a kernel that failed to compile: the same error, not a second compile
+        return oracle.failed(case, "compile", cache[key], fam, seconds={})
     if key not in cache:
         t0 = time.perf_counter()
         try:
             kernel = build(fam, case, target)
         except Exception as e:
+            cache[key] = e
             return oracle.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
         seconds["compile"] = time.perf_counter() - t0
         try:

@@ -123,3 +123,16 @@ def test_the_warm_up_judges_real_cases(device):
     passes its small cases: a warm-up that fails quietly would leave that cost to the first case."""
     from harness.worker import judge_small_cases
     assert judge_small_cases(device) == ["PASS", "PASS"]
+
+
+def test_a_kernel_that_failed_to_compile_fails_again_without_a_second_compile(monkeypatch):
+    from harness import worker
+
+    builds = []
+    real = worker.build
+    monkeypatch.setattr(worker, "build", lambda *a: builds.append(1) or real(*a))
+    cache = {}
+    first, second = (worker.run_case(fake(9, seqlen_q=n), "sm_90a", cache) for n in (64, 77))
+    assert len(builds) == 1 and first["verdict"] == second["verdict"] == "COMPILE_ERROR"
+    assert second["message"] == first["message"] and second["case"]["seqlen_q"] == 77
+    assert "compile" in first["seconds"] and "compile" not in second["seconds"]
