@@ -43,7 +43,7 @@ class Options:
     workers: int = 0                 # 0: CPU cores - 1
     arch: str = "sm_90a"             # compile target without a GPU
     timeouts: Timeouts = None
-    time: float = 0                  # stop starting cases after this many seconds (0: no limit)
+    time: float = 0                  # end the cases after this many seconds (0: no limit)
     reproducers: Path = Path("reproducers")
     minimize: bool = False
     minimize_budget: float = 300
@@ -174,7 +174,8 @@ def run(opts: Options) -> int:
         _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
              f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
         try:
-            results, known = _run_cases(pool, todo, probed, opts, results_path)
+            deadline = t0 + opts.time if opts.time else None
+            results, known = _run_cases(pool, todo, probed, opts, results_path, deadline)
         except Untestable as e:  # every case would fail the same way: not a finding about kernels
             _err(f"harness run: cannot test here: tilelang {e}")
             return 125
@@ -206,13 +207,13 @@ def _tested_on(probe: Future) -> dict:
     return env
 
 
-def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Path) -> tuple[list[dict], dict]:
+def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Path,
+               deadline: float | None) -> tuple[list[dict], dict]:
     """Run `todo`, appending each result to `results_path` and recording each new failure
     signature as it comes (a run killed midway keeps its reproducers): (results, known).
     Untestable, with nothing written, if the environment `probe` finds no TileLang."""
     if not todo:
         _tested_on(probe)
-    deadline = time.monotonic() + opts.time if opts.time else None
     results, counts, new_failures = [], Counter(), 0
     known = record.known_signatures(opts.reproducers)  # known bugs: reported, never counted as new
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
@@ -239,6 +240,9 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
             new_failures += new
             if opts.stop_after and new_failures >= opts.stop_after:
                 break  # leaving the loop closes the pool: cases in flight are dropped, not recorded
+    if deadline is not None and len(results) < len(todo):
+        _err(f"--time {opts.time:g} s reached: {len(todo) - len(results)} of {len(todo)} cases not run "
+             f"(the same command continues the run)")
     return results, known
 
 

@@ -280,7 +280,8 @@ def parser() -> Parser:
     r.add_argument("--families", default="fwd", help=f"comma-separated, from {', '.join(kernels.names())}")
     r.add_argument("--cases", type=_positive(int), default=100, help="number of distinct cases")
     r.add_argument("--cases-from", help="run exactly the cases of this JSON-lines file (a run's cases.jsonl)")
-    r.add_argument("--time", type=_positive(float), help="stop starting new cases after this many seconds")
+    r.add_argument("--time", type=_positive(float),
+                   help="end the cases after this many seconds (those in flight are dropped; the same command continues)")
     r.add_argument("--seed", type=_nonnegative_int, default=0)
     r.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
     r.add_argument("--per-row", type=_positive(int), default=1,

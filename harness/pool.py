@@ -167,20 +167,19 @@ class Pool:
         return next(iter(self.run([case])))
 
     def run(self, cases, deadline=None):
-        """Yield one result dict per case, in completion order. Stops dispatching at `deadline`."""
+        """Yield one result dict per case, in completion order, until `deadline` (time.monotonic()):
+        then the cases not yet answered are not run, and those in flight are abandoned (a cold
+        compile can outlast a time box by minutes)."""
         groups = OrderedDict()
         for c in cases:
             groups.setdefault(case_mod.static_key(c), []).append(c)
         mine = set()  # slots running a case of this run
         try:
-            while True:
-                if deadline is None or time.monotonic() <= deadline:
-                    mine |= self._dispatch(groups, len(cases))
-                elif groups:
-                    groups.clear()  # past the deadline: what is not out is not run
+            while deadline is None or time.monotonic() < deadline:
+                mine |= self._dispatch(groups, len(cases))
                 if not mine and not groups:
                     return
-                for slot, r in self._events():
+                for slot, r in self._events(deadline):
                     if slot in mine:
                         mine.discard(slot)
                         yield r
@@ -227,10 +226,12 @@ class Pool:
         w.case = None
         return w
 
-    def _events(self):
-        """Wait for the next answers or deadlines of the jobs out: (slot, result) for each job that
-        ended. A build's result only marks its kernel built; a failure shows in the cases that use it."""
-        wait = max(0.0, min(w.deadline for w in self.busy.values()) - time.monotonic())
+    def _events(self, until=None):
+        """Wait for the next answers or deadlines of the jobs out, or for `until`: (slot, result) for
+        each job that ended. A build's result only marks its kernel built; a failure shows in the
+        cases that use it."""
+        first = min([w.deadline for w in self.busy.values()] + ([until] if until is not None else []))
+        wait = max(0.0, first - time.monotonic())
         for key_obj, _ in self.sel.select(wait):
             slot = key_obj.data
             w = self.busy[slot]

@@ -146,6 +146,21 @@ def test_a_campaign_runs_exactly_the_cases_of_a_file_and_resumes(tmp_path):
     assert not (tmp_path / "r").exists()  # nothing failed: nothing recorded
 
 
+def test_a_time_box_ends_the_campaign_with_its_report(tmp_path):
+    """--time bounds the cases, compiles in flight included (heads 2 hangs while compiling, under a
+    600 s compile timeout): the cases answered are reported, the rest named, nothing failed."""
+    import time
+    campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=1), Case(family="fake", heads=2)])
+    t0 = time.monotonic()
+    code, stdout, err = harness("run", "--cases-from", tmp_path / "c.jsonl", "--out", tmp_path / "out",
+                                "--workers", "2", "--reproducers", tmp_path / "r", "--time", "20")
+    assert code == 0, err
+    assert time.monotonic() - t0 < 60
+    assert "--time 20 s reached: 1 of 2 cases not run (the same command continues the run)" in err
+    assert "1 cases in" in stdout and (tmp_path / "out" / "summary.md").exists()
+    assert len((tmp_path / "out" / "results.jsonl").read_text().splitlines()) == 1
+
+
 def test_a_harness_error_exits_1_and_is_not_recorded(tmp_path):
     campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=8)])  # a Python bug in its builder
     code, stdout, _ = harness("run", "--cases-from", tmp_path / "c.jsonl", "--out", tmp_path / "out",

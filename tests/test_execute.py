@@ -108,6 +108,18 @@ def test_a_build_ahead_that_hangs_is_killed_and_the_case_reports_it(tmp_path):
         assert (r["verdict"], r["stage"]) == ("HANG", "compile")
 
 
+def test_a_deadline_ends_the_run_and_abandons_the_cases_in_flight(tmp_path):
+    """A time box bounds the run: a compile still going at the deadline is killed, not awaited."""
+    import time
+    with Pool(2, "sm_90a", tmp_path, Timeouts(compile=60, run=60)) as pool:
+        assert pool.run_one(fake(1))["verdict"] == "COMPILED"  # worker 0 ready, its kernel built
+        t0 = time.monotonic()
+        results = list(pool.run([fake(2), fake(1, batch=2)], deadline=t0 + 5))  # 2 hangs while compiling
+        assert time.monotonic() - t0 < 8
+        assert [(r["case"]["heads"], r["verdict"]) for r in results] == [(1, "COMPILED")]
+        assert not pool.busy and pool.workers[1].proc.poll() is not None  # the hung worker was killed
+
+
 def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch):
     """Parent and worker out of step (code edited mid-run): the worker refuses the case and lives."""
     from harness import case as case_mod
