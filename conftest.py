@@ -41,11 +41,6 @@ def pytest_configure(config):
     # controller collects nothing and needs none.
     if not (getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ):
         _probe = in_background(tilelang)
-    # One GPU per xdist worker; our worker subprocesses inherit the variable.
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    gpus = gpu_count()
-    if worker.startswith("gw") and gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % gpus)
 
 
 def pytest_collection_modifyitems(config, items):

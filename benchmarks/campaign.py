@@ -3,11 +3,13 @@ disk cache, new workers).
 
     python benchmarks/campaign.py --families fwd,bwd --cases 300 --per-kernel 10 --per-row 10 --workers 15
 
-Each run is the command a user types (`harness run --cases-from`), timed from outside. Prints the
-process's wall time and its run loop's (from the workers' start to the last result, as `harness run`
-reports it), cases per second of each, kernel loads and compile seconds, the GPU's busy share of
-the loop (the kernels' own seconds), and where the workers' seconds went (start: spawn to ready;
-compile, inputs, run, judge; other: idle or between cases). Without a GPU it benchmarks compile-only (sm_90a).
+Each run is the command a user types (`harness run --cases-from`), timed from outside (its clock
+span is printed, to set beside `nvidia-smi -lms`). Prints the process's wall time and its run
+loop's (from the workers' start to the last result, as `harness run` reports it), cases per second
+of each, kernel loads and compile seconds, the GPU's busy share of the loop (the kernels' own
+seconds), and where the workers' seconds went (start: spawn to ready; compile, inputs, run, judge;
+other: idle or between cases). With several GPUs, each one's share, and with --one-gpu the same
+runs on the first alone. Without a GPU it benchmarks compile-only (sm_90a).
 """
 import argparse
 import json
@@ -32,11 +34,13 @@ from harness.environment import gpu_count  # noqa: E402
 LOOP = re.compile(r"^(\d+) cases in ([\d.]+) s ", re.M)  # harness run's own account of its run loop
 
 
-def campaign(cases_file, workers, out, cache_dir, known, threads=None):
+def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=None):
     env = dict(os.environ, TILELANG_CACHE_DIR=str(cache_dir))
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    t0 = time.perf_counter()
+    if devices:
+        env["CUDA_VISIBLE_DEVICES"] = devices
+    t0, started = time.perf_counter(), time.strftime("%H:%M:%S")
     p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases_file), "--out", str(out),
                         "--workers", str(workers), "--reproducers", str(known)],
                        cwd=ROOT, env=env, capture_output=True, text=True)
@@ -49,7 +53,12 @@ def campaign(cases_file, workers, out, cache_dir, known, threads=None):
     loop_s = float(loop.group(2))
     compiles = [r["seconds"]["compile"] for r in results if "compile" in (r.get("seconds") or {})]
     stages = {s: sum((r.get("seconds") or {}).get(s, 0) for r in results) for s in report.STAGES}
-    return {"wall_s": wall, "loop_s": loop_s, "cases": len(results), "builds": len(compiles),
+    per_gpu = Counter()  # kernel seconds per GPU, when the run spread over several
+    for r in results:
+        if "gpu" in r:
+            per_gpu[r["gpu"]] += (r.get("seconds") or {}).get("run", 0)
+    return {"span": f"{started}-{time.strftime('%H:%M:%S')}", "gpu_share": {g: s / loop_s for g, s in sorted(per_gpu.items())},
+            "wall_s": wall, "loop_s": loop_s, "cases": len(results), "builds": len(compiles),
             "compile_s": sum(compiles), "verdicts": dict(Counter(r["verdict"] for r in results)),
             "run_share": stages["run"] / loop_s, "stages": stages, "workers": workers}
 
@@ -82,6 +91,8 @@ def main():
     p.add_argument("--threads", type=int, help="CPU threads per worker (default: the pool's, cores / workers)")
     p.add_argument("--warm-workers", help="more warm runs (same disk cache), comma-separated: WORKERS or "
                                           "WORKERS:THREADS (CPU threads per worker)")
+    p.add_argument("--one-gpu", action="store_true", help="with several GPUs: the same runs again on the first "
+                                                          "alone (its own cold cache), and the speed-up of all over one")
     a = p.parse_args()
     gpus = gpu_count()
     target = "auto" if gpus else "sm_90a"
@@ -98,19 +109,32 @@ def main():
         runs = {}
         # The same disk cache: the warm runs find every kernel compiled.
         plan = [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + warm_runs(a.warm_workers, a.threads)
-        for name, workers, threads in plan:
-            r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / "cache", known, threads)
-            print(f"{name} ({workers} workers, {threads or 'cores/workers'} threads): "
+        plan = [(name, workers, threads, "cache", None) for name, workers, threads in plan]
+        if a.one_gpu and gpus > 1:  # the index the pool gives its first worker's GPU
+            first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+            plan += [(f"{name} on GPU {first} alone", a.workers, a.threads, "cache-one", first) for name in ("cold", "warm")]
+        for name, workers, threads, cache, devices in plan:
+            r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / cache, known, threads, devices)
+            print(f"{name} ({workers} workers, {threads or 'cores/workers'} threads; {r['span']}): "
                   f"process {r['wall_s']:.1f} s, {r['cases'] / r['wall_s']:.2f} cases/s; "
                   f"run loop {r['loop_s']:.1f} s, {r['cases'] / r['loop_s']:.2f} cases/s; {r['builds']} kernel loads "
                   f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
                   f"GPU busy at most {100 * r['run_share']:.0f}% of the loop (kernel seconds, launches included), "
                   f"verdicts {r['verdicts']}", flush=True)
             print(f"  worker-seconds: {breakdown(r)}", flush=True)
+            if r["gpu_share"]:
+                print("  GPU busy (kernel seconds / loop): " +
+                      ", ".join(f"GPU {g} {100 * v:.0f}%" for g, v in r["gpu_share"].items()), flush=True)
     cold, warm = runs["cold"], runs["warm"]
     print(f"disk-cache speed-up: {cold['loop_s'] / warm['loop_s']:.1f}x run loop, "
           f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f} "
           f"({cold['compile_s'] / max(warm['compile_s'], 1e-9):.1f}x)")
+    for name in ("cold", "warm"):
+        one = next((r for n, r in runs.items() if n.startswith(f"{name} on GPU")), None)
+        if one:
+            print(f"{name}: {gpus} GPUs {runs[name]['cases'] / runs[name]['loop_s']:.2f} cases/s, one "
+                  f"{one['cases'] / one['loop_s']:.2f}: {one['loop_s'] / runs[name]['loop_s']:.2f}x run loop, "
+                  f"{one['wall_s'] / runs[name]['wall_s']:.2f}x process")
 
 
 if __name__ == "__main__":

@@ -51,8 +51,10 @@ class _Worker:
         self.slot, self.target, self.gpu = slot, target, gpu
         self.log_path = Path(log_dir) / f"worker-{slot}.log"
         env = dict(env)
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        if gpu is not None:  # an index into the devices this process may use, which the variable may already narrow
+            visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+            env["CUDA_VISIBLE_DEVICES"] = visible[gpu].strip() if visible else str(gpu)
+        self.device = env.get("CUDA_VISIBLE_DEVICES") if gpu is not None else None
         env[SPAWNED_AT] = repr(time.time())
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--target", target],
@@ -242,7 +244,7 @@ class Pool:
             self._drop(slot)
             if done.pop("fatal", False) or w.proc.poll() is not None:  # a poisoned CUDA context, or dead
                 self._end(slot, w)
-            yield slot, done
+            yield slot, self._tagged(done, w)
         now = time.monotonic()
         for slot, w in list(self.busy.items()):
             if now > w.deadline:
@@ -250,7 +252,13 @@ class Pool:
                 message = oracle.hang_message(limit, w.stage, w.found.get("hazards", ()))
                 r = {**oracle.result(w.case, "HANG", w.stage, message), **w.found}
                 self._end(slot, self._drop(slot))
-                yield slot, r
+                yield slot, self._tagged(r, w)
+
+    def _tagged(self, result, w) -> dict:
+        """The result, naming the GPU it ran on when the pool spreads over several."""
+        if len(self.gpus) > 1:
+            result["gpu"] = w.device
+        return result
 
     def _pick(self, groups, slot, idle):
         """Prefer a group this worker compiled, then an unowned one, then the largest group whose

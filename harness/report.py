@@ -11,7 +11,7 @@ from harness import oracle, pairwise
 
 STAGES = ("start", "compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker; start: its first case only)
 COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message",
-           *(f"{s}_s" for s in STAGES), "seqlen_q", "seqlen_k", "head_dim", "error_ratio"]
+           *(f"{s}_s" for s in STAGES), "seqlen_q", "seqlen_k", "head_dim", "error_ratio", "gpu"]
 
 
 def frame(results: list[dict]) -> pd.DataFrame:
@@ -22,7 +22,8 @@ def frame(results: list[dict]) -> pd.DataFrame:
              **{f"{s}_s": (r.get("seconds") or {}).get(s) for s in STAGES},
              "seqlen_q": r["case"]["seqlen_q"], "seqlen_k": r["case"]["seqlen_k"], "head_dim": r["case"]["head_dim"],
              "error_ratio": max((c["error"] / c["tolerance"] for c in r.get("checks") or [] if c["tolerance"] > 0),
-                                default=None)}
+                                default=None),
+             "gpu": r.get("gpu")}  # set when the pool spread its workers over several GPUs
             for r in results]
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -36,12 +37,12 @@ def verdict_table(df: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index()
 
 
-def time_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Worker seconds per family and stage, summed over its cases: where a run's time went."""
+def time_table(df: pd.DataFrame, by: str = "family") -> pd.DataFrame:
+    """Worker seconds per family (or GPU) and stage, summed over its cases: where a run's time went."""
     if df.empty:
         return pd.DataFrame()
-    t = df.groupby("family")[[f"{s}_s" for s in STAGES]].sum().round(1)
-    t.insert(0, "cases", df.groupby("family").size())
+    t = df.groupby(by)[[f"{s}_s" for s in STAGES]].sum().round(1)
+    t.insert(0, "cases", df.groupby(by).size())
     return t.reset_index()
 
 
@@ -91,13 +92,17 @@ def coverage_table(results: list[dict]) -> pd.DataFrame:
     return pairwise.summary([case_mod.from_dict(r["case"]) for r in results])
 
 
-def summary(results: list[dict], known: dict | None = None) -> str:
+def tables(results: list[dict], known: dict | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """The report's tables, titled, in order (the markdown summary and the HTML page show the same)."""
     df = frame(results)
-    return ("## Verdicts\n\n" + markdown(verdict_table(df)) +
-            "\n## Distinct failures\n\n" + markdown(failure_table(results, known)) +
-            "\n## Generated-code hazards\n\n" + markdown(hazard_table(results)) +
-            "\n## Worker seconds by stage\n\n" + markdown(time_table(df)) +
-            "\n## Pairwise coverage\n\n" + markdown(coverage_table(results)))
+    by_gpu = [("Worker seconds by GPU", time_table(df, "gpu"))] if df["gpu"].nunique() > 1 else []
+    return [("Verdicts", verdict_table(df)), ("Distinct failures", failure_table(results, known)),
+            ("Generated-code hazards", hazard_table(results)), ("Worker seconds by stage", time_table(df)),
+            *by_gpu, ("Pairwise coverage", coverage_table(results))]
+
+
+def summary(results: list[dict], known: dict | None = None) -> str:
+    return "\n".join(f"## {title}\n\n{markdown(t)}" for title, t in tables(results, known))
 
 
 def write(out_dir, results: list[dict], known: dict | None = None) -> str:
@@ -173,10 +178,8 @@ def plots(df: pd.DataFrame) -> list[str]:
 
 def html(results: list[dict], known: dict | None = None) -> str:
     df = frame(results)
-    sections = [("Verdicts", verdict_table(df)), ("Distinct failures", failure_table(results, known)),
-                ("Generated-code hazards", hazard_table(results)), ("Pairwise coverage", coverage_table(results))]
     body = "".join(f"<h2>{title}</h2>" + (t.to_html(index=False, border=0) if not t.empty else "<p>(none)</p>")
-                   for title, t in sections)
+                   for title, t in tables(results, known))
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px} table{border-collapse:collapse;font-size:13px}"
              "td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left} img{max-width:100%}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>harness report</title><style>{style}</style>"

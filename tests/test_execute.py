@@ -1,4 +1,6 @@
 """The pool survives hangs and crashes: each becomes a verdict and the run goes on."""
+import os
+
 import pytest
 
 from harness.case import Case
@@ -22,6 +24,17 @@ def test_compile_hang_and_crash_become_verdicts(tmp_path):
     assert (results[2]["verdict"], results[2]["stage"]) == ("HANG", "compile")
     assert (results[3]["verdict"], results[3]["stage"]) == ("CRASH", "compile")
     assert "status 3" in results[3]["message"]
+
+
+def test_workers_spread_over_the_gpus_this_process_may_use(tmp_path):
+    # gpus index the devices CUDA_VISIBLE_DEVICES leaves visible: a runner given GPUs 5 and 7 must
+    # not have its workers on 0 and 1. Each result names its worker's GPU.
+    with Pool(2, "sm_90a", tmp_path, Timeouts(compile=10, run=3), gpus=[0, 1],
+              env=dict(os.environ, CUDA_VISIBLE_DEVICES="5,7")) as pool:
+        results = list(pool.run([fake(1), fake(1, variant="other")]))
+    assert sorted((r["gpu"], r["verdict"]) for r in results) == [("5", "COMPILED"), ("7", "COMPILED")]
+    with Pool(1, "sm_90a", tmp_path, Timeouts(compile=10, run=3)) as pool:
+        assert "gpu" not in pool.run_one(fake(1))  # one GPU (or none): nothing to tell apart
 
 
 def test_run_hang_death_and_cuda_fault_do_not_stop_the_run(tmp_path):

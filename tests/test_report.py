@@ -26,6 +26,16 @@ def test_the_time_table_sums_each_stage_per_family():
     assert "## Worker seconds by stage" in report.summary(results())
 
 
+def test_a_run_over_several_gpus_has_their_time_table_in_both_reports(tmp_path):
+    assert "by GPU" not in report.summary(results())  # one GPU: the pool names none
+    spread = [dict(r, gpu=str(i % 2)) for i, r in enumerate(results())]
+    t = report.time_table(report.frame(spread), "gpu")
+    assert t[["gpu", "cases", "run_s"]].values.tolist() == [["0", 2, 0.2], ["1", 2, 0.1]]  # the mismatch (on 1) has no seconds
+    report.write(tmp_path, spread)
+    for name in ("summary.md", "report.html"):
+        assert "Worker seconds by GPU" in (tmp_path / name).read_text()
+
+
 def test_html_is_self_contained_with_tables_and_plots(tmp_path):
     text = report.write(tmp_path, results())
     page = (tmp_path / "report.html").read_text()
