@@ -30,6 +30,7 @@ from harness import campaign as campaign_mod  # noqa: E402
 from harness import case as case_mod  # noqa: E402
 from harness import report  # noqa: E402
 from harness.environment import gpu_count  # noqa: E402
+from harness.pool import device_names  # noqa: E402
 
 LOOP = re.compile(r"^(\d+) cases in ([\d.]+) s ", re.M)  # harness run's own account of its run loop
 
@@ -110,8 +111,8 @@ def main():
         # The same disk cache: the warm runs find every kernel compiled.
         plan = [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + warm_runs(a.warm_workers, a.threads)
         plan = [(name, workers, threads, "cache", None) for name, workers, threads in plan]
-        if a.one_gpu and gpus > 1:  # the index the pool gives its first worker's GPU
-            first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+        if a.one_gpu and gpus > 1:  # the GPU the pool gives its first worker
+            first = device_names([0], os.environ)[0]
             plan += [(f"{name} on GPU {first} alone", a.workers, a.threads, "cache-one", first) for name in ("cold", "warm")]
         for name, workers, threads, cache, devices in plan:
             r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / cache, known, threads, devices)

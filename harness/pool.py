@@ -40,6 +40,13 @@ def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 2) // max(workers * _xdist_processes(), 1))
 
 
+def device_names(gpus, env) -> list[str]:
+    """Each of `gpus` (indices into the devices this process may use) as CUDA_VISIBLE_DEVICES names
+    it: the variable in `env` may already narrow them (a runner given GPUs 5 and 7)."""
+    visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return [visible[g] if visible else str(g) for g in gpus]
+
+
 @dataclass
 class Timeouts:
     compile: float = 600.0  # worker start + compile
@@ -47,14 +54,12 @@ class Timeouts:
 
 
 class _Worker:
-    def __init__(self, slot, target, gpu, log_dir, env):
-        self.slot, self.target, self.gpu = slot, target, gpu
+    def __init__(self, slot, target, device, log_dir, env):
+        self.slot, self.target, self.device = slot, target, device
         self.log_path = Path(log_dir) / f"worker-{slot}.log"
         env = dict(env)
-        if gpu is not None:  # an index into the devices this process may use, which the variable may already narrow
-            visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-            env["CUDA_VISIBLE_DEVICES"] = visible[gpu].strip() if visible else str(gpu)
-        self.device = env.get("CUDA_VISIBLE_DEVICES") if gpu is not None else None
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = device
         env[SPAWNED_AT] = repr(time.time())
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--target", target],
@@ -106,8 +111,8 @@ class Pool:
         self.n, self.target, self.timeouts = workers, target, timeouts or Timeouts()
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.gpus = gpus or [None]
         self.env = dict(env if env is not None else os.environ)
+        self.devices = device_names(gpus, self.env) if gpus else [None]
         self.env.setdefault("OMP_NUM_THREADS", str(threads_per_worker(workers)))
         self.started = 0  # worker processes started, replacements included
         self.workers: dict[int, _Worker] = {}
@@ -141,7 +146,7 @@ class Pool:
             if w is not None:
                 w.kill()
             self.started += 1
-            w = self.workers[slot] = _Worker(slot, self.target, self.gpus[slot % len(self.gpus)], self.log_dir, self.env)
+            w = self.workers[slot] = _Worker(slot, self.target, self.devices[slot % len(self.devices)], self.log_dir, self.env)
         return w
 
     def _end(self, slot, w):
@@ -256,7 +261,7 @@ class Pool:
 
     def _tagged(self, result, w) -> dict:
         """The result, naming the GPU it ran on when the pool spreads over several."""
-        if len(self.gpus) > 1:
+        if len(self.devices) > 1:
             result["gpu"] = w.device
         return result
 
