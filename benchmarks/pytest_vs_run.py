@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = {"fwd": "cases/test_forward.py", "bwd": "cases/test_backward.py", "varlen": "cases/test_varlen.py",
-         "masked": "cases/test_masked.py", "ws": "cases/test_pipelines.py"}
+FAMILIES_TEST = "cases/test_families.py"
+TEST = {"gpu": "test_family_matches_reference", "compile": "test_family_compiles_for_sm90a"}
 
 
 def timed(argv, cache: Path, log: Path, examples: int) -> float:
@@ -42,7 +42,7 @@ def count(path: Path) -> int:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tests", default="fwd,bwd", help=f"comma-separated, from {', '.join(TESTS)}")
+    p.add_argument("--tests", default="fwd,bwd", help="comma-separated family names (cases/test_families.py)")
     p.add_argument("--seed", type=int, default=1, help="--hypothesis-seed for pytest")
     p.add_argument("--examples", type=int, default=20, help="Hypothesis examples per property test")
     p.add_argument("--rows", action="store_true", help="the row tests (cases/test_rows.py)")
@@ -54,7 +54,7 @@ def main():
                                      capture_output=True).returncode == 0 else "compile"
     workers = max(1, (os.cpu_count() or 2) - 1)
     tests = (["cases/test_rows.py", "-m", f"rows and {marker}", "-n", str(a.xdist)] if a.rows
-             else [*(TESTS[t] for t in a.tests.split(",")), "-m", marker])
+             else [f"{FAMILIES_TEST}::{TEST[marker]}[{t}]" for t in a.tests.split(",")] + ["-m", marker])
     tests += ["-k", a.select] if a.select else []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(a.keep or tmp)

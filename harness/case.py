@@ -27,12 +27,12 @@ KNOBS = ("fast_math", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_sp
 _NO_OFF = object()
 
 
-def _static(default, off=_NO_OFF):
-    return field(default=default, metadata={"static": True, "off": off})
+def _static(default, off=_NO_OFF, optional=False):
+    return field(default=default, metadata={"static": True, "off": off, "optional": optional})
 
 
-def _dynamic(default, off=_NO_OFF):
-    return field(default=default, metadata={"static": False, "off": off})
+def _dynamic(default, off=_NO_OFF, optional=False):
+    return field(default=default, metadata={"static": False, "off": off, "optional": optional})
 
 
 class CaseError(ValueError):
@@ -51,9 +51,9 @@ class Case:
     head_dim: int = _static(64)
     head_dim_v: int = _static(64)
     dtype: str = _static("float16", off="float16")
-    causal: bool = _static(False, off=False)
-    window: tuple = _static((-1, -1), off=(-1, -1))
-    sinks: bool = _static(False, off=False)
+    causal: bool = _static(False, off=False, optional=True)
+    window: tuple = _static((-1, -1), off=(-1, -1), optional=True)
+    sinks: bool = _static(False, off=False, optional=True)
     layout: str = _static("bhsd", off="bhsd")
     block_m: int = _static(64)
     block_n: int = _static(64)
@@ -66,9 +66,9 @@ class Case:
     seqlens: tuple = _dynamic(())
     # Masked families: the mask pattern ("none": every element true), its broadcast shape over
     # (batch, heads), and whether an additive bias of that shape is added to the scores.
-    mask: str = _dynamic("none", off="none")
-    mask_broadcast: str = _static("bh", off="bh")
-    bias: bool = _static(False, off=False)
+    mask: str = _dynamic("none", off="none", optional=True)
+    mask_broadcast: str = _static("bh", off="bh", optional=True)
+    bias: bool = _static(False, off=False, optional=True)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -152,6 +152,8 @@ STATIC = tuple(name for name, f in _FIELDS.items() if f.metadata["static"])
 DYNAMIC = tuple(name for name, f in _FIELDS.items() if not f.metadata["static"])
 # name -> the value that switches the feature off (minimizing turns features off one by one).
 FEATURES = {name: f.metadata["off"] for name, f in _FIELDS.items() if f.metadata["off"] is not _NO_OFF}
+# The features a family takes only if it declares them (harness.kernels.Family.takes): off otherwise.
+OPTIONAL = tuple(name for name, f in _FIELDS.items() if f.metadata["optional"])
 
 
 def static_key(case: Case) -> tuple:

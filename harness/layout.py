@@ -9,6 +9,9 @@ traces them (plain Python indexing on a buffer, so every release parses it); the
 """
 from __future__ import annotations
 
+# Bytes: the widest vector copy of a mask or bias row, and a padded row's pitch (the masked families).
+ROW_ALIGN = 16
+
 
 def shape(layout, batch, seq, heads, dim) -> list:
     """`seq` is the total token count for "thd" (which has no batch axis)."""

@@ -25,34 +25,45 @@ WINDOWS = {"none": (False, (-1, -1)), "causal": (True, (-1, -1)), "left": (False
 KNOB_VALUES = ((), ("no_tma",), ("no_smem_reuse",), ("no_vectorize_256",), ("no_wgmma",))
 
 
+def _window(case: Case) -> str:
+    left, right = case.bounds
+    if (left, right) == (-1, -1):
+        return "none"
+    if (left, right) == (-1, 0):
+        return "causal"
+    if right == -1:
+        return "left"
+    if left == -1:
+        return "right"
+    return "causal_left" if right == 0 else "band"
+
+
+# The optional features' factors: name -> (the Case fields a family must take for it, its values,
+# the fields a value sets, the value of a case). A family has the factors whose fields it takes.
+FEATURES = {
+    "window": (("causal", "window"), tuple(WINDOWS), lambda v: dict(zip(("causal", "window"), WINDOWS[v])), _window),
+    "sinks": (("sinks",), (False, True), lambda v: {"sinks": v}, lambda c: c.sinks),
+    "broadcast": (("mask_broadcast",), BROADCASTS, lambda v: {"mask_broadcast": v}, lambda c: c.mask_broadcast),
+    "bias": (("bias",), (False, True), lambda v: {"bias": v}, lambda c: c.bias),
+}
+
+
+def _features(family: str) -> dict:
+    takes = kernels.family(family).takes
+    return {name: spec for name, spec in FEATURES.items() if set(spec[0]) <= set(takes)}
+
+
 def factors(family: str) -> dict[str, tuple]:
-    """A masked family's window and sinks factors are its mask's broadcast shape and its bias."""
     fam = kernels.family(family)
-    masking = ({"broadcast": BROADCASTS, "bias": (False, True)} if fam.masked
-               else {"window": tuple(WINDOWS), "sinks": (False, True)})
-    return {"variant": fam.variants, "gqa": tuple(GQA), **masking,
+    return {"variant": fam.variants, "gqa": tuple(GQA), **{n: spec[1] for n, spec in _features(family).items()},
             "layout": fam.layouts, "dtype": DTYPES, "tile": fam.tiles, "knobs": KNOB_VALUES}
 
 
 def levels(case: Case) -> dict:
     """The factor values of a case (any case, drawn or built here)."""
     gqa = "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
-    common = {"variant": case.variant, "gqa": gqa, "layout": case.layout, "dtype": case.dtype, "tile": case.tile,
-              "knobs": case.knobs}
-    if kernels.family(case.family).masked:
-        return {**common, "broadcast": case.mask_broadcast, "bias": case.bias}
-    left, right = case.bounds
-    if (left, right) == (-1, -1):
-        window = "none"
-    elif (left, right) == (-1, 0):
-        window = "causal"
-    elif right == -1:
-        window = "left"
-    elif left == -1:
-        window = "right"
-    else:
-        window = "causal_left" if right == 0 else "band"
-    return {**common, "window": window, "sinks": case.sinks}
+    return {"variant": case.variant, "gqa": gqa, "layout": case.layout, "dtype": case.dtype, "tile": case.tile,
+            "knobs": case.knobs, **{n: spec[3](case) for n, spec in _features(case.family).items()}}
 
 
 def _pairs(row: dict) -> set:
@@ -63,17 +74,13 @@ def _case(family: str, row: dict) -> Case | None:
     """A case (placeholder lengths) with `row`'s factor values, or None if the family cannot build it."""
     fam = kernels.family(family)
     kv_heads, group = GQA[row["gqa"]]
-    if fam.masked:
-        masking = {"mask_broadcast": row["broadcast"], "bias": row["bias"]}
-    else:
-        causal, window = WINDOWS[row["window"]]
-        masking = {"causal": causal, "window": window, "sinks": row["sinks"]}
+    features = {k: v for n, spec in _features(family).items() for k, v in spec[2](row[n]).items()}
     block_m, block_n, num_stages, threads = row["tile"]
     for head_dim in fam.head_dims[::-1]:  # the largest head dim the tile can hold
         c = Case(family=family, variant=row["variant"], heads=kv_heads * group, kv_heads=kv_heads,
                  head_dim=head_dim, head_dim_v=head_dim, dtype=row["dtype"], layout=row["layout"],
                  block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=row["knobs"],
-                 **masking)
+                 **features)
         if fam.unsupported(c) is None:
             return c
     return None

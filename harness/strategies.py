@@ -79,6 +79,12 @@ def windows() -> st.SearchStrategy[tuple]:
     return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
 
 
+# The static optional features (harness.case.OPTIONAL) a family may take, each with how it is drawn;
+# the dynamic one (mask) is its lengths strategy's.
+FEATURES = {"causal": st.booleans(), "window": windows(), "sinks": st.booleans(),
+            "mask_broadcast": st.sampled_from(BROADCASTS), "bias": st.booleans()}
+
+
 @st.composite
 def static_case(draw, family: str) -> Case:
     """A case of `family` with every static field drawn (from what the family offers) and
@@ -93,15 +99,13 @@ def static_case(draw, family: str) -> Case:
 
     tile = draw(st.sampled_from([t for t in fam.tiles if variants(t)]))
     block_m, block_n, num_stages, threads = tile
-    # Drawn in this order so that a seed draws the same cases of the other families as before.
+    # Drawn in this order so that a seed draws the same cases as before features were declared.
     variant, dtype = draw(st.sampled_from(variants(tile))), draw(st.sampled_from(DTYPES))
-    # A masked family expresses causal masks and windows as mask data (and takes no sinks).
-    masking = ({"mask_broadcast": draw(st.sampled_from(BROADCASTS)), "bias": draw(st.booleans())} if fam.masked
-               else {"causal": draw(st.booleans()), "window": draw(windows()), "sinks": draw(st.booleans())})
+    features = {name: draw(FEATURES[name]) for name in fam.takes if name in FEATURES}
     return Case(
         family=family, variant=variant, heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim,
         head_dim_v=head_dim_v, dtype=dtype, layout=draw(st.sampled_from(fam.layouts)),
-        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=draw(knobs()), **masking,
+        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=draw(knobs()), **features,
     )
 
 
@@ -142,15 +146,22 @@ def packed(draw, block_m: int, block_n: int) -> dict:
             "seqlen_k": max(1, max(k for _, k in pairs)), "seed": draw(st.integers(0, 2**31 - 1))}
 
 
+def _ring(side: str):
+    return lambda c: st.one_of(pipelined(c.block_m, c.block_n, c.num_stages, side), dynamic(c.block_m, c.block_n))
+
+
+# Family.lengths -> the strategy of a case's dynamic fields, given its static ones.
+LENGTHS = {
+    "dense": lambda c: dynamic(c.block_m, c.block_n),
+    "masked": lambda c: masked_dynamic(c.block_m, c.block_n),
+    "packed": lambda c: packed(c.block_m, c.block_n),
+    "ring_k": _ring("k"),
+    "ring_q": _ring("q"),
+}
+
+
 def _lengths_for(c: Case):
-    if c.layout == "thd":
-        return packed(c.block_m, c.block_n)
-    fam = kernels.family(c.family)
-    if fam.ring:
-        return st.one_of(pipelined(c.block_m, c.block_n, c.num_stages, fam.ring), dynamic(c.block_m, c.block_n))
-    if fam.masked:
-        return masked_dynamic(c.block_m, c.block_n)
-    return dynamic(c.block_m, c.block_n)
+    return LENGTHS[kernels.family(c.family).lengths](c)
 
 
 @st.composite

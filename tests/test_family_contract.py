@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 
 from harness import case as case_mod
-from harness import kernels, strategies
+from harness import codegen, kernels, strategies
 
 
 @pytest.mark.parametrize("name", kernels.names())  # every registered family, the double included
@@ -17,6 +17,9 @@ def test_family_satisfies_the_contract(name):
             assert callable(value), f.name
     assert fam.variants and fam.head_dims and fam.tiles
     assert all(len(t) == 4 and all(isinstance(x, int) and x > 0 for x in t[:2]) for t in fam.tiles)
+    # What it declares names things that exist: features, a lengths strategy, code checks.
+    assert set(fam.takes) <= set(case_mod.OPTIONAL) and fam.lengths in strategies.LENGTHS
+    assert {c.split(":")[0] for c in fam.clean} <= {n for n in dir(codegen) if callable(getattr(codegen, n))}
     # The strategies can draw cases of it, and each is valid and supported as drawn.
     for c in strategies.draw(name, 6, seed=0, per_kernel=2):
         assert kernels.check(c) is c and fam.unsupported(c) is None, c
@@ -27,6 +30,20 @@ def test_registry_rejects_unknown_names():
     assert set(kernels.names()) >= {"fwd", "bwd"}
     with pytest.raises(case_mod.CaseError, match="unknown kernel family 'nope'; known: fwd, bwd"):
         kernels.check(case_mod.Case(family="nope"))
+
+
+def test_check_names_a_family_without_importing_it(monkeypatch):
+    monkeypatch.setitem(kernels._REGISTRY, "elsewhere", "no.such.module:FAMILY")
+    c = case_mod.Case(family="elsewhere")
+    assert kernels.check(c) is c  # a name is checked against the registry alone
+
+
+def test_a_feature_a_family_does_not_take_is_unsupported():
+    assert kernels.family("fwd").unsupported(case_mod.Case(bias=True)) == (
+        "fwd does not take bias; it takes: causal, window, sinks")
+    masked = case_mod.Case(family="masked_fwd", variant="pad", causal=True, sinks=True)
+    assert kernels.family("masked_fwd").unsupported(masked) == (
+        "masked_fwd does not take causal, sinks; it takes: mask, mask_broadcast, bias")
 
 
 def test_unsupported_says_why():

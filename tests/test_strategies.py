@@ -156,8 +156,8 @@ def test_compiler_tests_skip_when_tilelang_does_not_import(tmp_path, import_seco
                                         "raise ImportError('libcuda.so.1: cannot open shared object file')\n")
     root = Path(__file__).parent.parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(broken.parent), str(root)])}
-    p = subprocess.run([sys.executable, "-m", "pytest", "cases/test_forward.py", "-m", "compile", "-q", "-rs",
-                        "-p", "no:cacheprovider", "-p", "no:xdist", "--record-dir", str(tmp_path / "reproducers")],
+    p = subprocess.run([sys.executable, "-m", "pytest", "cases/test_families.py::test_family_compiles_for_sm90a[fwd]",
+                        "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist", "--record-dir", str(tmp_path / "reproducers")],
                        cwd=root, env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-2000:]
     assert "1 skipped" in p.stdout and "TileLang does not import here" in p.stdout

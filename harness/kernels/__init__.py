@@ -1,8 +1,10 @@
 """Kernel families: one `Family` object per family, and the registry that names them.
 
 A family module (e.g. fwd_family.py) exports `FAMILY`; its TileLang programs live beside it
-(fwd.py) and are imported only when it builds. Adding a family is its two modules, one line in
-`_REGISTRY`, and its test file in cases/.
+(fwd.py) and are imported only when it builds. A family declares what it takes (its variants,
+tiles, head dims, layouts, the optional Case features of `harness.case.OPTIONAL`, its lengths
+strategy by name) and nothing above this module branches on which family it is: adding one is
+its modules and one line in `_REGISTRY` (docs/adding-a-family.md).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.case import Case, CaseError
+from harness.case import FEATURES, OPTIONAL, Case, CaseError
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -67,14 +69,19 @@ class Family:
     layouts: tuple[str, ...] = ("bhsd", "bshd")        # "thd": packed sequences (case.seqlens)
     # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
     locate: Callable | None = None
-    # The side a ring of num_stages buffers streams ("k" key blocks, "q" query blocks), or None:
-    # lengths are drawn around the trip counts where the ring turns.
-    ring: str | None = None
     # TileLang language names (T.<name>) its kernels need: a release without one reports UNSUPPORTED.
     needs: tuple[str, ...] = ()
-    # A masked family takes a mask and bias (case.mask, mask_broadcast, bias), which express what
-    # causal, windows and sinks would: it takes none of those; the others take no mask or bias.
-    masked: bool = False
+    # The optional features (harness.case.OPTIONAL) its kernels express, in the order they are
+    # drawn; a case with any other switched on is not this family's. Masking families express
+    # causal masks and windows as mask data: ("mask", "mask_broadcast", "bias").
+    takes: tuple[str, ...] = ("causal", "window", "sinks")
+    # The strategy that draws its dynamic fields, by name (harness.strategies.LENGTHS): "dense";
+    # "masked" (key lengths around row alignment, mask patterns); "packed" (varlen seqlens);
+    # "ring_k" / "ring_q" (lengths around the trip counts where a ring of num_stages buffers of
+    # key / query blocks turns).
+    lengths: str = "dense"
+    # Generated-code checks (harness.codegen) that must find nothing in its compiles.
+    clean: tuple[str, ...] = ()
     # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
     # (harness.codegen.unaligned_vectors).
     aligned: frozenset = field(default_factory=frozenset)
@@ -88,10 +95,9 @@ class Family:
         for name in ("head_dim", "head_dim_v"):
             if getattr(case, name) not in self.head_dims:
                 return f"{name} {getattr(case, name)} not in {self.head_dims}"
-        if self.masked and (case.causal or case.window != (-1, -1) or case.sinks):
-            return f"{case.family} takes causal masks and windows as mask data, and no sinks"
-        if not self.masked and (case.mask != "none" or case.mask_broadcast != "bh" or case.bias):
-            return f"{case.family} takes no mask or bias"
+        on = [name for name in OPTIONAL if name not in self.takes and getattr(case, name) != FEATURES[name]]
+        if on:
+            return f"{case.family} does not take {', '.join(on)}; it takes: {', '.join(self.takes) or 'none'}"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
         return self.fits(*case.tile, case.head_dim, case.head_dim_v, case.variant)
@@ -102,12 +108,8 @@ class Family:
 
 
 def family(name: str) -> Family:
-    registry = _registry()
-    try:
-        where = registry[name]
-    except KeyError:
-        raise CaseError(f"unknown kernel family {name!r}; known: {', '.join(registry)}") from None
-    module, attr = where.split(":")
+    check(Case(family=name))
+    module, attr = _registry()[name].split(":")
     return getattr(importlib.import_module(module), attr)
 
 
@@ -120,8 +122,10 @@ FAMILIES = tuple(_REGISTRY)  # the project's own families
 
 
 def check(case: Case) -> Case:
-    """`case`, validated, with a registered family; else CaseError."""
-    family(case.family)
+    """`case`, validated, with a registered family; else CaseError. Imports no family module."""
+    registry = _registry()
+    if case.family not in registry:
+        raise CaseError(f"unknown kernel family {case.family!r}; known: {', '.join(registry)}")
     return case.validate()
 
 

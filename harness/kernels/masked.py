@@ -27,7 +27,7 @@ import math
 import tilelang.language as T
 
 from harness import compat, layout
-from harness.kernels.masked_family import ALIGN
+from harness.layout import ROW_ALIGN as ALIGN
 
 LOG2E = 1.4426950408889634
 ACCUM = "float32"

@@ -137,6 +137,7 @@ FAMILY = Family(
     contiguous=contiguous,
     shared_kernels=frozenset({"preprocess", "postprocess"}),
     locate=masked_family.locate,
-    masked=True,
+    takes=("mask", "mask_broadcast", "bias"),
+    lengths="masked",
     aligned=frozenset({"Mask", "Bias"}),
 )

@@ -20,7 +20,7 @@ from harness.kernels import Family, fwd_family, launch
 
 VARIANTS = ("pad", "ragged")
 KEY_PAD = 8      # `pad`: keys padded to a multiple of this
-ALIGN = 16       # bytes: the widest vector copy of a mask or bias row, and a `pad` row's pitch
+ALIGN = layout.ROW_ALIGN
 BIAS_STD = 2.0   # bias on the scale of the scaled scores, large enough to reorder them
 
 
@@ -261,6 +261,7 @@ FAMILY = Family(
     reference=reference,
     canonical=fwd_family.canonical,
     locate=locate,
-    masked=True,
+    takes=("mask", "mask_broadcast", "bias"),
+    lengths="masked",
     aligned=frozenset({"Mask", "Bias"}),
 )

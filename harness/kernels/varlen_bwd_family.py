@@ -136,5 +136,6 @@ FAMILY = Family(
     shared_kernels=frozenset({"varlen_fwd", "preprocess", "postprocess", "sink_grad"}),
     producers={"dSinks": "sink_grad"},
     layouts=("thd",),
+    lengths="packed",
     locate=varlen_family.locate,
 )

@@ -152,6 +152,7 @@ FAMILY = Family(
     reference=forward_reference,
     canonical=canonical,
     layouts=("thd",),
+    lengths="packed",
     locate=locate,
     shared_kernels=frozenset({"varlen_fwd"}),  # run by the varlen backward too, as fwd_family's
     producers={"O": "varlen_fwd", "LSE": "varlen_fwd"},

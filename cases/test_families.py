@@ -1,0 +1,29 @@
+"""Every registered family's generated cases: judged against the float64 autograd reference on a GPU,
+compiled for sm_90a without one. What differs between families is what each declares
+(harness.kernels.Family): its features and lengths strategy drive the draws, `clean` names the
+generated-code checks that must find nothing in its compiles."""
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness import kernels, strategies
+from harness.pool import default_size
+
+KERNELS = default_size()  # kernels per example: one per worker
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", kernels.FAMILIES)
+@given(data=st.data())
+def test_family_matches_reference(family, data, gpu_pool, expect):
+    expect(gpu_pool.run(data.draw(strategies.suites(family, KERNELS))), "PASS")
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("family", kernels.FAMILIES)
+@given(data=st.data())
+def test_family_compiles_for_sm90a(family, data, compile_pool, expect):
+    results = expect(compile_pool.run(data.draw(strategies.suites(family, KERNELS))), "COMPILED")
+    clean = kernels.family(family).clean
+    found = [h for r in results for h in r.get("hazards", []) if h.split(":")[0] in clean]
+    assert not found, found
