@@ -95,7 +95,7 @@ def load_cases(path: Path) -> list[case_mod.Case]:
 def shard_of(case: case_mod.Case, n: int) -> int:
     """Which of n shards (1..n) runs `case`: decided by its kernel (static fields), so a kernel is
     compiled on one runner only, and the same on every machine."""
-    key = json.dumps(case_mod.static_key(case), default=list).encode()
+    key = json.dumps(kernels.kernel_key(case), default=list).encode()
     return int(hashlib.sha1(key).hexdigest(), 16) % n + 1
 
 
@@ -172,7 +172,7 @@ def run(opts: Options) -> int:
             _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
         _err(*notes)
         _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
-             f"{len({case_mod.static_key(c) for c in todo})} kernels, {workers} workers, target {target}")
+             f"{len({kernels.kernel_key(c) for c in todo})} kernels, {workers} workers, target {target}")
         try:
             deadline = t0 + opts.time if opts.time else None
             results, known = _run_cases(pool, todo, probed, opts, results_path, deadline)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -70,9 +71,12 @@ def cmd_run(args) -> int:
     from harness import campaign
 
     families = tuple(args.families.split(","))
-    unknown = [f for f in families if f not in kernels.names()]
-    if unknown:
-        print(f"harness run: unknown family {', '.join(unknown)}; known: {', '.join(kernels.names())}", file=sys.stderr)
+    try:
+        for name in families:
+            kernels.check(case_mod.Case(family=name))
+        _examples(args, families)
+    except case_mod.CaseError as e:
+        print(f"harness run: {e}", file=sys.stderr)
         return 2
     opts = campaign.Options(out=Path(args.out), families=families, cases=args.cases, seed=args.seed,
                             per_kernel=args.per_kernel, per_row=args.per_row,
@@ -113,11 +117,56 @@ def _load(args, command):
         return None, None
 
 
+def _examples(args, families) -> None:
+    """With outside kernels among `families`: point the workers at --examples (or HARNESS_EXAMPLES),
+    checked against the installed TileLang; CaseError (exit 2) when it is missing or of another release."""
+    from importlib import metadata
+
+    from harness.outside import source
+
+    if not args.examples and not any(f.removesuffix(kernels.OUTSIDE_MODE) in kernels.OUTSIDE for f in families):
+        return
+    where = args.examples or os.environ.get(source.ENV)
+    if not where:
+        raise source.ExamplesError("outside kernels need TileLang's examples: --examples PATH "
+                                   "(`harness examples fetch` unpacks the installed release's)")
+    try:
+        installed = metadata.version("tilelang")
+    except metadata.PackageNotFoundError:
+        installed = None
+    release = source.use(where, installed) if installed else None
+    for f in families:
+        module = kernels.family(f).module
+        if module:
+            source.module_path(module)
+    print(f"examples: {source.root()} (TileLang {release}'s)", file=sys.stderr)
+
+
+def cmd_examples(args) -> int:
+    from importlib import metadata
+
+    from harness.outside import source
+
+    release = args.version or metadata.version("tilelang")
+    try:
+        where = source.fetch(release, Path(args.to))
+    except source.ExamplesError as e:
+        print(f"harness examples: {e}", file=sys.stderr)
+        return 2
+    print(where / "examples")
+    return 0
+
+
 def cmd_repro(args) -> int:
     from harness import replay
 
     rep, path = _load(args, "repro")
     if rep is None:
+        return 2
+    try:
+        _examples(args, (rep.case.family,))
+    except case_mod.CaseError as e:
+        print(f"harness repro: {e}", file=sys.stderr)
         return 2
     env = environment()
     print(f"reproducer {rep.id} ({path}): {rep.title}")
@@ -299,13 +348,20 @@ def parser() -> Parser:
     r.add_argument("--reproducers", default="reproducers", help="where to record one reproducer per new failure")
     r.add_argument("--minimize", action="store_true", help="minimize each new failure before recording it")
     r.add_argument("--minimize-budget", type=_positive(float), default=300, help="seconds per failure")
+    r.add_argument("--examples", help="a TileLang source tree (or its examples/) for outside kernels (tl_*)")
     r.set_defaults(func=cmd_run)
     rp = sub.add_parser("repro", help="replay a reproducer: exit 0 correct, 1 bug reproduced, 125 cannot test")
     rp.add_argument("--runs", type=_positive(int), default=1, help="run it this many times (flakiness)")
     rp.add_argument("--fresh", action="store_true", help="compile afresh for every run (a new worker, an empty "
                     "kernel cache): for bugs in which code a compile emits")
     _replay_args(rp)
+    rp.add_argument("--examples", help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
     rp.set_defaults(func=cmd_repro)
+    ex = sub.add_parser("examples", help="download a release's source package and unpack its examples/ (outside kernels)")
+    ex.add_argument("fetch", choices=["fetch"])
+    ex.add_argument("--version", help="TileLang release (default: the installed one)")
+    ex.add_argument("--to", default="examples-src", help="unpack under this directory")
+    ex.set_defaults(func=cmd_examples)
     m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")
     m.add_argument("--budget", type=_positive(float), default=600, help="seconds to spend shrinking")
     m.add_argument("--confirm", type=_positive(int), default=2,

@@ -32,16 +32,25 @@ def missing_language(names) -> str | None:
     return f"tilelang {VERSION} has no {', '.join('T.' + n for n in missing)}" if missing else None
 
 
-def compile(func, target, knobs=(), kernel=None):
+def example_program(builder, *args, **kwargs):
+    """The prim_func an example's builder (`@tilelang.jit`, under `@autotune` or not) makes for these
+    arguments, and the pass configs its decorator sets. Built this way, nothing is tuned or run."""
+    impl = getattr(builder, "jit_impl", builder)
+    return impl.get_tir(*args, **kwargs), dict(impl.pass_configs or {})
+
+
+def compile(func, target, knobs=(), kernel=None, pass_configs=None):
     """Compile a prim_func. `target` is "auto" (the local GPU) or an arch such as "sm_90a";
-    `knobs` switch pass configurations (none: the release's defaults, passed as nothing at all).
+    `knobs` switch pass configurations (none: the release's defaults, passed as nothing at all), on
+    top of `pass_configs` (an outside kernel's own).
     An exception names `kernel` (its `kernel` attribute), so that a compile error is pinned on
     the kernel that raised it, as a launch error is.
 
     An explicit arch goes in as a TVM Target object: current releases reject the string form
     ("cuda -arch=sm_90a") and older ones (0.1.8) the dict form.
     """
-    extra = {"pass_configs": {getattr(_pass_config_key(), KNOBS[k]): True for k in knobs}} if knobs else {}
+    configs = {**(pass_configs or {}), **{getattr(_pass_config_key(), KNOBS[k]): True for k in knobs}}
+    extra = {"pass_configs": configs} if configs else {}
     try:
         if target == "auto":
             return tilelang.compile(func, target="auto", **extra)
@@ -57,7 +66,10 @@ def compile(func, target, knobs=(), kernel=None):
 
 
 def kernel_sources(kernel) -> list[str]:
-    """The generated CUDA source of each compiled kernel (a family's build may give a tuple)."""
+    """The generated CUDA source of each compiled kernel (a family's build may give a tuple, or a
+    dict by kernel name)."""
+    if isinstance(kernel, dict):
+        return kernel_sources(list(kernel.values()))
     if isinstance(kernel, (tuple, list)):
         return [source for k in kernel for source in kernel_sources(k)]
     return [kernel.get_kernel_source()]

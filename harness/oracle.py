@@ -33,9 +33,9 @@ from harness import case as case_mod
 if TYPE_CHECKING:
     import torch
 
-VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "COMPILE_ERROR", "UNSUPPORTED",
+VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "COMPILE_ERROR", "UNSUPPORTED",
             "CRASH", "HANG", "HARNESS_ERROR")
-FAILURES = ("MISMATCH", "NONFINITE", "COMPILE_ERROR", "CRASH", "HANG")  # the compiler's, recordable
+FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "COMPILE_ERROR", "CRASH", "HANG")  # the compiler's, recordable
 K_FORWARD = 2
 K_GRADIENT = 3
 K = {"forward": K_FORWARD, "gradient": K_GRADIENT}
@@ -194,6 +194,16 @@ def result(case, verdict, stage, message="", **extra) -> dict:
     return r
 
 
+def out_of_bounds(case, breaches) -> dict | None:
+    """OOB_WRITE for guard bands a run changed (harness.bands), judged before any value: the first
+    breach names tensor and side (the signature), the message every breach and its count."""
+    if not breaches:
+        return None
+    first = breaches[0]
+    return result(case, "OOB_WRITE", "run", "; ".join(b.describe() for b in breaches), tensor=first.tensor,
+                  region=f"{first.side} the tensor")
+
+
 def judge(case, fam, inputs, outputs, seconds=None) -> dict:
     """Every tensor the family produces, against the float64 reference and the same-dtype
     baseline; the result names the first failing tensor and where it fails."""
@@ -277,6 +287,8 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
     """(verdict, one-line message) for an exception raised at `stage` of running a case."""
     if is_device_fault(e):
         return "CRASH", _first_line(e)  # a CUDA error's cause comes first; torch appends advice
+    if type(e).__name__ == "Unbuildable":  # harness.kernels.Unbuildable: the program, not the compiler
+        return "UNSUPPORTED", _first_line(e)
     if stage == "compile" and from_compiler(e):
         message = _nvcc_error(e) or _last_line(e)
         # A tile the register file cannot hold is a resource limit (Family.fits missed it), not a bug.

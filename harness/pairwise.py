@@ -14,7 +14,7 @@ import random
 import pandas as pd
 
 from harness import kernels
-from harness.case import BROADCASTS, DTYPES, Case
+from harness.case import BROADCASTS, Case
 
 # GQA shapes -> (kv_heads, heads per KV head): a query head and its KV head differ only under gqa/mqa.
 GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4)}
@@ -55,8 +55,9 @@ def _features(family: str) -> dict:
 
 def factors(family: str) -> dict[str, tuple]:
     fam = kernels.family(family)
-    return {"variant": fam.variants, "gqa": tuple(GQA), **{n: spec[1] for n, spec in _features(family).items()},
-            "layout": fam.layouts, "dtype": DTYPES, "tile": fam.tiles, "knobs": KNOB_VALUES}
+    return {"variant": fam.variants, "gqa": tuple(GQA) if fam.gqa else ("mha",),
+            **{n: spec[1] for n, spec in _features(family).items()},
+            "layout": fam.layouts, "dtype": fam.dtypes, "tile": fam.tiles, "knobs": KNOB_VALUES}
 
 
 def levels(case: Case) -> dict:
@@ -81,7 +82,7 @@ def _case(family: str, row: dict) -> Case | None:
                  head_dim=head_dim, head_dim_v=head_dim, dtype=row["dtype"], layout=row["layout"],
                  block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=row["knobs"],
                  **features)
-        if fam.unsupported(c) is None:
+        if fam.unsupported(c, static_only=True) is None:
             return c
     return None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import oracle
+from harness import kernels, oracle
 from harness.worker import BUILD, SPAWNED_AT
 
 
@@ -162,9 +162,9 @@ class Pool:
 
     def prepare(self, cases) -> None:
         """Queue the kernels of `cases` (one each, in order) to be built ahead, and start building."""
-        queued = {case_mod.static_key(c) for c in self.builds}
+        queued = {kernels.kernel_key(c) for c in self.builds}
         for c in cases:
-            key = case_mod.static_key(c)
+            key = kernels.kernel_key(c)
             if key not in queued and key not in self.owners and key not in self.compiled:
                 queued.add(key)
                 self.builds.append(c)
@@ -179,7 +179,7 @@ class Pool:
         compile can outlast a time box by minutes)."""
         groups = OrderedDict()
         for c in cases:
-            groups.setdefault(case_mod.static_key(c), []).append(c)
+            groups.setdefault(kernels.kernel_key(c), []).append(c)
         mine = set()  # slots running a case of this run
         try:
             while deadline is None or time.monotonic() < deadline:
@@ -213,7 +213,7 @@ class Pool:
         for slot in idle:
             while self.builds:
                 case = self.builds.pop(0)
-                key = case_mod.static_key(case)
+                key = kernels.kernel_key(case)
                 if key not in self.owners and key not in self.compiled:
                     self.owners[key] = slot
                     self._assign(slot, case, build=True)
@@ -245,7 +245,7 @@ class Pool:
             done = self._read(w)
             if done is None:
                 continue
-            self.compiled.add(case_mod.static_key(w.case))
+            self.compiled.add(kernels.kernel_key(w.case))
             self._drop(slot)
             if done.pop("fatal", False) or w.proc.poll() is not None:  # a poisoned CUDA context, or dead
                 self._end(slot, w)

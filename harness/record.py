@@ -96,7 +96,18 @@ def build(result: dict, env: dict, title=None, flaky=None, minimized_from=None, 
         raise ValueError(f"only compiler failures {oracle.FAILURES} are recorded, not {result['verdict']}")
     case = case_mod.from_dict(result["case"])
     return Reproducer(id or signature_id(oracle.signature(result)), title or default_title(result), case,
-                      expected_text(case), observed(result, flaky), dict(env), [], minimized_from)
+                      expected_text(case), observed(result, flaky), {**env, **program_of(case)}, [], minimized_from)
+
+
+def program_of(case) -> dict:
+    """For a kernel nobody here wrote: the TileLang examples' release, the file and its sha256,
+    so that a reproducer names the program it ran (--examples must give the same file)."""
+    module = kernels.family(case.family).module
+    if module is None:
+        return {}
+    from harness.outside import source
+    return {"examples_release": source.version(source.root()) or "", "examples_module": module,
+            "examples_sha256": source.digest(module)}
 
 
 # ----------------------------------------------------------------------------- files

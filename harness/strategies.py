@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from harness import kernels, pairwise
-from harness.case import BROADCASTS, DTYPES, KNOBS, MASKS, Case
+from harness.case import BROADCASTS, KNOBS, MASKS, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
@@ -85,10 +85,15 @@ FEATURES = {"causal": st.booleans(), "window": windows(), "sinks": st.booleans()
             "mask_broadcast": st.sampled_from(BROADCASTS), "bias": st.booleans()}
 
 
-@st.composite
-def static_case(draw, family: str) -> Case:
+def static_case(family: str) -> st.SearchStrategy[Case]:
     """A case of `family` with every static field drawn (from what the family offers) and
-    placeholder lengths."""
+    placeholder lengths, inside its contract's rules on static fields."""
+    fam = kernels.family(family)
+    return _static_case(family).filter(lambda c: fam.breaks(c, static_only=True) is None)
+
+
+@st.composite
+def _static_case(draw, family: str) -> Case:
     fam = kernels.family(family)
     kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4)))
     group = draw(st.sampled_from((1, 1, 2, 4, 5, 8)))
@@ -100,8 +105,9 @@ def static_case(draw, family: str) -> Case:
     tile = draw(st.sampled_from([t for t in fam.tiles if variants(t)]))
     block_m, block_n, num_stages, threads = tile
     # Drawn in this order so that a seed draws the same cases as before features were declared.
-    variant, dtype = draw(st.sampled_from(variants(tile))), draw(st.sampled_from(DTYPES))
+    variant, dtype = draw(st.sampled_from(variants(tile))), draw(st.sampled_from(fam.dtypes))
     features = {name: draw(FEATURES[name]) for name in fam.takes if name in FEATURES}
+    group = group if fam.gqa else 1
     return Case(
         family=family, variant=variant, heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim,
         head_dim_v=head_dim_v, dtype=dtype, layout=draw(st.sampled_from(fam.layouts)),
@@ -120,6 +126,20 @@ def knobs() -> st.SearchStrategy[tuple]:
     """Half the kernels with the release's default passes, the rest with one or two switched."""
     some = st.lists(st.sampled_from(DRAWN_KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
     return st.one_of(st.just(()), some)
+
+
+@st.composite
+def same(draw, block_m: int, block_n: int) -> dict:
+    """One length for queries and keys (kernels that take a single seq_len)."""
+    d = draw(dynamic(block_m, block_n))
+    return {**d, "seqlen_k": d["seqlen_q"]}
+
+
+@st.composite
+def decode(draw, block_n: int) -> dict:
+    """One query token against a cache of keys around its tile edges (a decode step)."""
+    return {"batch": draw(st.integers(1, 3)), "seqlen_q": 1, "seqlen_k": draw(lengths(block_n)),
+            "seed": draw(st.integers(0, 2**31 - 1))}
 
 
 @st.composite
@@ -157,11 +177,30 @@ LENGTHS = {
     "packed": lambda c: packed(c.block_m, c.block_n),
     "ring_k": _ring("k"),
     "ring_q": _ring("q"),
+    "decode": lambda c: decode(c.block_n),
+    "same": lambda c: same(c.block_m, c.block_n),
 }
 
 
+RETRIES = 50  # draws of lengths until one keeps a family's contract (a filter would fail a whole example)
+
+
+@st.composite
+def _keeping(draw, strategy, ok) -> dict:
+    """A draw of `strategy` that `ok` accepts, or after RETRIES the last one drawn (UNSUPPORTED when
+    run; `draw` leaves such cases out)."""
+    for _ in range(RETRIES):
+        d = draw(strategy)
+        if ok(d):
+            return d
+    return d
+
+
 def _lengths_for(c: Case):
-    return LENGTHS[kernels.family(c.family).lengths](c)
+    """The dynamic fields of `c`'s family, inside its contract (Family.rules: outside it, in outside mode)."""
+    fam = kernels.family(c.family)
+    strategy = LENGTHS[fam.lengths](c)
+    return _keeping(strategy, lambda d: fam.breaks(c.replace(**d)) is None) if fam.rules else strategy
 
 
 @st.composite
@@ -204,6 +243,7 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
     (all pairs in the fewest cases), or more where compiles are slow (old releases) and lengths
     nearly free."""
     out: dict[str, Case] = {}
+    fam = kernels.family(family)
     if cover:
         rows = pairwise.covering(family, seed)[:-(-n // per_row)]
         # At most LENGTHS_PER_EXAMPLE lengths per Hypothesis example: a thousand in one overran its
@@ -217,12 +257,12 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
             drawn += examples[-1]
         for i, lengths in enumerate(drawn):
             c = rows[i // per_row].replace(**lengths).validate()
-            if len(out) < n:
+            if len(out) < n and fam.breaks(c) is None:
                 out.setdefault(c.id, c)
 
     def keep(batch):
         for c in batch:
-            if len(out) < n:
+            if len(out) < n and fam.breaks(c) is None:
                 out.setdefault(c.id, c)
 
     # Hypothesis repeats itself; ask for plenty and keep the first n distinct cases.

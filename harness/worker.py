@@ -29,12 +29,14 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     for another target, or asked to build only, it stops at COMPILED."""
     fam = kernels.family(case.family)
     reason = fam.unsupported(case)
+    if not reason and fam.arch and target != fam.arch:
+        reason = f"{case.family} compiles for {fam.arch} only (--arch {fam.arch}), not {target}"
     if not reason and (case.knobs or fam.needs):
         from harness import compat
         reason = compat.missing_knobs(case.knobs) or compat.missing_language(fam.needs)
     if reason:
         return oracle.result(case, "UNSUPPORTED", "plan", reason)
-    key = case_mod.static_key(case)
+    key = kernels.kernel_key(case)
     seconds = {}
     if isinstance(cache.get(key), Exception):  # a kernel that failed to compile: the same error, not a second compile
         return oracle.failed(case, "compile", cache[key], fam, seconds={})
@@ -58,15 +60,24 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     stage = "inputs"
     try:
         t0 = time.perf_counter()
-        inputs = fam.make_inputs(case, "cuda")
-        seconds["inputs"] = time.perf_counter() - t0
-        stage = "run"
-        t0 = time.perf_counter()
-        outputs = fam.run(kernel, case, inputs)  # returns after the device finished
+        import torch
+
+        from harness import bands
+
+        # Every buffer handed to the kernel sits between guard bands: its inputs (copied in) and
+        # whatever the family allocates through harness.bands while it runs.
+        with bands.guarding() as guard:
+            inputs = {n: guard.adopt(n, t) if isinstance(t, torch.Tensor) else t
+                      for n, t in fam.make_inputs(case, "cuda").items()}
+            seconds["inputs"] = time.perf_counter() - t0
+            stage = "run"
+            t0 = time.perf_counter()
+            outputs = fam.run(kernel, case, inputs)  # returns after the device finished
+            breaches = guard.breaches()
         seconds["run"] = time.perf_counter() - t0
         stage = "judge"
         t0 = time.perf_counter()
-        result = oracle.judge(case, fam, inputs, outputs, seconds)
+        result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs, seconds)
         result["seconds"] = {**seconds, "judge": time.perf_counter() - t0}  # the references and the comparison
     except Exception as e:
         # A device fault is the kernel's wherever it surfaces: a sticky fault can escape the

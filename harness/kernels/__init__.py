@@ -8,12 +8,13 @@ its modules and one line in `_REGISTRY` (docs/adding-a-family.md).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.case import FEATURES, OPTIONAL, Case, CaseError
+from harness.case import DTYPES, FEATURES, OPTIONAL, STATIC, Case, CaseError, static_key
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -26,17 +27,52 @@ _REGISTRY = {
     "masked_fwd": "harness.kernels.masked_family:FAMILY",
     "masked_bwd": "harness.kernels.masked_bwd_family:FAMILY",
 }
+# Kernels nobody here wrote (harness.outside): TileLang's own examples, loaded from the source tree
+# that HARNESS_EXAMPLES names (`harness run --examples PATH`). "<name>@outside" is the same kernel
+# drawn just outside the contract it states (Family.rules).
+OUTSIDE = {
+    "tl_mha_fwd_bhsd": "harness.outside.flash_attention:MHA_FWD_BHSD",
+    "tl_mha_fwd_bshd": "harness.outside.flash_attention:MHA_FWD_BSHD",
+    "tl_gqa_fwd_bshd": "harness.outside.flash_attention:GQA_FWD_BSHD",
+    "tl_mha_bwd_bhsd": "harness.outside.flash_attention:MHA_BWD_BHSD",
+    "tl_mha_bwd_bshd": "harness.outside.flash_attention:MHA_BWD_BSHD",
+    "tl_gqa_bwd": "harness.outside.flash_attention:GQA_BWD",
+    "tl_gqa_bwd_tma_reduce": "harness.outside.flash_attention:GQA_BWD_TMA_REDUCE",
+    "tl_mha_fwd_varlen": "harness.outside.flash_attention:MHA_FWD_VARLEN",
+    "tl_gqa_fwd_varlen": "harness.outside.flash_attention:GQA_FWD_VARLEN",
+    "tl_mha_sink_fwd_bhsd": "harness.outside.attention_sink:MHA_SINK_FWD_BHSD",
+    "tl_mha_sink_bwd_bhsd": "harness.outside.attention_sink:MHA_SINK_BWD_BHSD",
+    "tl_gqa_sink_bwd_bhsd": "harness.outside.attention_sink:GQA_SINK_BWD_BHSD",
+    "tl_gqa_sink_fwd_varlen": "harness.outside.attention_sink:GQA_SINK_FWD_VARLEN",
+    "tl_gqa_decode": "harness.outside.flash_decoding:GQA_DECODE",
+    "tl_sm100_mha_fwd_bshd": "harness.outside.sm100:MHA_FWD_BSHD",
+    "tl_sm100_gqa_fwd_bshd": "harness.outside.sm100:GQA_FWD_BSHD",
+    "tl_sm100_mha_bwd_bshd": "harness.outside.sm100:MHA_BWD_BSHD",
+    "tl_sm100_gqa_bwd_bshd": "harness.outside.sm100:GQA_BWD_BSHD",
+}
+OUTSIDE_MODE = "@outside"
 
 
 def _registry() -> dict:
     """_REGISTRY plus test doubles registered through the environment ("name=module:attr,..."),
     read when asked so that worker processes see them too."""
     extra = (item.split("=", 1) for item in os.environ.get("HARNESS_EXTRA_FAMILIES", "").split(",") if item)
-    return {**_REGISTRY, **dict(extra)}
+    return {**_REGISTRY, **OUTSIDE, **dict(extra)}
 
 
 def _nothing(case, *args) -> dict:
     return {}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One clause of the contract a kernel states: its asserts and signature (`asserted`: a case that
+    breaks it cannot be built or run), or its docstring, comments and own test shapes (stated only:
+    the kernel may still take such a case, and a failure there is the kernel's documented limit)."""
+    says: str                      # the clause in words, as a reason
+    reads: tuple[str, ...]         # the Case fields it reads: a rule of static fields only is checked per kernel
+    holds: Callable[[Case], bool]
+    asserted: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,12 +118,26 @@ class Family:
     lengths: str = "dense"
     # Generated-code checks (harness.codegen) that must find nothing in its compiles.
     clean: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = DTYPES
+    gqa: bool = True                                   # takes kv_heads < heads; else heads == kv_heads
+    # Dynamic fields its kernels take as compile-time constants (an example's Python-int lengths):
+    # each value is its own kernel (kernel_key).
+    compiled: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()                       # the contract the kernel states, beyond the above
+    outside: bool = False                              # draw just outside the stated rules, inside the asserted
+    arch: str | None = None                            # the only target it compiles for (e.g. sm_100a), if any
+    module: str | None = None                          # an outside kernel's file in TileLang's examples/
     # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
     # (harness.codegen.unaligned_vectors).
     aligned: frozenset = field(default_factory=frozenset)
 
-    def unsupported(self, case: Case) -> str | None:
-        """A one-line reason the family cannot express `case`, or None."""
+    def unsupported(self, case: Case, static_only: bool = False) -> str | None:
+        """A one-line reason the family cannot express `case`, or None; `static_only`: judging a
+        kernel (its static fields) whatever lengths it will run."""
+        if case.dtype not in self.dtypes:
+            return f"{case.family} takes dtype {' or '.join(self.dtypes)}, not {case.dtype}"
+        if not self.gqa and case.kv_heads != case.heads:
+            return f"{case.family} takes no GQA: kv_heads must equal heads"
         if case.variant not in self.variants:
             return f"{case.family} has no variant {case.variant!r}; offered: {self.variants}"
         if case.layout not in self.layouts:
@@ -100,7 +150,21 @@ class Family:
             return f"{case.family} does not take {', '.join(on)}; it takes: {', '.join(self.takes) or 'none'}"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
-        return self.fits(*case.tile, case.head_dim, case.head_dim_v, case.variant)
+        return self.fits(*case.tile, case.head_dim, case.head_dim_v, case.variant) or self.breaks(case, static_only)
+
+    def breaks(self, case: Case, static_only: bool = False) -> str | None:
+        """The first rule of its contract `case` breaks, or None. Outside mode: the first asserted rule
+        it breaks, or, when it breaks no stated rule either, that it lies inside the stated contract."""
+        rules = [r for r in self.rules if not static_only or set(r.reads) <= set(STATIC)]
+        broken = [r for r in rules if not r.holds(case)]
+        if not self.outside:
+            return next((f"{case.family}: {r.says}" for r in broken), None)
+        asserted = next((r for r in broken if r.asserted), None)
+        if asserted is not None:
+            return f"{case.family}: {asserted.says}"
+        if static_only or any(not r.asserted for r in broken):
+            return None
+        return f"{case.family}: inside the stated contract ({'; '.join(r.says for r in self.rules if not r.asserted)})"
 
     def shared(self, kernel: str | None) -> str | None:
         """`kernel` if every variant runs that same kernel, else None."""
@@ -109,8 +173,16 @@ class Family:
 
 def family(name: str) -> Family:
     check(Case(family=name))
-    module, attr = _registry()[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    base = name.removesuffix(OUTSIDE_MODE)
+    module, attr = _registry()[base].split(":")
+    fam = getattr(importlib.import_module(module), attr)
+    return dataclasses.replace(fam, name=name, outside=True) if name != base else fam
+
+
+def kernel_key(case: Case) -> tuple:
+    """What one compiled kernel serves: the static fields, and the dynamic ones its family compiles in."""
+    compiled = family(case.family).compiled
+    return static_key(case) + tuple(getattr(case, name) for name in compiled)
 
 
 def names() -> tuple[str, ...]:
@@ -124,9 +196,15 @@ FAMILIES = tuple(_REGISTRY)  # the project's own families
 def check(case: Case) -> Case:
     """`case`, validated, with a registered family; else CaseError. Imports no family module."""
     registry = _registry()
-    if case.family not in registry:
+    base = case.family.removesuffix(OUTSIDE_MODE)
+    if base not in registry or base != case.family and base not in OUTSIDE:
         raise CaseError(f"unknown kernel family {case.family!r}; known: {', '.join(registry)}")
     return case.validate()
+
+
+class Unbuildable(RuntimeError):
+    """A program that cannot be written down here, before any compiler pass ran: an outside kernel's
+    Python builder failing on this release's API, or needing what this machine lacks. UNSUPPORTED."""
 
 
 class LaunchError(RuntimeError):

@@ -1,0 +1,92 @@
+"""Kernels nobody here wrote, as families: TileLang's own examples (and a user's file) under the harness.
+
+An adapter is data: which file of a TileLang source tree holds the programs (harness.outside.source
+finds the tree at run time; nothing of it is copied here), which builder makes each kernel and with
+which arguments a Case gives it (`Program`), the contract the example states (`Rule`s), and one small
+`run` that calls the compiled kernels in the example's order on buffers the harness allocates
+(through harness.bands: guarded when a guard is active). The judging is ours: the same float64
+autograd references and tolerance rule as every family; the example's own `ref_program` is never the
+oracle. Examples take lengths and batch as Python ints, so every length is its own compile
+(`Family.compiled`).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness import bands, layout
+from harness.case import Case
+from harness.kernels import Family, Rule, Unbuildable
+from harness.outside import source
+
+COMPILED = ("batch", "seqlen_q", "seqlen_k", "seqlens")
+LN2 = math.log(2.0)  # the examples' LSE is log2-based: times ln 2 is ours
+
+
+@dataclass(frozen=True)
+class Program:
+    """One kernel of an example: its builder's name and the arguments a case gives it."""
+    builder: str
+    args: Callable[[Case], tuple]
+    kwargs: Callable[[Case], dict] = field(default=lambda case: {})
+
+
+def tile(case: Case) -> dict:
+    """The tile parameters every tunable builder takes: passing them all skips the autotuner."""
+    return {"block_M": case.block_m, "block_N": case.block_n, "num_stages": case.num_stages, "threads": case.threads}
+
+
+def builder(module: str, programs: Callable[[Case], dict[str, Program]]):
+    """build(case, target) for the example file `module`: {kernel name: compiled kernel}."""
+    def build(case: Case, target: str) -> dict:
+        from harness import compat
+
+        try:
+            example = source.load(module)
+        except ImportError as e:  # a package the example imports is missing here
+            raise Unbuildable(f"{module} does not import here: {e}") from e
+        out = {}
+        for name, p in programs(case).items():
+            try:
+                func, configs = compat.example_program(getattr(example, p.builder), *p.args(case), **p.kwargs(case))
+            except (TypeError, AttributeError, NameError) as e:
+                # The example calls TileLang's language in a way this release does not take (an API
+                # of another release): nothing reached the compiler.
+                raise Unbuildable(f"{module}: {p.builder} does not build on this TileLang: {e}") from e
+            # All buffers are passed in (no out_idx): the harness allocates outputs, NaN-filled and guarded.
+            out[name] = compat.compile(func, target, case.knobs, kernel=name, pass_configs=configs)
+        return out
+    return build
+
+
+def buffers(device, **shapes) -> dict:
+    """{name: tensor} for name=(shape, dtype, fill): NaN shows an element never written; zeros where
+    the example accumulates (atomic adds)."""
+    return {name: bands.full(name, shape, fill, dtype, device) for name, (shape, dtype, fill) in shapes.items()}
+
+
+def same_lengths() -> Rule:
+    return Rule("takes one sequence length (seq_len): seqlen_q == seqlen_k", ("seqlen_q", "seqlen_k"),
+                lambda c: c.seqlen_q == c.seqlen_k, asserted=True)
+
+
+def one_head_dim() -> Rule:
+    return Rule("takes one head dim (dim) for Q, K and V", ("head_dim", "head_dim_v"),
+                lambda c: c.head_dim == c.head_dim_v, asserted=True)
+
+
+def rows_of_8() -> Rule:
+    return Rule("seq_len a multiple of 8 (its dQ accumulator's layout, make_dq_layout, tiles rows by 8)",
+                ("seqlen_q", "seqlen_k"), lambda c: c.seqlen_q % 8 == 0 and c.seqlen_k % 8 == 0)
+
+
+def family(name: str, module: str, programs, run, **declared) -> Family:
+    """An outside kernel as a family: `declared` are Family fields (references, tensors, offer, rules)."""
+    return Family(name=name, build=builder(module, programs), run=run, fits=lambda *tile_and_dims: None,
+                  compiled=COMPILED, module=module, **declared)
+
+
+def canonical(case: Case, out: dict) -> dict:
+    """Outputs in the case's layout to canonical; LSE [b, h, s] (natural log) and per-head dSinks as they are."""
+    return {n: t if n in ("LSE", "dSinks") else layout.to_canonical(t, case.layout) for n, t in out.items()}

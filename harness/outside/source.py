@@ -1,0 +1,124 @@
+"""Where outside kernels come from: the `examples/` of a TileLang source tree, named at run time.
+
+Nothing of TileLang's examples lives in this repository. `harness run --examples PATH` (a checkout,
+an unpacked source package, or its examples/ folder) exports HARNESS_EXAMPLES so that worker
+processes find the same tree; `harness examples fetch` downloads the installed release's source
+package from the package index (0.1.7 to 0.1.14 have one) and unpacks its examples/.
+
+A tree belongs to a release: its VERSION file (beside examples/) must be the installed TileLang's,
+except where a release published no examples (NEWEST_EXAMPLES: 0.1.15 takes 0.1.14's).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import tarfile
+import urllib.request
+from pathlib import Path
+
+from harness.case import CaseError
+
+ENV = "HARNESS_EXAMPLES"
+INDEX = "https://pypi.org/simple/tilelang/"
+# Releases with no source package, nor a tag in the stored checkout: the newest examples that run on them.
+NEWEST_EXAMPLES = {"0.1.15": "0.1.14"}
+
+
+class ExamplesError(CaseError):
+    """An examples tree that is missing, of another release, or lacks a module: one line, exit 2."""
+
+
+def root() -> Path:
+    """The examples/ directory HARNESS_EXAMPLES names."""
+    where = os.environ.get(ENV)
+    if not where:
+        raise ExamplesError(f"outside kernels need TileLang's examples: pass --examples PATH (or set {ENV})")
+    path = Path(where)
+    path = path / "examples" if (path / "examples").is_dir() else path
+    if not path.is_dir():
+        raise ExamplesError(f"examples path {where} is not a directory")
+    return path
+
+
+def version(examples: Path) -> str | None:
+    """The release an examples tree belongs to (its VERSION file), or None when it has none."""
+    for candidate in (examples.parent / "VERSION", examples / "VERSION"):
+        if candidate.is_file():
+            return candidate.read_text().strip().split("+")[0]
+    return None
+
+
+def check_release(examples: Path, installed: str) -> str:
+    """The examples' release, if it fits the installed TileLang; else ExamplesError."""
+    found = version(examples)
+    if found is None:
+        raise ExamplesError(f"{examples}: no VERSION file beside examples/, so its release is unknown")
+    if found not in (installed, NEWEST_EXAMPLES.get(installed)):
+        raise ExamplesError(f"{examples} holds TileLang {found}'s examples, but TileLang {installed} is installed "
+                            f"(`harness examples fetch --version {installed}`)")
+    return found
+
+
+def use(path: str, installed: str) -> str:
+    """Point this process and its workers at the examples under `path`; returns their release."""
+    os.environ[ENV] = str(Path(path).resolve())
+    return check_release(root(), installed)
+
+
+def module_path(relative: str) -> Path:
+    path = root() / relative
+    if not path.is_file():
+        raise ExamplesError(f"{root()} has no {relative} (another release's examples?)")
+    return path
+
+
+def digest(relative: str) -> str:
+    """sha256 (16 hex digits) of one example file: a reproducer names the program it ran."""
+    return hashlib.sha256(module_path(relative).read_bytes()).hexdigest()[:16]
+
+
+_loaded: dict[Path, object] = {}
+
+
+def load(relative: str):
+    """Import one example file (its directory first on sys.path: examples import their siblings)."""
+    path = module_path(relative)
+    if path not in _loaded:
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        name = "tilelang_example_" + hashlib.sha1(str(path).encode()).hexdigest()[:10]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # TileLang reads a kernel's source through inspect: it needs the module
+        spec.loader.exec_module(module)
+        _loaded[path] = module
+    return _loaded[path]
+
+
+def fetch(release: str, dest: Path) -> Path:
+    """Download tilelang==`release`'s source package and unpack its examples/ and VERSION under
+    dest/tilelang-<release>/; returns that directory. ExamplesError when the index has none."""
+    target = dest / f"tilelang-{release}"
+    if (target / "examples").is_dir():
+        return target
+    request = urllib.request.Request(INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        files = json.load(r)["files"]
+    wanted = f"tilelang-{release}.tar.gz"
+    url = next((f["url"] for f in files if f["filename"] == wanted), None)
+    if url is None:
+        raise ExamplesError(f"the package index has no source package of tilelang {release} "
+                            f"(a checkout at its tag is needed: --examples PATH)")
+    with urllib.request.urlopen(url, timeout=600) as r:
+        data = r.read()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        members = [m for m in tar.getmembers()
+                   if m.name.split("/")[1:2] in (["examples"], ["VERSION"]) and (m.isfile() or m.isdir())]
+        tar.extractall(dest, members=members, filter="data")
+    if not (target / "examples").is_dir():
+        raise ExamplesError(f"{wanted} has no examples/")
+    return target
