@@ -181,7 +181,7 @@ def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
 
 def test_run_rejects_an_unknown_family(capsys):
     assert cli.main(["run", "--families", "fwd,nope"]) == 2
-    assert "unknown family nope" in capsys.readouterr().err
+    assert "unknown kernel family 'nope'" in capsys.readouterr().err
 
 
 def test_run_says_cannot_test_when_tilelang_does_not_import(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,130 @@
+"""Outside kernels without TileLang or a GPU: where examples come from, the contract rules, the draws
+inside and just outside a contract, and an adapter's I/O mapping run on the CPU with a fake kernel."""
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import bands, kernels, oracle, reference, strategies
+from harness.case import Case, CaseError
+from harness.outside import flash_attention, source
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A fake TileLang 0.1.14 source tree: VERSION, and an example that imports its sibling."""
+    ex = tmp_path / "tilelang-0.1.14" / "examples" / "flash_attention"
+    ex.mkdir(parents=True)
+    (tmp_path / "tilelang-0.1.14" / "VERSION").write_text("0.1.14\n")
+    (ex / "helper.py").write_text("FACTOR = 3\n")
+    (ex / "example_fake.py").write_text("from helper import FACTOR\n\ndef flashattn(n):\n    return n * FACTOR\n")
+    monkeypatch.delenv(source.ENV, raising=False)
+    return tmp_path / "tilelang-0.1.14"
+
+
+def test_examples_are_found_checked_and_loaded(tree, monkeypatch):
+    assert source.use(str(tree), "0.1.14") == "0.1.14"
+    assert source.root() == tree / "examples"
+    assert source.load("flash_attention/example_fake.py").flashattn(2) == 6  # its sibling imported
+    assert len(source.digest("flash_attention/example_fake.py")) == 16
+    assert source.use(str(tree / "examples"), "0.1.15") == "0.1.14"  # 0.1.15 published no examples
+
+
+@pytest.mark.parametrize("where, installed, message", [
+    ("missing", "0.1.14", "is not a directory"),
+    ("tree", "0.1.12", "holds TileLang 0.1.14's examples, but TileLang 0.1.12 is installed"),
+])
+def test_bad_examples_paths_are_one_line_errors(tree, where, installed, message):
+    with pytest.raises(source.ExamplesError, match=message):
+        source.use(str(tree if where == "tree" else tree / where), installed)
+
+
+def test_a_tree_without_version_or_module_is_refused(tree):
+    source.use(str(tree), "0.1.14")
+    with pytest.raises(source.ExamplesError, match="has no flash_attention/example_gone.py"):
+        source.load("flash_attention/example_gone.py")
+    (tree / "VERSION").unlink()
+    with pytest.raises(source.ExamplesError, match="no VERSION file"):
+        source.use(str(tree), "0.1.14")
+    assert issubclass(source.ExamplesError, CaseError)  # the CLI's exit 2
+
+
+def test_rules_split_asserted_from_stated_and_outside_mode_flips_the_stated():
+    inside = kernels.family("tl_mha_bwd_bhsd")
+    outside = kernels.family("tl_mha_bwd_bhsd@outside")
+    ok = Case(family="tl_mha_bwd_bhsd", seqlen_q=64, seqlen_k=64)
+    assert inside.breaks(ok) is None
+    assert "multiple of 8" in inside.breaks(ok.replace(seqlen_q=63, seqlen_k=63))
+    assert "seqlen_q == seqlen_k" in inside.breaks(ok.replace(seqlen_k=128))
+    assert "inside the stated contract" in outside.breaks(ok.replace(family=outside.name))
+    assert outside.breaks(ok.replace(family=outside.name, seqlen_q=63, seqlen_k=63)) is None
+    # An asserted clause holds in outside mode too: the kernel could not take the case at all.
+    assert "seqlen_q == seqlen_k" in outside.breaks(ok.replace(family=outside.name, seqlen_q=63, seqlen_k=64))
+    assert inside.breaks(ok.replace(seqlen_q=63), static_only=True) is None  # lengths are not a kernel's
+
+
+def test_only_outside_kernels_have_an_outside_mode():
+    with pytest.raises(CaseError, match="unknown kernel family 'fwd@outside'"):
+        kernels.check(Case(family="fwd@outside"))
+
+
+@pytest.mark.parametrize("name", ["tl_mha_bwd_bhsd", "tl_gqa_decode", "tl_mha_sink_fwd_bhsd", "tl_gqa_fwd_varlen"])
+def test_draws_keep_the_contract_and_outside_draws_break_a_stated_clause(name):
+    for c in strategies.draw(name, 8, seed=0, per_kernel=1, cover=True):
+        assert kernels.family(name).unsupported(c) is None, c
+    outside = [c for c in strategies.draw(name + "@outside", 8, seed=0, per_kernel=1)]
+    fam = kernels.family(name + "@outside")
+    assert all(fam.unsupported(c) is None for c in outside)
+    assert all(any(not r.holds(c) for r in fam.rules if not r.asserted) for c in outside)
+
+
+def _attention_kernel(case, spill=0):
+    """A stand-in for the compiled example: O = softmax(Q K^T / sqrt(d)) V into its O argument,
+    and `spill` elements past O's end (a missing tail guard)."""
+    def kernel(q, k, v, o):
+        seen = reference.visible(case.seqlen_q, case.seqlen_k, *case.bounds)
+        out, _ = reference.attention(q.double(), k.double(), v.double(), None, seen, case.head_dim ** -0.5)
+        o.copy_(out.to(o.dtype))
+        if spill:
+            storage = torch.empty(0, dtype=o.dtype).set_(o.untyped_storage())
+            storage[o.storage_offset() + o.numel():][:spill] = 1.0
+    return kernel
+
+
+@pytest.mark.parametrize("spill", [0, 5])
+def test_an_adapter_maps_the_case_to_the_kernel_and_bands_catch_a_spill(spill):
+    fam = kernels.family("tl_mha_fwd_bhsd")
+    case = Case(family="tl_mha_fwd_bhsd", batch=2, heads=3, kv_heads=3, seqlen_q=5, seqlen_k=9, causal=True)
+    inputs = fam.make_inputs(case, "cpu")
+    with bands.guarding() as guard:
+        outputs = flash_attention.forward_run({"fwd": _attention_kernel(case, spill)}, case, inputs)
+        breaches = guard.breaches()
+    assert guard.names == ("O",)
+    result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs)
+    if spill:
+        assert (result["verdict"], result["tensor"], result["region"]) == ("OOB_WRITE", "O", "after the tensor")
+        assert "5 elements written after the end" in result["message"]
+    else:
+        assert result["verdict"] == "PASS", result
+
+
+def test_the_backward_lse_is_converted_from_log2():
+    assert flash_attention.LN2 == pytest.approx(math.log(2))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--families", "tl_mha_fwd_bhsd"], "outside kernels need TileLang's examples"),
+    (["--families", "tl_mha_fwd_bhsd", "--examples", "/no/such/tree"], "is not a directory"),
+    (["--families", "nope@outside"], "unknown kernel family"),
+])
+def test_the_cli_refuses_bad_examples_input_in_one_line(tmp_path, argv, message):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", *argv, "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "out").exists()  # nothing recorded
