@@ -68,16 +68,47 @@ def cmd_env(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from harness import campaign
-
     families = tuple(args.families.split(","))
     try:
         for name in families:
             kernels.check(case_mod.Case(family=name))
         _examples(args, families)
     except case_mod.CaseError as e:
-        print(f"harness run: {e}", file=sys.stderr)
+        print(f"harness {args.command}: {e}", file=sys.stderr)
         return 2
+    return _campaign(args, families)
+
+
+def cmd_check(args) -> int:
+    """A user's kernel file under the harness: its adapter (harness.outside.family(name, "<file
+    name>", ...), docs/outside-kernels.md) registered for this run and its workers."""
+    from harness.outside import source
+
+    adapter, _, attr = args.adapter.rpartition(":")
+    if not adapter.endswith(".py") or not attr:
+        print(f"harness check: --adapter must be FILE.py:NAME, got {args.adapter!r}", file=sys.stderr)
+        return 2
+    try:
+        file = source.use_file(args.file)
+        where = f"{Path(adapter).resolve()}:{attr}"
+        name = kernels.load(where).name
+        os.environ["HARNESS_EXTRA_FAMILIES"] = ",".join(filter(None, (
+            os.environ.get("HARNESS_EXTRA_FAMILIES"), f"{name}={where}")))
+        fam = kernels.family(name)
+    except (case_mod.CaseError, OSError, AttributeError, ImportError) as e:
+        print(f"harness check: {e}", file=sys.stderr)
+        return 2
+    if fam.module != file.name:
+        print(f"harness check: adapter {attr} is for {fam.module}, not {file.name}", file=sys.stderr)
+        return 2
+    families = (fam.name,) if args.inside_only else (fam.name,) + ((fam.name + kernels.OUTSIDE_MODE,)
+                                                                   if any(not r.asserted for r in fam.rules) else ())
+    return _campaign(args, families)
+
+
+def _campaign(args, families) -> int:
+    from harness import campaign
+
     opts = campaign.Options(out=Path(args.out), families=families, cases=args.cases, seed=args.seed,
                             per_kernel=args.per_kernel, per_row=args.per_row,
                             cases_from=args.cases_from and Path(args.cases_from),
@@ -88,7 +119,7 @@ def cmd_run(args) -> int:
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
-        print(f"harness run: {e}", file=sys.stderr)
+        print(f"harness {args.command}: {e}", file=sys.stderr)
         return 2
 
 
@@ -317,6 +348,31 @@ def _replay_args(p):
     _timeout_args(p)
 
 
+def _campaign_args(p):
+    """The options `harness run` and `harness check` share."""
+    p.add_argument("--cases", type=_positive(int), default=100, help="number of distinct cases")
+    p.add_argument("--cases-from", help="run exactly the cases of this JSON-lines file (a run's cases.jsonl)")
+    p.add_argument("--time", type=_positive(float),
+                   help="end the cases after this many seconds (those in flight are dropped; the same command continues)")
+    p.add_argument("--seed", type=_nonnegative_int, default=0)
+    p.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
+    p.add_argument("--per-row", type=_positive(int), default=1,
+                   help="length variants per covering-array kernel (more where compiles are slow)")
+    p.add_argument("--shard", type=_shard, default=(1, 1), metavar="I/N",
+                   help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
+    p.add_argument("--stop-after-failures", type=_nonnegative_int, default=0, metavar="N",
+                   help="stop starting cases after N new failures (not a recorded bug; 0: run them all)")
+    p.add_argument("--no-pairwise", action="store_true",
+                   help="draw every kernel at random (default: first a covering array of static feature pairs)")
+    p.add_argument("--out", default="reports/run", help="results directory (the same one resumes)")
+    p.add_argument("--workers", type=_positive(int), default=0, help="worker processes (default: CPU cores - 1)")
+    p.add_argument("--arch", default="sm_90a", help="compile target when there is no GPU")
+    _timeout_args(p)
+    p.add_argument("--reproducers", default="reproducers", help="where to record one reproducer per new failure")
+    p.add_argument("--minimize", action="store_true", help="minimize each new failure before recording it")
+    p.add_argument("--minimize-budget", type=_positive(float), default=300, help="seconds per failure")
+
+
 def _timeout_args(p):
     p.add_argument("--compile-timeout", type=_positive(float), default=600, help="seconds for start + compile")
     p.add_argument("--run-timeout", type=_positive(float), default=60, help="seconds for inputs + run + judge")
@@ -327,29 +383,15 @@ def parser() -> Parser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     r = sub.add_parser("run", help="generate cases, run them, judge, report")
     r.add_argument("--families", default="fwd", help=f"comma-separated, from {', '.join(kernels.names())}")
-    r.add_argument("--cases", type=_positive(int), default=100, help="number of distinct cases")
-    r.add_argument("--cases-from", help="run exactly the cases of this JSON-lines file (a run's cases.jsonl)")
-    r.add_argument("--time", type=_positive(float),
-                   help="end the cases after this many seconds (those in flight are dropped; the same command continues)")
-    r.add_argument("--seed", type=_nonnegative_int, default=0)
-    r.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
-    r.add_argument("--per-row", type=_positive(int), default=1,
-                   help="length variants per covering-array kernel (more where compiles are slow)")
-    r.add_argument("--shard", type=_shard, default=(1, 1), metavar="I/N",
-                   help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
-    r.add_argument("--stop-after-failures", type=_nonnegative_int, default=0, metavar="N",
-                   help="stop starting cases after N new failures (not a recorded bug; 0: run them all)")
-    r.add_argument("--no-pairwise", action="store_true",
-                   help="draw every kernel at random (default: first a covering array of static feature pairs)")
-    r.add_argument("--out", default="reports/run", help="results directory (the same one resumes)")
-    r.add_argument("--workers", type=_positive(int), default=0, help="worker processes (default: CPU cores - 1)")
-    r.add_argument("--arch", default="sm_90a", help="compile target when there is no GPU")
-    _timeout_args(r)
-    r.add_argument("--reproducers", default="reproducers", help="where to record one reproducer per new failure")
-    r.add_argument("--minimize", action="store_true", help="minimize each new failure before recording it")
-    r.add_argument("--minimize-budget", type=_positive(float), default=300, help="seconds per failure")
+    _campaign_args(r)
     r.add_argument("--examples", help="a TileLang source tree (or its examples/) for outside kernels (tl_*)")
     r.set_defaults(func=cmd_run)
+    ck = sub.add_parser("check", help="a kernel file of your own, under an adapter you write (docs/outside-kernels.md)")
+    ck.add_argument("file", help="the kernel's Python file")
+    ck.add_argument("--adapter", required=True, metavar="FILE.py:NAME", help="the adapter (a Family) for it")
+    ck.add_argument("--inside-only", action="store_true", help="skip the draws just outside its stated contract")
+    _campaign_args(ck)
+    ck.set_defaults(func=cmd_check, reproducers="reproducers", out="reports/check")
     rp = sub.add_parser("repro", help="replay a reproducer: exit 0 correct, 1 bug reproduced, 125 cannot test")
     rp.add_argument("--runs", type=_positive(int), default=1, help="run it this many times (flakiness)")
     rp.add_argument("--fresh", action="store_true", help="compile afresh for every run (a new worker, an empty "

@@ -36,6 +36,8 @@ def example_program(builder, *args, **kwargs):
     """The prim_func an example's builder (`@tilelang.jit`, under `@autotune` or not) makes for these
     arguments, and the pass configs its decorator sets. Built this way, nothing is tuned or run."""
     impl = getattr(builder, "jit_impl", builder)
+    if not hasattr(impl, "get_tir"):  # a plain function that returns its prim_func (a user's file)
+        return builder(*args, **kwargs), {}
     return impl.get_tir(*args, **kwargs), dict(impl.pass_configs or {})
 
 

@@ -128,3 +128,31 @@ def test_the_cli_refuses_bad_examples_input_in_one_line(tmp_path, argv, message)
                        capture_output=True, text=True, env=env, cwd=tmp_path)
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "out").exists()  # nothing recorded
+
+
+def _check(tmp_path, *argv):
+    return subprocess.run([sys.executable, "-m", "harness.cli", "check", *argv, "--out", str(tmp_path / "out"),
+                           "--reproducers", str(tmp_path / "repro"), "--workers", "1"],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("file, adapter, message", [
+    ("harness/kernels/bwd.py", "docs/examples/my_fwd_adapter.py:FAMILY", "is for fwd.py, not bwd.py"),
+    ("harness/kernels/fwd.py", "docs/examples/my_fwd_adapter.py", "--adapter must be FILE.py:NAME"),
+    ("no/such/kernel.py", "docs/examples/my_fwd_adapter.py:FAMILY", "does not exist"),
+])
+def test_check_refuses_a_mismatched_adapter_in_one_line(tmp_path, file, adapter, message):
+    p = _check(tmp_path, file, "--adapter", adapter)
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="compiles with nvcc")
+def test_check_runs_a_users_kernel_file_under_its_adapter(tmp_path):
+    """The worked example of docs/outside-kernels.md: compile-only without a GPU, judged with one."""
+    p = _check(tmp_path, "harness/kernels/fwd.py", "--adapter", "docs/examples/my_fwd_adapter.py:FAMILY",
+               "--cases", "2", "--per-kernel", "2")
+    if "TileLang does not import" in p.stderr + p.stdout:
+        pytest.skip("TileLang does not import here")
+    verdicts = {__import__("json").loads(line)["verdict"] for line in (tmp_path / "out" / "results.jsonl").open()}
+    assert p.returncode == 0 and verdicts <= {"COMPILED", "PASS"} and verdicts, p.stdout[-2000:] + p.stderr[-2000:]

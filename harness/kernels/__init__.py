@@ -9,8 +9,11 @@ its modules and one line in `_REGISTRY` (docs/adding-a-family.md).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -174,9 +177,28 @@ class Family:
 def family(name: str) -> Family:
     check(Case(family=name))
     base = name.removesuffix(OUTSIDE_MODE)
-    module, attr = _registry()[base].split(":")
-    fam = getattr(importlib.import_module(module), attr)
+    fam = load(_registry()[base])
     return dataclasses.replace(fam, name=name, outside=True) if name != base else fam
+
+
+def load(where: str):
+    """The object "module:attr" names; the module by dotted name, or a user's adapter file by path
+    (harness check --adapter FILE.py:ATTR)."""
+    module, attr = where.rsplit(":", 1)
+    return getattr(_import(module), attr)
+
+
+def _import(module: str):
+    if not module.endswith(".py"):
+        return importlib.import_module(module)
+    name = "harness_adapter_" + hashlib.sha1(module.encode()).hexdigest()[:10]
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, module)
+        if spec is None:
+            raise CaseError(f"adapter {module} is not a Python file")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 def kernel_key(case: Case) -> tuple:

@@ -83,8 +83,8 @@ def rows_of_8() -> Rule:
 
 def family(name: str, module: str, programs, run, **declared) -> Family:
     """An outside kernel as a family: `declared` are Family fields (references, tensors, offer, rules)."""
-    return Family(name=name, build=builder(module, programs), run=run, fits=lambda *tile_and_dims: None,
-                  compiled=COMPILED, module=module, **declared)
+    declared = {"compiled": COMPILED, "fits": lambda *tile_and_dims: None, **declared}
+    return Family(name=name, build=builder(module, programs), run=run, module=module, **declared)
 
 
 def canonical(case: Case, out: dict) -> dict:

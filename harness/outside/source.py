@@ -69,6 +69,16 @@ def use(path: str, installed: str) -> str:
     return check_release(root(), installed)
 
 
+def use_file(path: str) -> Path:
+    """Point this process and its workers at the directory of a user's kernel file (no release to
+    check: it is theirs); returns the file."""
+    file = Path(path).resolve()
+    if not file.is_file():
+        raise ExamplesError(f"kernel file {path} does not exist")
+    os.environ[ENV] = str(file.parent)
+    return file
+
+
 def module_path(relative: str) -> Path:
     path = root() / relative
     if not path.is_file():
