@@ -289,6 +289,8 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
         return "CRASH", _first_line(e)  # a CUDA error's cause comes first; torch appends advice
     if type(e).__name__ == "Unbuildable":  # harness.kernels.Unbuildable: the program, not the compiler
         return "UNSUPPORTED", _first_line(e)
+    if _OUT_OF_SHARED_MEMORY.search(str(e)):  # a tile the device cannot hold: a resource limit, not a bug
+        return "UNSUPPORTED", _first_line(e)
     if stage == "compile" and from_compiler(e):
         message = _nvcc_error(e) or _last_line(e)
         # A tile the register file cannot hold is a resource limit (Family.fits missed it), not a bug.
@@ -319,6 +321,9 @@ def _last_line(e) -> str:
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
 
 
+# TileLang's launcher when a kernel asks more dynamic shared memory than the GPU grants (measured,
+# an outside kernel's tile at head_dim 128 on an H100: 239,616 bytes).
+_OUT_OF_SHARED_MEMORY = re.compile(r"Failed to set the allowed dynamic shared memory size")
 _OUT_OF_REGISTERS = re.compile(r"ptxas: .*Insufficient registers")
 _NVCC_SAYS = re.compile(r"\.cu\((\d+)\): error: (.+)|ptxas (?:fatal|error)\s*: (.+)")
 

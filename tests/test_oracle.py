@@ -119,3 +119,10 @@ def test_a_hang_names_the_code_scan_finding_that_explains_it():
     sigs = {oracle.signature({"case": case, "verdict": "HANG", "stage": "run", "message": m})
             for m in (plain, barrier, registers, oracle.hang_message(5, "run", ["register_budget: x"]))}
     assert len(sigs) == 3
+
+
+def test_a_launch_refused_for_shared_memory_is_a_resource_limit():
+    from harness.kernels import LaunchError, Unbuildable
+    e = LaunchError("bwd", "Failed to set the allowed dynamic shared memory size to 239616")
+    assert oracle.classify(e, "run") == ("UNSUPPORTED", f"LaunchError: {e}")
+    assert oracle.classify(Unbuildable("x.py: flashattn does not build on this TileLang"), "compile")[0] == "UNSUPPORTED"
