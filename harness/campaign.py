@@ -50,6 +50,7 @@ class Options:
     pairwise: bool = True            # the first kernels cover every pair of static feature values
     shard: tuple[int, int] = (1, 1)  # (i, n): run the i-th of n disjoint parts, split by kernel
     stop_after: int = 0              # stop starting cases after this many new failures (0: never)
+    sanitize: str | None = None      # rerun each new reproducer once under this compute-sanitizer tool
 
 
 def _err(*lines):
@@ -189,7 +190,9 @@ def run(opts: Options) -> int:
     if ours:
         print(f"HARNESS_ERROR in {len(ours)} cases: the harness's own bug, not recorded "
               f"(first: {ours[0]['case_id']}: {ours[0]['message']})")
-    record_failures(everything, opts, target, known)
+    for path in record_failures(everything, opts, target, known):
+        if opts.sanitize:
+            print(f"{path.stem} under compute-sanitizer {opts.sanitize}: {sanitized(path, opts)}")
     # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
     # says whether this run found something new, or the harness itself went wrong.
     new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
@@ -244,6 +247,18 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
         _err(f"--time {opts.time:g} s reached: {len(todo) - len(results)} of {len(todo)} cases not run "
              f"(the same command continues the run)")
     return results, known
+
+
+def sanitized(path: Path, opts: Options) -> str:
+    """The last line of `harness repro PATH --sanitize TOOL`: what the tool found (slow; opt-in)."""
+    import os
+    import subprocess
+
+    argv = [sys.executable, "-m", "harness.cli", "repro", str(path), "--sanitize", opts.sanitize,
+            "--logs", str(opts.out / "logs" / "sanitize")]
+    p = subprocess.run(argv, capture_output=True, text=True, env=os.environ)
+    lines = (p.stdout.strip() or p.stderr.strip() or "no output").splitlines()
+    return lines[-1]
 
 
 def record_failures(results, opts: Options, target, known: dict) -> list[Path]:

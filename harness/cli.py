@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from harness import case as case_mod
-from harness import kernels, oracle, record
+from harness import kernels, oracle, record, sanitizer
 from harness.environment import environment
 
 
@@ -115,7 +115,7 @@ def _campaign(args, families) -> int:
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
                             reproducers=Path(args.reproducers), minimize=args.minimize,
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
-                            shard=args.shard, stop_after=args.stop_after_failures)
+                            shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -199,6 +199,8 @@ def cmd_repro(args) -> int:
     except case_mod.CaseError as e:
         print(f"harness repro: {e}", file=sys.stderr)
         return 2
+    if args.sanitize:
+        return _sanitized(args, path)
     env = environment()
     print(f"reproducer {rep.id} ({path}): {rep.title}")
     print(f"recorded:  {record.describe({'case': case_mod.to_dict(rep.case), **rep.observed})}  "
@@ -208,6 +210,29 @@ def cmd_repro(args) -> int:
         print(line)
     print(out.verdict)
     return out.status
+
+
+def _sanitized(args, path) -> int:
+    """`harness repro` again, under compute-sanitizer (caching allocator and guard bands off, memcheck
+    padded: else a write just past a tensor lands in memory the tool counts as valid); its output,
+    then the tool's report parsed. Exit: 1 if the tool found errors or the bug reproduced, else the
+    replay's own status."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "harness.cli", "repro", str(path), "--runs", "1", "--logs", args.logs]
+    if args.examples:
+        argv += ["--examples", args.examples]
+    try:
+        cmd, extra = sanitizer.command(args.sanitize, argv)
+    except sanitizer.SanitizerError as e:
+        print(f"harness repro: {e}", file=sys.stderr)
+        return 2
+    p = subprocess.run(cmd, env={**os.environ, **extra, "HARNESS_BANDS": "off"}, capture_output=True, text=True)
+    print(p.stdout, end="")
+    report = sanitizer.parse(p.stdout + p.stderr, args.sanitize)
+    print(report.describe())
+    status = p.returncode if p.returncode in (0, 1, 125) else 1
+    return 1 if report.hazards or status == 1 else status
 
 
 def cmd_minimize(args) -> int:
@@ -371,6 +396,8 @@ def _campaign_args(p):
     p.add_argument("--reproducers", default="reproducers", help="where to record one reproducer per new failure")
     p.add_argument("--minimize", action="store_true", help="minimize each new failure before recording it")
     p.add_argument("--minimize-budget", type=_positive(float), default=300, help="seconds per failure")
+    p.add_argument("--sanitize-failures", metavar="TOOL", choices=sanitizer.TOOLS,
+                   help="rerun each new reproducer once under compute-sanitizer TOOL (slow)")
 
 
 def _timeout_args(p):
@@ -398,6 +425,8 @@ def parser() -> Parser:
                     "kernel cache): for bugs in which code a compile emits")
     _replay_args(rp)
     rp.add_argument("--examples", help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
+    rp.add_argument("--sanitize", metavar="TOOL", help="run it under compute-sanitizer: memcheck, racecheck, "
+                    "synccheck or initcheck (slow; the caching allocator and guard bands off)")
     rp.set_defaults(func=cmd_repro)
     ex = sub.add_parser("examples", help="download a release's source package and unpack its examples/ (outside kernels)")
     ex.add_argument("fetch", choices=["fetch"])

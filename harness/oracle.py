@@ -33,9 +33,10 @@ from harness import case as case_mod
 if TYPE_CHECKING:
     import torch
 
-VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "COMPILE_ERROR", "UNSUPPORTED",
+VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "UNSUPPORTED",
             "CRASH", "HANG", "HARNESS_ERROR")
-FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "COMPILE_ERROR", "CRASH", "HANG")  # the compiler's, recordable
+# The compiler's, recordable.
+FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "CRASH", "HANG")
 K_FORWARD = 2
 K_GRADIENT = 3
 K = {"forward": K_FORWARD, "gradient": K_GRADIENT}

@@ -65,25 +65,58 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         from harness import bands
 
         # Every buffer handed to the kernel sits between guard bands: its inputs (copied in) and
-        # whatever the family allocates through harness.bands while it runs.
-        with bands.guarding() as guard:
-            inputs = {n: guard.adopt(n, t) if isinstance(t, torch.Tensor) else t
+        # whatever the family allocates through harness.bands while it runs (unless HARNESS_BANDS=off:
+        # under compute-sanitizer, where a band would hide a write past a tensor from the tool).
+        with bands.guarding() if bands.enabled() else contextlib.nullcontext() as guard:
+            inputs = {n: guard.adopt(n, t) if guard and isinstance(t, torch.Tensor) else t
                       for n, t in fam.make_inputs(case, "cuda").items()}
             seconds["inputs"] = time.perf_counter() - t0
             stage = "run"
             t0 = time.perf_counter()
             outputs = fam.run(kernel, case, inputs)  # returns after the device finished
-            breaches = guard.breaches()
+            breaches = guard.breaches() if guard else []
         seconds["run"] = time.perf_counter() - t0
         stage = "judge"
         t0 = time.perf_counter()
         result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs, seconds)
+        if result["verdict"] in ("MISMATCH", "NONFINITE") and bands.enabled():
+            stage = "reread"
+            changed = reads_outside(fam, kernel, case, fam.canonical(case, outputs))
+            if changed:
+                result = oracle.result(case, "OOB_READ", "run", f"{changed} changes with the guard bands' contents, "
+                                       "and not from run to run: a read outside a buffer", tensor=changed,
+                                       region="band contents")
         result["seconds"] = {**seconds, "judge": time.perf_counter() - t0}  # the references and the comparison
     except Exception as e:
         # A device fault is the kernel's wherever it surfaces: a sticky fault can escape the
         # launch's synchronize and hit the next torch call.
         return {**oracle.failed(case, stage, e, fam, seconds=seconds), "hazards": found, "code": code}
     return {**result, "hazards": found, "code": code}
+
+
+def reads_outside(fam, kernel, case, first: dict) -> str | None:
+    """The output that changes when the guard bands hold other contents (harness.bands' "large"
+    instead of its NaN pattern) but not when the same run repeats: a read outside a buffer. None if
+    there is none (a nondeterministic kernel, atomics in another order, proves nothing)."""
+    from harness import bands
+
+    def rerun(pattern):
+        with bands.guarding(pattern) as guard:
+            inputs = {n: guard.adopt(n, t) if hasattr(t, "data_ptr") else t
+                      for n, t in fam.make_inputs(case, "cuda").items()}
+            return fam.canonical(case, fam.run(kernel, case, inputs))
+
+    same, other = rerun("nan"), rerun("large")
+    for name, t in first.items():
+        if _bits(same[name]) == _bits(t) and _bits(other[name]) != _bits(t):
+            return name
+    return None
+
+
+def _bits(t) -> bytes:
+    """A tensor's bytes: NaN payloads and -0.0 compare as they are stored."""
+    import torch
+    return t.detach().contiguous().view(-1).view(torch.uint8).cpu().numpy().tobytes()
 
 
 def build(fam, case, target):

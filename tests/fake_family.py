@@ -9,7 +9,9 @@ bug in its program builder; 9 is rejected by the compiler (a TVM error); 10 has 
 whose message says "illegal"; 11 faults in the kernel "common" that every variant shares;
 12 breaks the generated-code scan (its source cannot be read); 15 emits warp-specialized code whose
 setmaxnreg asks FAKE_SETMAXNREG registers per consumer thread (default 240: more than an SM has,
-and then it hangs while running, unless FAKE_GRANTED is set: a scan that predicts wrongly).
+and then it hangs while running, unless FAKE_GRANTED is set: a scan that predicts wrongly);
+16 writes 3 elements past the end of its output O; 17 reads the element after its input q (so its O
+depends on the guard band there); 18 gives a wrong O that changes from run to run (no band read).
 """
 import os
 import subprocess
@@ -18,7 +20,7 @@ import time
 
 import torch
 
-from harness import kernels
+from harness import bands, kernels
 
 
 class Kernel:
@@ -94,7 +96,20 @@ def run(kernel, case, inputs):
         raise ValueError("illegal value for argument 'q'")
     if case.heads == 11:
         kernels.launch("common", _faulting_kernel)
-    return {"O": torch.ones(1, 1, 1, 1)}
+    out = bands.full("O", (1, 1, 1, 1), 1.0, torch.float32, "cpu")
+    if case.heads == 16:
+        _beyond(out)[:3] = 7.0
+    if case.heads == 17:
+        out.fill_(float(_beyond(inputs["q"])[0]))
+    if case.heads == 18:
+        out.fill_(float(torch.rand(1)) + 2)
+    return {"O": out}
+
+
+def _beyond(t):
+    """The elements stored after `t` (its guard band, when it has one)."""
+    flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+    return flat[t.storage_offset() + t.numel():]
 
 
 FAMILY = kernels.Family(

@@ -1,6 +1,8 @@
 """compute-sanitizer: the command line, and its reports (recorded output of each tool) parsed into hazards."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness import sanitizer
@@ -251,3 +253,17 @@ def test_a_missing_binary_is_one_line(monkeypatch, tmp_path):
         sanitizer.command("memcheck", ["x"])
     assert str(info.value) == f"compute-sanitizer not found on PATH nor at {tmp_path / 'absent'}"
     assert "\n" not in str(info.value)
+
+
+def test_repro_under_a_sanitizer_refuses_bad_input_in_one_line(monkeypatch, capsys, tmp_path):
+    from harness import cli
+
+    rep = str(Path(__file__).parent.parent / "reproducers" / "59a003a61bcc.json")
+    assert cli.main(["repro", rep, "--sanitize", "leakcheck", "--logs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown sanitizer tool 'leakcheck'" in err and len(err.strip().splitlines()) == 1
+    monkeypatch.setattr(sanitizer.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sanitizer, "DEFAULT_PATH", str(tmp_path / "no-compute-sanitizer"))
+    assert cli.main(["repro", rep, "--sanitize", "memcheck", "--logs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "compute-sanitizer" in err and len(err.strip().splitlines()) == 1

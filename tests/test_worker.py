@@ -136,3 +136,15 @@ def test_a_kernel_that_failed_to_compile_fails_again_without_a_second_compile(mo
     assert len(builds) == 1 and first["verdict"] == second["verdict"] == "COMPILE_ERROR"
     assert second["message"] == first["message"] and second["case"]["seqlen_q"] == 77
     assert "compile" in first["seconds"] and "compile" not in second["seconds"]
+
+
+def test_guard_bands_tell_writes_and_reads_outside_a_buffer_from_a_wrong_value(tmp_path):
+    results, _ = run([fake(16), fake(17), fake(18), fake(1)], "auto", tmp_path)
+    write, read, noisy = results[16, "default"], results[17, "default"], results[18, "default"]
+    assert (write["verdict"], write["tensor"], write["region"]) == ("OOB_WRITE", "O", "after the tensor")
+    assert write["message"] == "O: 3 elements written after the end (first at +0)"
+    assert (read["verdict"], read["tensor"]) == ("OOB_READ", "O")
+    # A wrong value that changes from run to run proves no read outside: it stays a mismatch.
+    assert noisy["verdict"] in ("MISMATCH", "NONFINITE")
+    assert results[1, "default"]["verdict"] == "PASS"
+    assert oracle.signature(write) != oracle.signature(read)

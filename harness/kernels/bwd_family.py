@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from harness import layout
+from harness import bands, layout
 from harness import reference as ref
 from harness.kernels import Family, fwd_family, launch
 
@@ -221,31 +221,31 @@ def run(kernels, case, inputs) -> dict:
     fwd_out = fwd_family.run(fwd_k, fwd_case(case), inputs)
     o, lse = fwd_out["O"], fwd_out["LSE"]
 
-    delta = torch.full((case.batch, case.heads, case.seqlen_q), nan, dtype=torch.float32, device=dev)
+    delta = bands.full("Delta", (case.batch, case.heads, case.seqlen_q), nan, torch.float32, dev)
     launch("preprocess", prep_k, o, do, delta)
 
     pad = -(-case.seqlen_q // DQ_ROW_PAD) * DQ_ROW_PAD
-    dq_acc = torch.zeros(_shape(case, pad, case.heads, case.head_dim), dtype=torch.float32, device=dev)
+    dq_acc = bands.zeros("dQ_acc", _shape(case, pad, case.heads, case.head_dim), torch.float32, dev)
     if case.variant == "split":
         # NaN sentinels: every key row of every head must be written.
-        dk_buf = torch.full(_shape(case, case.seqlen_k, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
-        dv_buf = torch.full(_shape(case, case.seqlen_k, case.heads, case.head_dim_v), nan, dtype=dtype, device=dev)
+        dk_buf = bands.full("dK_heads", _shape(case, case.seqlen_k, case.heads, case.head_dim), nan, dtype, dev)
+        dv_buf = bands.full("dV_heads", _shape(case, case.seqlen_k, case.heads, case.head_dim_v), nan, dtype, dev)
     else:
-        dk_buf = torch.zeros(_shape(case, case.seqlen_k, case.kv_heads, case.head_dim), dtype=torch.float32, device=dev)
-        dv_buf = torch.zeros(_shape(case, case.seqlen_k, case.kv_heads, case.head_dim_v), dtype=torch.float32, device=dev)
+        dk_buf = bands.zeros("dK_acc", _shape(case, case.seqlen_k, case.kv_heads, case.head_dim), torch.float32, dev)
+        dv_buf = bands.zeros("dV_acc", _shape(case, case.seqlen_k, case.kv_heads, case.head_dim_v), torch.float32, dev)
     rows = (lse, delta)
     if case.variant == "dq_shared":  # LSE and Delta padded as dQ's rows (tile-copy loads: bwd.dq_shared_kernel)
         rows = tuple(torch.nn.functional.pad(x, (0, pad - case.seqlen_q)) for x in rows)
     launch("main", main_k, q, k, v, do, *rows, dq_acc, dk_buf, dv_buf)
 
-    dq = torch.full(_shape(case, case.seqlen_q, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
+    dq = bands.full("dQ", _shape(case, case.seqlen_q, case.heads, case.head_dim), nan, dtype, dev)
     launch("postprocess", post_k, dq_acc, dq)
     if case.variant == "split":
         dk, dv = _group_sum(dk_buf, case).to(dtype), _group_sum(dv_buf, case).to(dtype)
     else:
         dk, dv = dk_buf.to(dtype), dv_buf.to(dtype)
 
-    dsinks = torch.zeros(case.heads, dtype=torch.float32, device=dev)  # accumulated by atomics
+    dsinks = bands.zeros("dSinks", case.heads, torch.float32, dev)  # accumulated by atomics
     if case.sinks:
         launch("sink_grad", sink_k[0], lse, delta, sinks, dsinks)
     return {"dQ": dq, "dK": dk, "dV": dv, "dSinks": dsinks}

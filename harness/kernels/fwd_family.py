@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from harness import layout, reference
+from harness import bands, layout, reference
 from harness.kernels import Family, launch
 
 SMEM_LIMIT = 160 * 1024
@@ -53,8 +53,8 @@ def outputs(case, q) -> tuple:
     """O (in the case's layout) and LSE filled with NaN: an element the kernel never writes shows
     up as NONFINITE."""
     shape = layout.shape(case.layout, case.batch, case.seqlen_q, case.heads, case.head_dim_v)
-    out = torch.full(shape, float("nan"), dtype=q.dtype, device=q.device)
-    lse = torch.full((case.batch, case.heads, case.seqlen_q), float("nan"), dtype=torch.float32, device=q.device)
+    out = bands.full("O", shape, float("nan"), q.dtype, q.device)
+    lse = bands.full("LSE", (case.batch, case.heads, case.seqlen_q), float("nan"), torch.float32, q.device)
     return out, lse
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from harness import layout
+from harness import bands, layout
 from harness import reference as ref
 from harness.kernels import Family, bwd_family, launch, masked_family
 from harness.kernels.masked_family import VARIANTS, mask_dims, per_axis, tile_smem
@@ -92,22 +92,22 @@ def run(kernels, case, inputs) -> dict:
     fwd_out = masked_family.run(fwd_k, fwd_case(case), inputs)  # checks mask and bias first
     o, lse = fwd_out["O"], fwd_out["LSE"]
 
-    delta = torch.full((case.batch, case.heads, case.seqlen_q), nan, dtype=torch.float32, device=dev)
+    delta = bands.full("Delta", (case.batch, case.heads, case.seqlen_q), nan, torch.float32, dev)
     launch("preprocess", prep_k, o, do, delta)
 
     p = masked_family.prepare(case, inputs)
     active = masked_family.activity(or_k, case, p, case.block_m, case.block_n)
     rows = -(-case.seqlen_q // bwd_family.DQ_ROW_PAD) * bwd_family.DQ_ROW_PAD
-    dq_acc = torch.zeros(layout.shape(case.layout, case.batch, rows, case.heads, case.head_dim),
-                         dtype=torch.float32, device=dev)
-    dk, dv = (torch.zeros(layout.shape(case.layout, case.batch, p["seq_k"], case.kv_heads, dim),
-                          dtype=torch.float32, device=dev) for dim in (case.head_dim, case.head_dim_v))
+    dq_acc = bands.zeros("dQ_acc", layout.shape(case.layout, case.batch, rows, case.heads, case.head_dim),
+                         torch.float32, dev)
+    dk, dv = (bands.zeros(name, layout.shape(case.layout, case.batch, p["seq_k"], case.kv_heads, dim),
+                          torch.float32, dev) for name, dim in (("dK_acc", case.head_dim), ("dV_acc", case.head_dim_v)))
     mb, mh = mask_dims(case)
-    dbias = torch.zeros(mb, mh, case.seqlen_q, p["seq_k"], dtype=torch.float32, device=dev)
+    dbias = bands.zeros("dBias_acc", (mb, mh, case.seqlen_q, p["seq_k"]), torch.float32, dev)
     launch("main", main_k, q, p["k"], p["v"], do, p["mask"], p["bias"], active, lse, delta, dq_acc, dk, dv, dbias)
 
-    dq = torch.full(layout.shape(case.layout, case.batch, case.seqlen_q, case.heads, case.head_dim), nan,
-                    dtype=dtype, device=dev)
+    dq = bands.full("dQ", layout.shape(case.layout, case.batch, case.seqlen_q, case.heads, case.head_dim), nan,
+                    dtype, dev)
     launch("postprocess", post_k, dq_acc, dq)
     n = case.seqlen_k
     return {"dQ": dq, "dK": _keys(dk, case.layout, n).to(dtype), "dV": _keys(dv, case.layout, n).to(dtype),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness import layout
+from harness import bands, layout
 from harness import reference as ref
 from harness.kernels import Family, fwd_family, launch
 
@@ -177,8 +177,8 @@ def prepare(case, inputs) -> dict:
 def activity(kernel, case, prepared, block_m, block_n) -> torch.Tensor:
     """Active [mb, mh, query blocks, key blocks] (int32) from the block_or kernel."""
     mb, mh = mask_dims(case)
-    active = torch.zeros(mb, mh, -(-case.seqlen_q // block_m), -(-prepared["seq_k"] // block_n),
-                         dtype=torch.int32, device=prepared["mask"].device)
+    active = bands.zeros("active", (mb, mh, -(-case.seqlen_q // block_m), -(-prepared["seq_k"] // block_n)),
+                         torch.int32, prepared["mask"].device)
     launch("block_or", kernel, prepared["mask"], active)
     return active
 

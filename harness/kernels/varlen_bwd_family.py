@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from harness import layout
+from harness import bands, layout
 from harness import reference as ref
 from harness.kernels import Family, bwd_family, launch, varlen_family
 
@@ -86,28 +86,28 @@ def run(kernels, case, inputs) -> dict:
     fwd_out = varlen_family.run(fwd_k, fwd_case(case), inputs)  # checks the offsets first
     o, lse = fwd_out["O"], fwd_out["LSE"][None]
 
-    delta = torch.full((1, case.heads, case.total_q), nan, dtype=torch.float32, device=dev)
+    delta = bands.full("Delta", (1, case.heads, case.total_q), nan, torch.float32, dev)
     launch("preprocess", prep_k, o[None], do[None], delta)
 
     pad = -(-case.total_q // bwd_family.DQ_ROW_PAD) * bwd_family.DQ_ROW_PAD
-    dq_acc = torch.zeros(1, pad, case.heads, case.head_dim, dtype=torch.float32, device=dev)
+    dq_acc = bands.zeros("dQ_acc", (1, pad, case.heads, case.head_dim), torch.float32, dev)
     if case.variant == "split":
         # NaN sentinels: every key token of every head must be written.
-        grads = [torch.full((case.total_k, case.heads, dim), nan, dtype=dtype, device=dev)
-                 for dim in (case.head_dim, case.head_dim_v)]
+        grads = [bands.full(name, (case.total_k, case.heads, dim), nan, dtype, dev)
+                 for name, dim in (("dK_heads", case.head_dim), ("dV_heads", case.head_dim_v))]
     else:
-        grads = [torch.zeros(case.total_k, case.kv_heads, dim, dtype=torch.float32, device=dev)
-                 for dim in (case.head_dim, case.head_dim_v)]
+        grads = [bands.zeros(name, (case.total_k, case.kv_heads, dim), torch.float32, dev)
+                 for name, dim in (("dK_acc", case.head_dim), ("dV_acc", case.head_dim_v))]
     launch("main", main_k, q, k, v, do, inputs["cu_q"], inputs["cu_k"], lse, delta, dq_acc, *grads)
 
-    dq = torch.full((1, case.total_q, case.heads, case.head_dim), nan, dtype=dtype, device=dev)
+    dq = bands.full("dQ", (1, case.total_q, case.heads, case.head_dim), nan, dtype, dev)
     launch("postprocess", post_k, dq_acc, dq)
     if case.variant == "split":  # query head h serves KV head h // group
         group = case.heads // case.kv_heads
         grads = [g.float().reshape(case.total_k, case.kv_heads, group, -1).sum(dim=2) for g in grads]
     dk, dv = (g.to(dtype) for g in grads)
 
-    dsinks = torch.zeros(case.heads, dtype=torch.float32, device=dev)  # accumulated by atomics
+    dsinks = bands.zeros("dSinks", case.heads, torch.float32, dev)  # accumulated by atomics
     if case.sinks:
         launch("sink_grad", sink_k[0], lse, delta, sinks, dsinks)
     return {"dQ": dq[0], "dK": dk, "dV": dv, "dSinks": dsinks}

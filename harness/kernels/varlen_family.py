@@ -10,7 +10,7 @@ import itertools
 
 import torch
 
-from harness import layout, reference
+from harness import bands, layout, reference
 from harness.kernels import Family, fwd_family, launch
 
 
@@ -107,8 +107,8 @@ def canonical(case, outputs) -> dict:
 def run(kernel, case, inputs) -> dict:
     q = inputs["q"]
     check_packed(inputs["cu_q"], inputs["cu_k"], q.shape[0], inputs["k"].shape[0], case.seqlen_q, case.seqlen_k)
-    out = torch.full((case.total_q, case.heads, case.head_dim_v), float("nan"), dtype=q.dtype, device=q.device)
-    lse = torch.full((case.heads, case.total_q), float("nan"), dtype=torch.float32, device=q.device)
+    out = bands.full("O", (case.total_q, case.heads, case.head_dim_v), float("nan"), q.dtype, q.device)
+    lse = bands.full("LSE", (case.heads, case.total_q), float("nan"), torch.float32, q.device)
     launch("varlen_fwd", kernel, q, inputs["k"], inputs["v"], inputs["cu_q"], inputs["cu_k"], inputs["sinks"], out, lse)
     return {"O": out, "LSE": lse}
 
