@@ -120,6 +120,8 @@ def fetch(release: str, dest: Path) -> Path:
         files = json.load(r)["files"]
     wanted = f"tilelang-{release}.tar.gz"
     url = next((f["url"] for f in files if f["filename"] == wanted), None)
+    if not any(f"-{release}-" in f["filename"] or f["filename"] == wanted for f in files):
+        raise ExamplesError(f"tilelang has no release {release} on the package index")
     if url is None:
         raise ExamplesError(f"the package index has no source package of tilelang {release} "
                             f"(a checkout at its tag is needed: --examples PATH)")
