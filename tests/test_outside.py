@@ -156,3 +156,15 @@ def test_check_runs_a_users_kernel_file_under_its_adapter(tmp_path):
         pytest.skip("TileLang does not import here")
     verdicts = {__import__("json").loads(line)["verdict"] for line in (tmp_path / "out" / "results.jsonl").open()}
     assert p.returncode == 0 and verdicts <= {"COMPILED", "PASS"} and verdicts, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+def test_fetch_tells_an_unknown_release_from_one_without_a_source_package(tmp_path, monkeypatch):
+    import io
+    import json
+
+    index = {"files": [{"filename": "tilelang-0.1.15-cp38-abi3-manylinux_2_27_x86_64.whl", "url": "u"}]}
+    monkeypatch.setattr(source.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(json.dumps(index).encode()))
+    with pytest.raises(source.ExamplesError, match="no source package of tilelang 0.1.15"):
+        source.fetch("0.1.15", tmp_path)
+    with pytest.raises(source.ExamplesError, match="no release 9.9.9"):
+        source.fetch("9.9.9", tmp_path)
