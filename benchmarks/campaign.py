@@ -35,8 +35,8 @@ from harness.pool import device_names  # noqa: E402
 LOOP = re.compile(r"^(\d+) cases in ([\d.]+) s ", re.M)  # harness run's own account of its run loop
 
 
-def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=None):
-    env = dict(os.environ, TILELANG_CACHE_DIR=str(cache_dir))
+def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=None, bands=True):
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(cache_dir), HARNESS_BANDS="on" if bands else "off")
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     if devices:
@@ -92,6 +92,9 @@ def main():
     p.add_argument("--threads", type=int, help="CPU threads per worker (default: the pool's, cores / workers)")
     p.add_argument("--warm-workers", help="more warm runs (same disk cache), comma-separated: WORKERS or "
                                           "WORKERS:THREADS (CPU threads per worker)")
+    p.add_argument("--keep", help="copy each run's summary.md and results.jsonl here (RUN-NAME/)")
+    p.add_argument("--bands-off", action="store_true", help="two more warm runs: guard bands off, then on again; "
+                                                             "prints what the bands cost")
     p.add_argument("--one-gpu", action="store_true", help="with several GPUs: the same runs again on the first "
                                                           "alone (its own cold cache), and the speed-up of all over one")
     a = p.parse_args()
@@ -110,12 +113,17 @@ def main():
         runs = {}
         # The same disk cache: the warm runs find every kernel compiled.
         plan = [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + warm_runs(a.warm_workers, a.threads)
-        plan = [(name, workers, threads, "cache", None) for name, workers, threads in plan]
+        plan = [(name, workers, threads, "cache", None, True) for name, workers, threads in plan]
+        if a.bands_off:
+            plan += [("warm, bands off", a.workers, a.threads, "cache", None, False),
+                     ("warm again, bands on", a.workers, a.threads, "cache", None, True)]
         if a.one_gpu and gpus > 1:  # the GPU the pool gives its first worker
             first = device_names([0], os.environ)[0]
-            plan += [(f"{name} on GPU {first} alone", a.workers, a.threads, "cache-one", first) for name in ("cold", "warm")]
-        for name, workers, threads, cache, devices in plan:
-            r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / cache, known, threads, devices)
+            plan += [(f"{name} on GPU {first} alone", a.workers, a.threads, "cache-one", first, True)
+                     for name in ("cold", "warm")]
+        for name, workers, threads, cache, devices, bands in plan:
+            r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / cache, known, threads, devices,
+                                      bands)
             print(f"{name} ({workers} workers, {threads or 'cores/workers'} threads; {r['span']}): "
                   f"process {r['wall_s']:.1f} s, {r['cases'] / r['wall_s']:.2f} cases/s; "
                   f"run loop {r['loop_s']:.1f} s, {r['cases'] / r['loop_s']:.2f} cases/s; {r['builds']} kernel loads "
@@ -123,6 +131,11 @@ def main():
                   f"GPU busy at most {100 * r['run_share']:.0f}% of the loop (kernel seconds, launches included), "
                   f"verdicts {r['verdicts']}", flush=True)
             print(f"  worker-seconds: {breakdown(r)}", flush=True)
+            if a.keep:
+                kept = Path(a.keep) / re.sub(r"\W+", "-", name)
+                kept.mkdir(parents=True, exist_ok=True)
+                for f in ("summary.md", "results.jsonl"):
+                    shutil.copy(tmp / f"run-{len(runs) - 1}" / f, kept / f)
             if r["gpu_share"]:
                 print("  GPU busy (kernel seconds / loop): " +
                       ", ".join(f"GPU {g} {100 * v:.0f}%" for g, v in r["gpu_share"].items()), flush=True)
@@ -130,6 +143,11 @@ def main():
     print(f"disk-cache speed-up: {cold['loop_s'] / warm['loop_s']:.1f}x run loop, "
           f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f} "
           f"({cold['compile_s'] / max(warm['compile_s'], 1e-9):.1f}x)")
+    if a.bands_off:
+        on = [runs[n]["cases"] / runs[n]["loop_s"] for n in ("warm", "warm again, bands on")]
+        off = runs["warm, bands off"]["cases"] / runs["warm, bands off"]["loop_s"]
+        print(f"guard bands: warm {min(on):.2f}-{max(on):.2f} cases/s on, {off:.2f} off: "
+              f"{100 * (off / (sum(on) / 2) - 1):+.1f}% slower with bands (mean of the two runs with bands)")
     for name in ("cold", "warm"):
         one = next((r for n, r in runs.items() if n.startswith(f"{name} on GPU")), None)
         if one:

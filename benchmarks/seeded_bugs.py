@@ -103,15 +103,25 @@ MUTANTS = [
            "wrong KV head in the varlen backward: needs kv_heads > 1 and a group > 1"),
     Mutant("varlen_bwd_lse_without_offset", "varlen_bwd", K + "varlen.py", "Lse[0, by, q_start + q0 + i]",
            "Lse[0, by, q0 + i]", "LSE read without the sequence's offset: needs a second sequence with queries"),
-    # Writes outside a buffer (guard bands: OOB_WRITE naming the buffer).
+    # Tail guards removed. TileLang (0.1.15) bounds-checks global accesses against the tensor's shape, so
+    # these write into the next sequence's rows, not outside the tensor: the dQ one adds exact zeros there
+    # (its rows past a sequence have P = 0), an equivalent mutant no oracle can see; the dK one stores
+    # values computed for keys past its sequence (MISMATCH).
     Mutant("varlen_bwd_dq_tail_unguarded", "varlen_bwd", K + "varlen.py",
            "                    if q0 + i < seq_q:\n                        T.atomic_add(dQ[0, q_start + q0 + i, by, d]",
            "                    if True:\n                        T.atomic_add(dQ[0, q_start + q0 + i, by, d]",
-           "dQ atomics of a ragged query tile unguarded: past the packed tokens' end (dQ_acc) at the last sequence"),
+           "dQ atomics of a ragged query tile unguarded: adds zeros into the next sequence (equivalent on 0.1.15)"),
     Mutant("varlen_bwd_dk_tail_unguarded", "varlen_bwd", K + "varlen.py",
            "                if k0 + j < seq_k:\n                    if split:\n                        dK[",
            "                if True:\n                    if split:\n                        dK[",
-           "dK stores/atomics of a ragged key tile unguarded: past the last sequence's keys (dK_acc / dK_heads)"),
+           "dK stores/atomics of a ragged key tile unguarded: into the next sequence's keys (dK_acc / dK_heads)"),
+    # Writes outside a buffer (guard bands: OOB_WRITE naming the buffer). The dQ accumulators' layout groups
+    # rows by 8 and the compiler's bounds check works at that granularity: unpadded, the last group's
+    # addresses (its later heads) run past the allocation's end.
+    Mutant("varlen_bwd_dq_acc_unpadded", "varlen_bwd", K + "varlen_bwd_family.py",
+           "    pad = -(-case.total_q // bwd_family.DQ_ROW_PAD) * bwd_family.DQ_ROW_PAD\n",
+           "    pad = case.total_q\n",
+           "the packed fp32 dQ accumulator (an intermediate) allocated without its row padding: needs total_q % 8 != 0"),
     Mutant("bwd_dq_acc_unpadded", "bwd", K + "bwd_family.py",
            "    pad = -(-case.seqlen_q // DQ_ROW_PAD) * DQ_ROW_PAD\n",
            "    pad = case.seqlen_q\n",

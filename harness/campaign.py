@@ -51,6 +51,7 @@ class Options:
     shard: tuple[int, int] = (1, 1)  # (i, n): run the i-th of n disjoint parts, split by kernel
     stop_after: int = 0              # stop starting cases after this many new failures (0: never)
     sanitize: str | None = None      # rerun each new reproducer once under this compute-sanitizer tool
+    peer: bool = False               # the kernels' own test shapes (Family.peer) instead of drawn cases
 
 
 def _err(*lines):
@@ -103,8 +104,14 @@ def shard_of(case: case_mod.Case, n: int) -> int:
 def plan(opts: Options) -> list[case_mod.Case]:
     """The campaign's cases (this shard's), written to <out>/cases.jsonl (or checked against what
     is there)."""
-    cases = load_cases(opts.cases_from) if opts.cases_from else draw(opts.families, opts.cases, opts.seed,
-                                                                       opts.per_kernel, opts.pairwise, opts.per_row)
+    if opts.cases_from:
+        cases = load_cases(opts.cases_from)
+    elif opts.peer:
+        from harness import strategies
+
+        cases = [c for f in opts.families for c in strategies.peer(f)]
+    else:
+        cases = draw(opts.families, opts.cases, opts.seed, opts.per_kernel, opts.pairwise, opts.per_row)
     i, n = opts.shard
     cases = [c for c in cases if shard_of(c, n) == i]
     if not cases:
@@ -250,7 +257,8 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
 
 
 def sanitized(path: Path, opts: Options) -> str:
-    """The last line of `harness repro PATH --sanitize TOOL`: what the tool found (slow; opt-in)."""
+    """What the tool found, from `harness repro PATH --sanitize TOOL` (slow; opt-in): its parsed report
+    (the count, then each hazard) on one line."""
     import os
     import subprocess
 
@@ -258,7 +266,8 @@ def sanitized(path: Path, opts: Options) -> str:
             "--logs", str(opts.out / "logs" / "sanitize")]
     p = subprocess.run(argv, capture_output=True, text=True, env=os.environ)
     lines = (p.stdout.strip() or p.stderr.strip() or "no output").splitlines()
-    return lines[-1]
+    start = next((i for i, line in enumerate(lines) if line.startswith("compute-sanitizer")), len(lines) - 1)
+    return " | ".join(lines[start:])
 
 
 def record_failures(results, opts: Options, target, known: dict) -> list[Path]:

@@ -72,6 +72,9 @@ def cmd_run(args) -> int:
     try:
         for name in families:
             kernels.check(case_mod.Case(family=name))
+        bare = [name for name in families if args.peer and not kernels.family(name).peer]
+        if bare:
+            raise case_mod.CaseError(f"no test shapes declared for {', '.join(bare)} (Family.peer)")
         _examples(args, families)
     except case_mod.CaseError as e:
         print(f"harness {args.command}: {e}", file=sys.stderr)
@@ -115,7 +118,8 @@ def _campaign(args, families) -> int:
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
                             reproducers=Path(args.reproducers), minimize=args.minimize,
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
-                            shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures)
+                            shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures,
+                            peer=args.peer)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -377,6 +381,8 @@ def _campaign_args(p):
     """The options `harness run` and `harness check` share."""
     p.add_argument("--cases", type=_positive(int), default=100, help="number of distinct cases")
     p.add_argument("--cases-from", help="run exactly the cases of this JSON-lines file (a run's cases.jsonl)")
+    p.add_argument("--peer", action="store_true",
+                   help="run the shapes the kernels' own tests run (outside kernels), not drawn cases: the baseline")
     p.add_argument("--time", type=_positive(float),
                    help="end the cases after this many seconds (those in flight are dropped; the same command continues)")
     p.add_argument("--seed", type=_nonnegative_int, default=0)

@@ -5,6 +5,7 @@ are drawn separately, so a campaign can run several lengths through one compiled
 """
 from __future__ import annotations
 
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from harness import kernels, pairwise
@@ -102,7 +103,9 @@ def _static_case(draw, family: str) -> Case:
     def variants(tile):
         return [v for v in fam.variants if fam.fits(*tile, head_dim, head_dim_v, v) is None]
 
-    tile = draw(st.sampled_from([t for t in fam.tiles if variants(t)]))
+    fitting = [t for t in fam.tiles if variants(t)]
+    assume(fitting)  # head dims no tile of it holds
+    tile = draw(st.sampled_from(fitting))
     block_m, block_n, num_stages, threads = tile
     # Drawn in this order so that a seed draws the same cases as before features were declared.
     variant, dtype = draw(st.sampled_from(variants(tile))), draw(st.sampled_from(fam.dtypes))
@@ -143,23 +146,25 @@ def decode(draw, block_n: int) -> dict:
 
 
 @st.composite
-def packed(draw, block_m: int, block_n: int) -> dict:
+def packed(draw, block_m: int, block_n: int, equal: bool = False) -> dict:
     """Varlen batches: zero- and one-token sequences, q != k both ways per sequence, a sequence
-    boundary inside a tile, one long sequence beside short ones, totals not divisible by 8."""
+    boundary inside a tile, one long sequence beside short ones, totals not divisible by 8.
+    `equal`: every sequence has as many keys as queries (a training step's varlen backward)."""
     short = st.one_of(st.sampled_from((0, 1, 2, 3, 5, 7)), lengths(block_m).filter(lambda n: n < 80))
+    hows = ("equal",) if equal else ("equal", "free", "longer_k")
     count = draw(st.integers(1, 6))
     pairs = []
     for _ in range(count):
         q = draw(short)
-        how = draw(st.sampled_from(("equal", "free", "longer_k")))
+        how = draw(st.sampled_from(hows))
         k = q if how == "equal" else draw(short) if how == "free" else q + draw(st.integers(1, 2 * block_n))
         pairs.append((q, k))
     if draw(st.booleans()):  # one long sequence among short ones
         long_q = draw(lengths(block_m).filter(lambda n: n > 2 * block_m))
-        long_k = draw(st.sampled_from((long_q, long_q + 37, long_q // 2 + 1)))
+        long_k = long_q if equal else draw(st.sampled_from((long_q, long_q + 37, long_q // 2 + 1)))
         pairs.insert(draw(st.integers(0, len(pairs))), (long_q, long_k))
     if sum(q for q, _ in pairs) == 0:
-        pairs[0] = (1, pairs[0][1])
+        pairs[0] = (1, 1 if equal else pairs[0][1])
     if sum(k for _, k in pairs) == 0:
         pairs[-1] = (pairs[-1][0], 1)
     return {"batch": len(pairs), "seqlens": tuple(pairs), "seqlen_q": max(1, max(q for q, _ in pairs)),
@@ -175,6 +180,8 @@ LENGTHS = {
     "dense": lambda c: dynamic(c.block_m, c.block_n),
     "masked": lambda c: masked_dynamic(c.block_m, c.block_n),
     "packed": lambda c: packed(c.block_m, c.block_n),
+    # q == k per sequence, or (for a kernel drawn outside that contract) any packed batch.
+    "packed_equal": lambda c: st.one_of(packed(c.block_m, c.block_n, equal=True), packed(c.block_m, c.block_n)),
     "ring_k": _ring("k"),
     "ring_q": _ring("q"),
     "decode": lambda c: decode(c.block_n),
@@ -283,3 +290,13 @@ def _examples(keep, strategy, seed: int, count: int) -> None:
         keep(example)
 
     collect()
+
+
+def peer(family: str) -> list[Case]:
+    """The cases its own tests run (Family.peer), at its default variant, layout, dtype and tile."""
+    fam = kernels.family(family)
+    block_m, block_n, num_stages, threads = fam.tiles[0]
+    base = Case(family=family, variant=fam.variants[0], layout=fam.layouts[0], dtype=fam.dtypes[0],
+                head_dim=fam.head_dims[0], head_dim_v=fam.head_dims[0], block_m=block_m, block_n=block_n,
+                num_stages=num_stages, threads=threads)
+    return [base.replace(**shape).validate() for shape in fam.peer]

@@ -1,6 +1,7 @@
 """Outside kernels without TileLang or a GPU: where examples come from, the contract rules, the draws
 inside and just outside a contract, and an adapter's I/O mapping run on the CPU with a fake kernel."""
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,7 +74,8 @@ def test_only_outside_kernels_have_an_outside_mode():
         kernels.check(Case(family="fwd@outside"))
 
 
-@pytest.mark.parametrize("name", ["tl_mha_bwd_bhsd", "tl_gqa_decode", "tl_mha_sink_fwd_bhsd", "tl_gqa_fwd_varlen"])
+@pytest.mark.parametrize("name", ["tl_mha_bwd_bhsd", "tl_gqa_decode", "tl_mha_sink_fwd_bhsd", "tl_gqa_fwd_varlen",
+                                  "tl_gqa_bwd_tma_reduce_varlen"])
 def test_draws_keep_the_contract_and_outside_draws_break_a_stated_clause(name):
     for c in strategies.draw(name, 8, seed=0, per_kernel=1, cover=True):
         assert kernels.family(name).unsupported(c) is None, c
@@ -168,3 +170,33 @@ def test_fetch_tells_an_unknown_release_from_one_without_a_source_package(tmp_pa
         source.fetch("0.1.15", tmp_path)
     with pytest.raises(source.ExamplesError, match="no release 9.9.9"):
         source.fetch("9.9.9", tmp_path)
+
+
+def test_a_training_varlen_backward_draws_as_many_keys_as_queries_per_sequence():
+    cases = strategies.draw("tl_gqa_bwd_tma_reduce_varlen", 12, seed=1, per_kernel=2, cover=True)
+    assert cases and all(q == k for c in cases for q, k in c.seqlens)
+    outside = strategies.draw("tl_gqa_bwd_tma_reduce_varlen@outside", 6, seed=1, per_kernel=1)
+    assert outside and all(any(q != k for q, k in c.seqlens) for c in outside)
+
+
+def test_peer_shapes_are_the_examples_own_test_calls_inside_their_contract():
+    with_peer = [n for n in kernels.OUTSIDE if kernels.family(n).peer]
+    assert "tl_gqa_bwd_tma_reduce" not in with_peer  # no test of TileLang's runs it
+    for name in with_peer:
+        fam = kernels.family(name)
+        for c in strategies.peer(name):
+            assert fam.unsupported(c) is None, (name, c)
+    # example_mha_bwd_bhsd.main(BATCH=1, H=16, N_CTX=512, D_HEAD=64, causal=False)
+    (c,) = strategies.peer("tl_mha_bwd_bhsd")
+    assert (c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.head_dim, c.causal) == (1, 16, 512, 512, 64, False)
+    # their varlen tests: each length in [n - 20, n], as generate_random_padding_mask draws them
+    for c in strategies.peer("tl_gqa_fwd_varlen"):
+        assert c.batch == 4 and all(492 <= q <= 512 and 492 <= k <= 512 for q, k in c.seqlens)
+
+
+def test_a_peer_run_of_kernels_without_test_shapes_is_a_one_line_error(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--peer", "--families", "tl_gqa_bwd_tma_reduce",
+                        "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if k != source.ENV})
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip() == "harness run: no test shapes declared for tl_gqa_bwd_tma_reduce (Family.peer)"

@@ -41,12 +41,14 @@ OUTSIDE = {
     "tl_mha_bwd_bshd": "harness.outside.flash_attention:MHA_BWD_BSHD",
     "tl_gqa_bwd": "harness.outside.flash_attention:GQA_BWD",
     "tl_gqa_bwd_tma_reduce": "harness.outside.flash_attention:GQA_BWD_TMA_REDUCE",
+    "tl_gqa_bwd_tma_reduce_varlen": "harness.outside.flash_attention:GQA_BWD_TMA_REDUCE_VARLEN",
     "tl_mha_fwd_varlen": "harness.outside.flash_attention:MHA_FWD_VARLEN",
     "tl_gqa_fwd_varlen": "harness.outside.flash_attention:GQA_FWD_VARLEN",
     "tl_mha_sink_fwd_bhsd": "harness.outside.attention_sink:MHA_SINK_FWD_BHSD",
     "tl_mha_sink_bwd_bhsd": "harness.outside.attention_sink:MHA_SINK_BWD_BHSD",
     "tl_gqa_sink_bwd_bhsd": "harness.outside.attention_sink:GQA_SINK_BWD_BHSD",
     "tl_gqa_sink_fwd_varlen": "harness.outside.attention_sink:GQA_SINK_FWD_VARLEN",
+    "tl_gqa_sink_bwd_varlen": "harness.outside.attention_sink:GQA_SINK_BWD_VARLEN",
     "tl_gqa_decode": "harness.outside.flash_decoding:GQA_DECODE",
     "tl_sm100_mha_fwd_bshd": "harness.outside.sm100:MHA_FWD_BSHD",
     "tl_sm100_gqa_fwd_bshd": "harness.outside.sm100:GQA_FWD_BSHD",
@@ -130,6 +132,9 @@ class Family:
     outside: bool = False                              # draw just outside the stated rules, inside the asserted
     arch: str | None = None                            # the only target it compiles for (e.g. sm_100a), if any
     module: str | None = None                          # an outside kernel's file in TileLang's examples/
+    # The shapes its own test suite runs (Case fields over its defaults): `harness run --peer`, the
+    # baseline the drawn cases are compared with.
+    peer: tuple[dict, ...] = ()
     # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
     # (harness.codegen.unaligned_vectors).
     aligned: frozenset = field(default_factory=frozenset)

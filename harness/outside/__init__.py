@@ -12,6 +12,7 @@ oracle. Examples take lengths and batch as Python ints, so every length is its o
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -90,3 +91,28 @@ def family(name: str, module: str, programs, run, **declared) -> Family:
 def canonical(case: Case, out: dict) -> dict:
     """Outputs in the case's layout to canonical; LSE [b, h, s] (natural log) and per-head dSinks as they are."""
     return {n: t if n in ("LSE", "dSinks") else layout.to_canonical(t, case.layout) for n, t in out.items()}
+
+
+def padded(batch: int, seqlen_q: int, seqlen_k: int, equal: bool = False, seed: int = 0) -> dict:
+    """Varlen Case fields as the examples' tests draw them (generate_random_padding_mask, "random":
+    each sequence's length in [max(1, n - 20), n]), fixed by `seed`; `equal`: keys as long as queries."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(batch):
+        q = rng.randint(max(1, seqlen_q - 20), seqlen_q)
+        pairs.append((q, q if equal else rng.randint(max(1, seqlen_k - 20), seqlen_k)))
+    return {"batch": batch, "seqlens": tuple(pairs), "layout": "thd", "seqlen_q": max(q for q, _ in pairs),
+            "seqlen_k": max(k for _, k in pairs)}
+
+
+def heads(h: int, kv: int, dim: int, dim_v: int | None = None) -> dict:
+    return {"heads": h, "kv_heads": kv, "head_dim": dim, "head_dim_v": dim_v or dim}
+
+
+def dense(batch: int, seqlen_q: int, seqlen_k: int | None = None) -> dict:
+    return {"batch": batch, "seqlen_q": seqlen_q, "seqlen_k": seqlen_k or seqlen_q}
+
+
+def v_at_most_128(block_m, block_n, stages, threads, dim, dim_v, variant):
+    """Its main() pairs a 192-wide Q/K with a 128-wide V; a 192-wide V is not drawn."""
+    return "head_dim_v 192: its V is at most 128 wide (main's D_HEAD_V)" if dim_v > 128 else None

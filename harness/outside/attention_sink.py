@@ -8,8 +8,21 @@ from __future__ import annotations
 import torch
 
 from harness import reference
-from harness.kernels import Rule, bwd_family, launch, varlen_family
-from harness.outside import LN2, Program, buffers, canonical, family, one_head_dim, rows_of_8, same_lengths, tile
+from harness.kernels import Rule, bwd_family, launch, varlen_bwd_family, varlen_family
+from harness.outside import (
+    LN2,
+    Program,
+    buffers,
+    canonical,
+    dense,
+    family,
+    heads,
+    one_head_dim,
+    padded,
+    rows_of_8,
+    same_lengths,
+    tile,
+)
 from harness.outside.flash_attention import BACKWARD, FORWARD, NAN, _shape
 
 F32 = torch.float32
@@ -43,6 +56,12 @@ def _rules(block_of=lambda c: c.block_n, causal=True):
     return (one_head_dim(), *rules)
 
 
+def peer(lengths: dict, shape: dict) -> tuple[dict, ...]:
+    """Its tests: main() (causal, sinks), and main(window_size=128)."""
+    full = {**lengths, **shape, "sinks": True, "causal": True}
+    return full, {**full, "window": (127, -1)}
+
+
 # --- forward, BHSD: O = kernel(Q, K, V, Sinks) ------------------------------------------------------
 
 def _forward_run(kernels, case, inputs) -> dict:
@@ -62,7 +81,7 @@ MHA_SINK_FWD_BHSD = family(
     rules=(*_rules(), Rule("seq_kv >= seq_q (its assert)", ("seqlen_q", "seqlen_k"),
                            lambda c: c.seqlen_k >= c.seqlen_q, asserted=True)),
     make_inputs=with_sinks(reference.make_inputs), tensors=lambda c: FORWARD, reference=reference.forward,
-    canonical=canonical)
+    canonical=canonical, peer=peer(dense(1, 256), heads(1, 1, 128)))
 
 
 # --- backward, BHSD: fwd (O, LSE) -> preprocess -> bwd -> postprocess (dQ) -> dsink ---------------------
@@ -92,7 +111,7 @@ def _backward_reference(case, inputs, dtype) -> dict:
     return {**reference.forward(case, inputs, dtype), **bwd_family.reference(case, inputs, dtype)}
 
 
-def _backward(name, module, gqa: bool, dsink_block: int, head_dims):
+def _backward(name, module, gqa: bool, dsink_block: int, head_dims, shape):
     def programs(c):
         shape = (c.batch, c.heads, c.seqlen_q, c.head_dim)
         groups = {"groups": c.heads // c.kv_heads} if gqa else {}
@@ -110,13 +129,14 @@ def _backward(name, module, gqa: bool, dsink_block: int, head_dims):
                   lengths="same", rules=(*_rules(lambda c: max(c.block_n, 32)), same_lengths(), rows_of_8()),
                   make_inputs=with_sinks(bwd_family.make_inputs),
                   tensors=lambda c: (*BACKWARD, ("dSinks", "gradient")),
-                  reference=_backward_reference, canonical=canonical, floors=bwd_family.floors)
+                  reference=_backward_reference, canonical=canonical, floors=bwd_family.floors, peer=peer(*shape))
 
 
 MHA_SINK_BWD_BHSD = _backward("tl_mha_sink_bwd_bhsd", "attention_sink/example_mha_sink_bwd_bhsd.py", False, 128,
-                              (64, 128))
+                              (64, 128), (dense(1, 512), heads(1, 1, 128)))
+# Head dim 64 only (its main()'s D_HEAD): at 128 its bwd asks 239,616 B of shared memory (H100: launch fails).
 GQA_SINK_BWD_BHSD = _backward("tl_gqa_sink_bwd_bhsd", "attention_sink/example_gqa_sink_bwd_bhsd.py", True, 256,
-                              (64,))  # its main()'s D_HEAD: at 128 its bwd asks 239,616 B of shared memory (H100: launch fails)
+                              (64,), (dense(1, 512), heads(8, 4, 64)))
 
 
 # --- varlen forward: O = kernel(Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, Sinks) -----------------
@@ -135,6 +155,56 @@ GQA_SINK_FWD_VARLEN = family(
                                                           c.heads, c.head_dim, c.causal),
                               lambda c: {"window_size": window_size(c), **tile(c)})},
     _varlen_run, variants=("default",), head_dims=(64, 128), tiles=((128, 128, 2, 256), (64, 64, 1, 128)),
-    layouts=("thd",), lengths="packed", dtypes=("float16",), rules=_rules(causal=False),
+    layouts=("thd",), locate=varlen_family.locate, lengths="packed", dtypes=("float16",),
+    rules=_rules(causal=False),
     make_inputs=with_sinks(varlen_family.make_inputs), tensors=lambda c: FORWARD,
-    reference=lambda case, inputs, dtype: varlen_family.forward_reference(case, inputs, dtype), canonical=canonical)
+    reference=lambda case, inputs, dtype: varlen_family.forward_reference(case, inputs, dtype), canonical=canonical,
+    peer=({**padded(1, 2048, 2048), **heads(64, 4, 128), "sinks": True, "causal": True},))
+
+
+# --- varlen backward: fwd (O, LSE) -> preprocess -> bwd -> postprocess (dQ) -> dsink -------------------
+# Packed [total, heads, dim]; LSE, Delta and per-row dSinks padded to [batch, heads, max_seqlen_q]. Its
+# own test draws the query and key padding independently (seqlens_k != seqlens_q), as "packed" does.
+
+def _varlen_backward_run(kernels, case, inputs) -> dict:
+    q, k, v, do, cu_q, cu_k = (inputs[n] for n in ("q", "k", "v", "do", "cu_q", "cu_k"))
+    dtype, sinks, rows = _dtype(case), inputs["sinks"].to(_dtype(case)), (case.batch, case.heads, case.seqlen_q)
+    b = buffers(q.device, O=((case.total_q, case.heads, case.head_dim_v), dtype, NAN), LSE=(rows, F32, NAN),
+                Delta=(rows, F32, NAN), dQ_acc=(q.shape, F32, 0.0), dQ=(q.shape, dtype, NAN),
+                dK=(k.shape, F32, 0.0), dV=(v.shape, F32, 0.0), dSinks_rows=(rows, dtype, NAN))
+    launch("fwd", kernels["fwd"], q, k, v, cu_q, cu_k, sinks, b["O"], b["LSE"])
+    launch("preprocess", kernels["preprocess"], b["O"], do, cu_q, b["Delta"])
+    launch("bwd", kernels["bwd"], q, k, v, do, b["LSE"], b["Delta"], cu_q, cu_k, b["dQ_acc"], b["dK"], b["dV"])
+    launch("postprocess", kernels["postprocess"], b["dQ_acc"], b["dQ"])
+    launch("dsink", kernels["dsink"], sinks, b["Delta"], b["LSE"], cu_q, b["dSinks_rows"])
+    return {"O": b["O"], "dQ": b["dQ"], "dK": b["dK"], "dV": b["dV"], "dSinks": b["dSinks_rows"].float().sum(dim=(0, 2))}
+
+
+def _varlen_backward_programs(c):
+    padded = (c.batch, c.heads // c.kv_heads, c.total_q, c.total_k, c.seqlen_q, c.heads, c.seqlen_q, c.head_dim,
+              c.causal)
+    common = {"window_size": window_size(c), "dtype": c.dtype}
+    return {"fwd": Program("flashattn_fwd", lambda c: padded, lambda c: {**common, **tile(c)}),
+            "preprocess": Program("flashattn_bwd_preprocess",
+                                  lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim),
+                                  lambda c: {"dtype": c.dtype}),
+            "bwd": Program("flashattn_bwd", lambda c: padded, lambda c: common),
+            "postprocess": Program("flashattn_bwd_postprocess", lambda c: (c.total_q, c.heads, c.head_dim),
+                                   lambda c: {"dtype": c.dtype}),
+            "dsink": Program("flashattn_bwd_dsink", lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_q),
+                             lambda c: {"dtype": c.dtype})}
+
+
+# Its bwd picks its tiles from the GPU at build time (block_N 32 on sm_90): it builds on a GPU only.
+GQA_SINK_BWD_VARLEN = family(
+    "tl_gqa_sink_bwd_varlen", "attention_sink/example_gqa_sink_bwd_varlen.py", _varlen_backward_programs,
+    _varlen_backward_run, variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128),),
+    layouts=("thd",), locate=varlen_family.locate, arch="auto", lengths="packed",
+    rules=_rules(lambda c: max(c.block_n, 32), causal=False),
+    make_inputs=with_sinks(varlen_bwd_family.make_inputs),
+    tensors=lambda c: (("O", "forward"), ("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"),
+                       ("dSinks", "gradient")),
+    reference=lambda case, inputs, dtype: {**varlen_family.forward_reference(case, inputs, dtype),
+                                           **varlen_bwd_family.reference(case, inputs, dtype)},
+    canonical=canonical, floors=varlen_bwd_family.floors,
+    peer=({**padded(1, 2048, 2048), **heads(64, 4, 128), "sinks": True, "causal": True},))

@@ -9,8 +9,22 @@ from __future__ import annotations
 import torch
 
 from harness import layout, reference
-from harness.kernels import Rule, bwd_family, launch, varlen_family
-from harness.outside import LN2, Program, buffers, canonical, family, one_head_dim, rows_of_8, same_lengths, tile
+from harness.kernels import Rule, bwd_family, launch, varlen_bwd_family, varlen_family
+from harness.outside import (
+    LN2,
+    Program,
+    buffers,
+    canonical,
+    dense,
+    family,
+    heads,
+    one_head_dim,
+    padded,
+    rows_of_8,
+    same_lengths,
+    tile,
+    v_at_most_128,
+)
 
 F16, F32 = torch.float16, torch.float32  # the examples here are written for float16
 NAN = float("nan")
@@ -31,28 +45,31 @@ def forward_run(kernels, case, inputs) -> dict:
     return out
 
 
-def _forward(name, module, args, layouts, gqa, tiles, rules=(), lengths="dense"):
+def _forward(name, module, args, layouts, gqa, tiles, rules=(), lengths="dense", peer=()):
     return family(name, module, lambda c: {"fwd": Program("flashattn", args, tile)}, forward_run,
                   variants=("default",), head_dims=(64, 128), tiles=tiles, layouts=layouts, takes=("causal",),
                   dtypes=("float16",), gqa=gqa, lengths=lengths, rules=(one_head_dim(), *rules),
                   make_inputs=reference.make_inputs, tensors=lambda c: FORWARD, reference=reference.forward,
-                  canonical=canonical)
+                  canonical=canonical, peer=peer)
 
 
+# peer: the shapes of its test_example_*.py call (main()'s defaults where it passes none).
 MHA_FWD_BHSD = _forward(
     "tl_mha_fwd_bhsd", "flash_attention/example_mha_fwd_bhsd.py",
     lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.head_dim, c.causal), ("bhsd",), False,
     tiles=((64, 64, 1, 128), (128, 128, 2, 256)),  # its main()'s, and its autotune space
     rules=(Rule("seq_kv >= seq_q (its assert)", ("seqlen_q", "seqlen_k"), lambda c: c.seqlen_k >= c.seqlen_q,
-                asserted=True),))
+                asserted=True),), peer=({**dense(1, 256), **heads(1, 1, 64)},))
 MHA_FWD_BSHD = _forward(
     "tl_mha_fwd_bshd", "flash_attention/example_mha_fwd_bshd.py",
     lambda c: (c.batch, c.heads, c.seqlen_q, c.head_dim, c.causal), ("bshd",), False,
-    tiles=((64, 64, 1, 128), (128, 128, 1, 128)), rules=(same_lengths(),), lengths="same")
+    tiles=((64, 64, 1, 128), (128, 128, 1, 128)), rules=(same_lengths(),), lengths="same",
+    peer=({**dense(1, 256), **heads(32, 32, 128)},))
 GQA_FWD_BSHD = _forward(
     "tl_gqa_fwd_bshd", "flash_attention/example_gqa_fwd_bshd.py",
     lambda c: (c.batch, c.heads, c.seqlen_q, c.head_dim, c.causal, c.heads // c.kv_heads), ("bshd",), True,
-    tiles=((64, 64, 2, 128), (128, 128, 2, 256), (64, 64, 0, 128)), rules=(same_lengths(),), lengths="same")
+    tiles=((64, 64, 2, 128), (128, 128, 2, 256), (64, 64, 0, 128)), rules=(same_lengths(),), lengths="same",
+    peer=({**dense(1, 1024), **heads(16, 1, 128)},))
 
 
 # --- dense backward: fwd (O, LSE) -> preprocess (Delta) -> bwd -> postprocess -------------------------
@@ -122,14 +139,15 @@ def _mha_backward(name, module, lay):
                   tiles=((64, 64, 2, 128), (64, 32, 2, 128)), layouts=(lay,), takes=("causal",), dtypes=("float16",),
                   gqa=False, lengths="same", rules=(one_head_dim(), same_lengths(), rows_of_8()),
                   make_inputs=bwd_family.make_inputs,
-                  tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical)
+                  tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical,
+                  peer=({**dense(1, 512), **heads(16, 16, 64)},))
 
 
 MHA_BWD_BHSD = _mha_backward("tl_mha_bwd_bhsd", "flash_attention/example_mha_bwd_bhsd.py", "bhsd")
 MHA_BWD_BSHD = _mha_backward("tl_mha_bwd_bshd", "flash_attention/example_mha_bwd_bshd.py", "bshd")
 
 
-def _gqa_backward(name, module, split_builder, post_all, rules):
+def _gqa_backward(name, module, split_builder, post_all, rules, peer):
     def programs(c):
         groups = c.heads // c.kv_heads
         dims = (c.batch, c.heads, c.seqlen_q, c.head_dim, c.head_dim_v)
@@ -141,18 +159,19 @@ def _gqa_backward(name, module, split_builder, post_all, rules):
                 "bwd": Program(main, lambda c: (*dims, c.causal, c.block_m, c.block_n),
                                lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
                 "postprocess": Program("flashattn_bwd_postprocess", lambda c: post)}
-    return family(name, module, programs, backward_run(post_all), variants=("atomic", "split"), head_dims=(64, 128),
+    return family(name, module, programs, backward_run(post_all), variants=("atomic", "split"),
+                  head_dims=(64, 128, 192), fits=v_at_most_128,
                   tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("bshd",), takes=("causal",),
                   dtypes=("float16",), lengths="same", rules=(same_lengths(), *rules),
                   make_inputs=bwd_family.make_inputs,
-                  tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical)
+                  tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical, peer=peer)
 
 
 GQA_BWD = _gqa_backward("tl_gqa_bwd", "flash_attention/example_gqa_bwd.py", "flashattn_bwd_split", False,
-                        (rows_of_8(),))
+                        (rows_of_8(),), ({**dense(1, 256), **heads(32, 2, 192, 128)},))
 # Its dQ layout is plain [b, h, l, d]: no row tiling to respect.
 GQA_BWD_TMA_REDUCE = _gqa_backward("tl_gqa_bwd_tma_reduce", "flash_attention/example_gqa_bwd_tma_reduce.py",
-                                   "flashattn_bwd_split_novarlen", True, ())
+                                   "flashattn_bwd_split_novarlen", True, (), ())  # no test runs it
 
 
 # --- varlen forward: O = kernel(Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q) -----------------------
@@ -168,19 +187,79 @@ def _varlen_reference(case, inputs, dtype):
     return varlen_family.forward_reference(case, inputs, dtype)
 
 
-def _varlen(name, module, args, gqa):
+def _varlen(name, module, args, gqa, kv_heads):
     return family(name, module, lambda c: {"fwd": Program("flashattn", args, tile)}, _varlen_run,
                   variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128), (128, 128, 2, 256)),
-                  layouts=("thd",), lengths="packed", takes=("causal",), dtypes=("float16",), gqa=gqa,
+                  layouts=("thd",), locate=varlen_family.locate, lengths="packed", takes=("causal",),
+                  dtypes=("float16",), gqa=gqa,
                   rules=(one_head_dim(),
                          Rule("every sequence has a key (its test draws lengths in [seq_len - 20, seq_len])",
                               ("seqlens",), lambda c: all(k > 0 for _, k in c.seqlens))),
                   make_inputs=varlen_family.make_inputs, tensors=lambda c: FORWARD, reference=_varlen_reference,
-                  canonical=canonical)
+                  canonical=canonical, peer=tuple({**padded(4, 512, 512), **heads(16, kv_heads, 64), "causal": causal}
+                                                  for causal in (False, True)))
 
 
 MHA_FWD_VARLEN = _varlen("tl_mha_fwd_varlen", "flash_attention/example_mha_fwd_varlen.py",
-                         lambda c: (c.batch, c.total_q, c.total_k, c.heads, c.head_dim, c.causal), False)
+                         lambda c: (c.batch, c.total_q, c.total_k, c.heads, c.head_dim, c.causal), False, 16)
 GQA_FWD_VARLEN = _varlen("tl_gqa_fwd_varlen", "flash_attention/example_gqa_fwd_varlen.py",
                          lambda c: (c.batch, c.heads // c.kv_heads, c.total_q, c.total_k, c.heads, c.head_dim,
-                                    c.causal), True)
+                                    c.causal), True, 1)
+
+
+# --- varlen backward (TMA-reduce example): fwd (O, LSE) -> preprocess -> bwd -> postprocess ---------------
+# Packed [total, heads, dim] tensors; LSE and Delta padded to [batch, heads, max_seqlen_q]. Its bwd grid
+# walks key blocks up to max_seqlen_q: the example states that a training step has as many keys as
+# queries per sequence.
+
+def varlen_equal() -> Rule:
+    return Rule("seqlens_k == seqlens_q per sequence (its comment: a training step's backward)", ("seqlens",),
+                lambda c: all(q == k for q, k in c.seqlens))
+
+
+def _varlen_backward_run(kernels, case, inputs) -> dict:
+    q, k, v, do, cu_q, cu_k = (inputs[n] for n in ("q", "k", "v", "do", "cu_q", "cu_k"))
+    groups, dt, rows = case.heads // case.kv_heads, _dtype(case), (case.batch, case.heads, case.seqlen_q)
+    b = buffers(q.device, O=((case.total_q, case.heads, case.head_dim_v), dt, NAN), LSE=(rows, F32, NAN),
+                Delta=(rows, F32, NAN), dQ_acc=(q.shape, F32, 0.0), dQ=(q.shape, dt, NAN))
+    launch("fwd", kernels["fwd"], q, k, v, cu_q, cu_k, b["O"], b["LSE"])
+    launch("preprocess", kernels["preprocess"], b["O"], do, cu_q, b["Delta"])
+    if case.variant == "atomic":  # fp32 dQ/dK/dV in plain layout: the outputs themselves
+        g = buffers(q.device, dK=(k.shape, F32, 0.0), dV=(v.shape, F32, 0.0))
+        launch("bwd", kernels["bwd"], q, k, v, do, b["LSE"], b["Delta"], cu_q, cu_k, b["dQ_acc"], g["dK"], g["dV"])
+        return {"O": b["O"], "dQ": b["dQ_acc"], "dK": g["dK"], "dV": g["dV"]}
+    g = buffers(q.device, dK_acc=((groups, *k.shape), dt, NAN), dV_acc=((groups, *v.shape), dt, NAN),
+                dK_zero=(k.shape, F32, 0.0), dV_zero=(v.shape, F32, 0.0), dK_out=(k.shape, dt, NAN),
+                dV_out=(v.shape, dt, NAN))
+    launch("bwd", kernels["bwd"], q, k, v, do, b["LSE"], b["Delta"], cu_q, cu_k, b["dQ_acc"], g["dK_acc"], g["dV_acc"])
+    launch("postprocess", kernels["postprocess"], b["dQ_acc"], g["dK_zero"], g["dV_zero"], b["dQ"], g["dK_out"],
+           g["dV_out"])
+    return {"O": b["O"], "dQ": b["dQ"], "dK": g["dK_acc"].sum(0), "dV": g["dV_acc"].sum(0)}
+
+
+def _varlen_backward_programs(c):
+    groups = c.heads // c.kv_heads
+    padded = (c.batch, c.total_q, c.total_k, c.seqlen_q, c.heads, c.seqlen_q, c.head_dim, c.head_dim_v, c.causal)
+    main = "flashattn_bwd_atomic_add" if c.variant == "atomic" else "flashattn_bwd_split"
+    return {"fwd": Program("flashattn_fwd", lambda c: (*padded, 128, 64, groups)),  # its autograd's blocks
+            "preprocess": Program("flashattn_bwd_preprocess",
+                                  lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim_v)),
+            "bwd": Program(main, lambda c: (*padded, c.block_m, c.block_n),
+                           lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
+            "postprocess": Program("flashattn_bwd_postprocess", lambda c: (c.total_q, c.total_k, c.heads, c.kv_heads,
+                                                                          c.head_dim, c.head_dim_v))}
+
+
+VARLEN_BACKWARD = (("O", "forward"), ("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"))
+
+GQA_BWD_TMA_REDUCE_VARLEN = family(
+    "tl_gqa_bwd_tma_reduce_varlen", "flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
+    _varlen_backward_programs, _varlen_backward_run, variants=("atomic", "split"), head_dims=(64, 128, 192),
+    fits=v_at_most_128, peer=({**padded(1, 256, 256, equal=True), **heads(32, 2, 192, 128)},),
+    tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("thd",), locate=varlen_family.locate, takes=("causal",),
+    dtypes=("float16",),
+    lengths="packed_equal", rules=(varlen_equal(),), make_inputs=varlen_bwd_family.make_inputs,
+    tensors=lambda c: VARLEN_BACKWARD,
+    reference=lambda case, inputs, dtype: {**varlen_family.forward_reference(case, inputs, dtype),
+                                           **varlen_bwd_family.reference(case, inputs, dtype)},
+    canonical=canonical)

@@ -11,7 +11,7 @@ import torch
 
 from harness import layout, reference
 from harness.kernels import Rule, launch
-from harness.outside import Program, buffers, family, one_head_dim
+from harness.outside import Program, buffers, dense, family, heads, one_head_dim
 
 SPLITS = {"no_split": 1, "split": 8}  # its heuristic config: 8 splits on every GPU but sm_89
 
@@ -47,5 +47,6 @@ GQA_DECODE = family(
            Rule("one query token (a decode step)", ("seqlen_q",), lambda c: c.seqlen_q == 1, asserted=True),
            Rule("split: seqlen_kv divides into num_split parts of whole block_N tiles (its split tiles are unmasked)",
                 ("variant", "seqlen_k", "block_n"), _split_fits)),
+    peer=({**dense(1, 1, 8192), **heads(32, 8, 128), "variant": "split"},),  # main(): 8 splits on an H100
     make_inputs=reference.make_inputs, tensors=lambda c: (("O", "forward"),), reference=reference.forward,
     canonical=_canonical)
