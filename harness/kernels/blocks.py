@@ -71,6 +71,15 @@ def _log2_units(x, scale):
 
 
 @T.macro
+def window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n):
+    """S = Q K^T of one (query block, key block) pair, -inf where the query does not see the key."""
+    T.clear(acc_s)
+    T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=FULL_ROW)
+    for i, j in T.Parallel(block_m, block_n):
+        acc_s[i, j] = masking.visible(acc_s[i, j], NEG_INF, q0 + i, k0 + j, shift, seq_k, left, right)
+
+
+@T.macro
 def softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m, block_n,
                  head_dim_v, scale):
     """One key block of the online softmax on masked scores acc_s (-inf where not seen): the new

@@ -57,10 +57,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
                 k0 = kb * block_n
                 T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
-                T.clear(acc_s)
-                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                for i, j in T.Parallel(block_m, block_n):
-                    acc_s[i, j] = masking.visible(acc_s[i, j], blocks.NEG_INF, q0 + i, k0 + j, shift, seq_k, left, right)
+                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
                 blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
                                     block_n, head_dim_v, scale)
                 T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)

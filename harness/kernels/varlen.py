@@ -61,10 +61,7 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
                     k_s[j, d] = T.if_then_else(k0 + j < seq_k, K[k_start + k0 + j, kvh, d], 0)
                 for j, d in T.Parallel(block_n, head_dim_v):
                     v_s[j, d] = T.if_then_else(k0 + j < seq_k, V[k_start + k0 + j, kvh, d], 0)
-                T.clear(acc_s)
-                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                for i, j in T.Parallel(block_m, block_n):
-                    acc_s[i, j] = masking.visible(acc_s[i, j], blocks.NEG_INF, q0 + i, k0 + j, shift, seq_k, left, right)
+                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
                 blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
                                     block_n, head_dim_v, scale)
                 T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)

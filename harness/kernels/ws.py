@@ -97,10 +97,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                     st = it % stages
                     k0 = (lo + it) * block_n
                     T.mbarrier_wait_parity(full[st], (it // stages) & 1)
-                    T.clear(acc_s)
-                    T.gemm(q_s, k_s[st, :, :], acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                    for i, j in T.Parallel(block_m, block_n):
-                        acc_s[i, j] = masking.visible(acc_s[i, j], blocks.NEG_INF, q0 + i, k0 + j, shift, seq_k, left, right)
+                    blocks.window_scores(q_s, k_s[st, :, :], acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
                     blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
                                         block_n, head_dim_v, scale)
                     T.gemm(p_cast, v_s[st, :, :], acc_o, policy=T.GemmWarpPolicy.FullRow)
