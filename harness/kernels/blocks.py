@@ -11,7 +11,8 @@ program is the one written inline. T.macro is TVMScript's (`from tvm.script.pars
 in 0.1.6.post2 and TileLang's own eager macro in 0.1.15. In 0.1.15 a macro argument that is a
 TIR variable is renamed to the parameter's name and any other expression is bound to a new
 variable, so a macro here takes buffers, regions and Python values, and variables only under
-the names every caller already gives them.
+the names every caller already gives them (not the query head: with one query head per KV head
+`by` is the variable `kvh` names, hence `sink_mass` is added in each kernel's own loop).
 """
 import math
 
