@@ -19,15 +19,12 @@ Variants of the main kernel:
 The fp32 dQ accumulator has its own symbolic length `seq_q_acc` (the run glue passes seqlen_q
 rounded up to a multiple of 8) because the fragment layout tiles rows by 8.
 """
-import math
-
 import tilelang.language as T
 
 from harness import compat, layout
-from harness.kernels import masking
+from harness.kernels import blocks, masking
 
-LOG2E = 1.4426950408889634
-ACCUM = "float32"
+ACCUM = blocks.ACCUM
 PREP_BLOCK = 32    # query rows per preprocess / postprocess block
 SINK_THREADS = 128  # sink gradient: threads per block
 SINK_ROWS = 512    # ... and query rows per block (4 per thread, so a planner may vectorize)
@@ -57,26 +54,6 @@ def dq_layout(buf, lay):
             r0, c0, e, lane = tile(s, d)
             return [b, h, r0, c0, e, lane]
     return T.Layout(buf.shape, fn)
-
-
-def operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v):
-    """The shapes of Q, dO, K and V in layout `lay`."""
-    return (layout.shape(lay, batch, seq_q, heads, head_dim), layout.shape(lay, batch, seq_q, heads, head_dim_v),
-            layout.shape(lay, batch, seq_k, kv_heads, head_dim), layout.shape(lay, batch, seq_k, kv_heads, head_dim_v))
-
-
-def probability(score, lse, qi, kj, shift, seq_q, seq_k, left, right, scale):
-    """P of query qi and key kj recomputed from the raw score and the forward's LSE (natural
-    log; `scale` is 1/sqrt(d) * log2(e)); 0 past seq_q and where qi does not see kj. A row that
-    sees no key has LSE = -inf, but then it is masked everywhere."""
-    return masking.visible(T.if_then_else(qi < seq_q, T.exp2(score * scale - lse * LOG2E), 0),
-                           0, qi, kj, shift, seq_k, left, right)
-
-
-def dscore(p, dp, delta, qi, kj, shift, seq_q, seq_k, left, right, sm_scale):
-    """dS = P * (dP - Delta) * sm_scale, masked as `probability`."""
-    return masking.visible(T.if_then_else(qi < seq_q, p * (dp - delta) * sm_scale, 0),
-                           0, qi, kj, shift, seq_k, left, right)
 
 
 def preprocess(heads, head_dim_v, dtype, lay):
@@ -125,13 +102,11 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
     seq_q_acc = T.symbolic("seq_q_acc")
-    group = heads // kv_heads
-    sm_scale = 1.0 / math.sqrt(head_dim)
-    scale = sm_scale * LOG2E
+    sm_scale, scale = blocks.backward_scales(head_dim)
     split = variant == "split"
     annotate = variant in FRAGMENT_DQ
     tile_dq = variant == "atomic_tile"
-    q_shape, do_shape, k_shape, v_shape = operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v)
+    q_shape, do_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v)
     dq_shape = layout.shape(lay, batch, seq_q_acc, heads, head_dim)
     grad_heads = heads if split else kv_heads
     grad_dtype = dtype if split else ACCUM
@@ -158,19 +133,13 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
             do_s = T.alloc_shared([block_m, head_dim_v], dtype)
             lse_s = T.alloc_shared([block_m], ACCUM)
             delta_s = T.alloc_shared([block_m], ACCUM)
-            ds_s = T.alloc_shared([block_n, block_m], dtype)
-            s_t = T.alloc_fragment([block_n, block_m], ACCUM)    # S^T, then P^T
-            dp_t = T.alloc_fragment([block_n, block_m], ACCUM)   # dP^T = V dO^T
-            p_cast = T.alloc_fragment([block_n, block_m], dtype)
-            ds_cast = T.alloc_fragment([block_n, block_m], dtype)
-            dk_f = T.alloc_fragment([block_n, head_dim], ACCUM)
-            dv_f = T.alloc_fragment([block_n, head_dim_v], ACCUM)
-            dq_f = T.alloc_fragment([block_m, head_dim], ACCUM)
+            ds_s, s_t, dp_t, p_cast, ds_cast, dk_f, dv_f, dq_f = blocks.backward_fragments(
+                block_m, block_n, head_dim, head_dim_v, dtype)
 
             if annotate:
                 T.annotate_layout({dQ: dq_layout(dQ, lay)})
 
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             gh = by if split else kvh
             shift = seq_k - seq_q
             k0 = bx * block_n
@@ -193,32 +162,19 @@ def main_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks
                 for i in T.Parallel(block_m):
                     lse_s[i] = T.if_then_else(q0 + i < seq_q, Lse[bz, by, q0 + i], 0)
                     delta_s[i] = T.if_then_else(q0 + i < seq_q, Delta[bz, by, q0 + i], 0)
-                T.clear(s_t)
-                T.gemm(k_s, q_s, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.clear(dp_t)
-                T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                for j, i in T.Parallel(block_n, block_m):
-                    s_t[j, i] = probability(s_t[j, i], lse_s[i], q0 + i, k0 + j, shift, seq_q, seq_k, left, right, scale)
-                    ds_cast[j, i] = dscore(s_t[j, i], dp_t[j, i], delta_s[i], q0 + i, k0 + j, shift, seq_q, seq_k,
-                                           left, right, sm_scale)
-                T.copy(s_t, p_cast)
-                T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
-                T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(ds_cast, ds_s)
-                T.clear(dq_f)
-                T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                blocks.scores_t(k_s, q_s, v_s, do_s, s_t, dp_t)
+                blocks.window_p_ds_t(s_t, dp_t, ds_cast, lse_s, delta_s, q0, k0, shift, seq_q, seq_k, left, right, block_m,
+                                     block_n, scale, sm_scale)
+                blocks.dkdv_gemms(s_t, p_cast, ds_cast, q_s, do_s, dk_f, dv_f)
+                blocks.dq_gemm(ds_cast, ds_s, k_s, dq_f)
                 if tile_dq:  # one tile-level atomic add: TileLang plans (and may vectorize) it
                     T.atomic_add(layout.rows(dQ, lay, bz, by, q0, block_m), dq_f)
                 else:
                     for i, d in T.Parallel(block_m, head_dim):
                         T.atomic_add(layout.at(dQ, lay, bz, by, q0 + i, d), dq_f[i, d])
 
-            if split:
-                T.copy(dk_f, layout.rows(dK, lay, bz, gh, k0, block_n))
-                T.copy(dv_f, layout.rows(dV, lay, bz, gh, k0, block_n))
-            else:
-                T.atomic_add(layout.rows(dK, lay, bz, gh, k0, block_n), dk_f)
-                T.atomic_add(layout.rows(dV, lay, bz, gh, k0, block_n), dv_f)
+            blocks.store_dkdv(dk_f, dv_f, layout.rows(dK, lay, bz, gh, k0, block_n),
+                              layout.rows(dV, lay, bz, gh, k0, block_n), split)
 
     return bwd
 
@@ -236,10 +192,8 @@ def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, 
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
     seq_q_acc = T.symbolic("seq_q_acc")
-    group = heads // kv_heads
-    sm_scale = 1.0 / math.sqrt(head_dim)
-    scale = sm_scale * LOG2E
-    q_shape, do_shape, k_shape, v_shape = operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v)
+    sm_scale, scale = blocks.backward_scales(head_dim)
+    q_shape, do_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim, head_dim_v)
 
     @T.prim_func
     def bwd(
@@ -270,7 +224,7 @@ def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, 
             dk_f = T.alloc_fragment([block_n, head_dim], ACCUM)
             dv_f = T.alloc_fragment([block_n, head_dim_v], ACCUM)
 
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             shift = seq_k - seq_q
             q0 = bx * block_m
             T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
@@ -292,9 +246,9 @@ def dq_shared_kernel(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, 
                 T.clear(dp)
                 T.gemm(do_s, v_s, dp, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for i, j in T.Parallel(block_m, block_n):
-                    s[i, j] = probability(s[i, j], lse_s[i], q0 + i, k0 + j, shift, seq_q, seq_k, left, right, scale)
-                    ds_cast[i, j] = dscore(s[i, j], dp[i, j], delta_s[i], q0 + i, k0 + j, shift, seq_q, seq_k,
-                                           left, right, sm_scale)
+                    s[i, j] = blocks.probability(s[i, j], lse_s[i], q0 + i, k0 + j, shift, seq_q, seq_k, left, right, scale)
+                    ds_cast[i, j] = blocks.dscore(s[i, j], dp[i, j], delta_s[i], q0 + i, k0 + j, shift, seq_q, seq_k,
+                                                  left, right, sm_scale)
                 T.copy(s, p_s)
                 T.copy(ds_cast, ds_s)
                 T.clear(dv_f)

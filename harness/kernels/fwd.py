@@ -6,15 +6,10 @@ stores O through shared memory (a tile copy TileLang may lower to a TMA store) a
 copy; `direct` stores both element-wise from registers, guarded by the sequence length.
 Masking: harness/kernels/masking.py; where the sequence and head axes sit: harness/layout.py.
 """
-import math
-
 import tilelang.language as T
 
 from harness import compat, layout
-from harness.kernels import masking
-
-LOG2E = 1.4426950408889634
-
+from harness.kernels import blocks, masking
 
 VARIANTS = ("default", "direct")
 
@@ -27,15 +22,11 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
-    group = heads // kv_heads
-    scale = LOG2E / math.sqrt(head_dim)
-    accum = "float32"
-    neg_inf = -T.infinity(accum)
+    scale = blocks.forward_scale(head_dim)
+    accum = blocks.ACCUM
     lay = layout_name
-    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
-    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
-    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
-    o_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
+    q_shape, o_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim,
+                                                               head_dim_v)
 
     @T.prim_func
     def main(
@@ -51,23 +42,14 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             k_s = T.alloc_shared([block_n, head_dim], dtype)
             v_s = T.alloc_shared([block_n, head_dim_v], dtype)
             o_s = T.alloc_shared([block_m, head_dim_v], dtype)
-            acc_s = T.alloc_fragment([block_m, block_n], accum)
-            p_cast = T.alloc_fragment([block_m, block_n], dtype)
-            acc_o = T.alloc_fragment([block_m, head_dim_v], accum)
-            row_max = T.alloc_fragment([block_m], accum)
-            row_max_prev = T.alloc_fragment([block_m], accum)
-            row_scale = T.alloc_fragment([block_m], accum)
-            row_sum = T.alloc_fragment([block_m], accum)
-            denom = T.alloc_fragment([block_m], accum)
-            lse_f = T.alloc_fragment([block_m], accum)
+            acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, lse_f = blocks.softmax_fragments(
+                block_m, block_n, head_dim_v, dtype)
 
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             shift = seq_k - seq_q
             q0 = bx * block_m
             T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
-            T.fill(acc_o, 0)
-            T.fill(denom, 0)
-            T.fill(row_max, neg_inf)
+            blocks.softmax_init(acc_o, denom, row_max)
 
             # Only key blocks that some row of this query block may see.
             lo = masking.first_key_block(q0, shift, left, block_n)
@@ -75,40 +57,16 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
                 k0 = kb * block_n
                 T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
-                T.clear(acc_s)
-                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                for i, j in T.Parallel(block_m, block_n):
-                    acc_s[i, j] = masking.visible(acc_s[i, j], neg_inf, q0 + i, k0 + j, shift, seq_k, left, right)
-                T.copy(row_max, row_max_prev)
-                T.reduce_max(acc_s, row_max, dim=1, clear=False)
-                for i in T.Parallel(block_m):
-                    # A row that has seen no key yet keeps max = -inf; scale its (zero) state by 0.
-                    row_scale[i] = T.if_then_else(
-                        row_max_prev[i] == neg_inf, 0, T.exp2((row_max_prev[i] - row_max[i]) * scale))
-                for i, j in T.Parallel(block_m, block_n):
-                    acc_s[i, j] = T.if_then_else(
-                        row_max[i] == neg_inf, 0, T.exp2((acc_s[i, j] - row_max[i]) * scale))
-                T.reduce_sum(acc_s, row_sum, dim=1)
-                for i in T.Parallel(block_m):
-                    denom[i] = denom[i] * row_scale[i] + row_sum[i]
-                for i, j in T.Parallel(block_m, head_dim_v):
-                    acc_o[i, j] *= row_scale[i]
-                T.copy(acc_s, p_cast)
+                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
+                blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
+                                    block_n, head_dim_v, scale)
                 T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
                 T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             if sinks:
-                # The sink is one more logit (already scaled) with no value row.
                 for i in T.Parallel(block_m):
-                    denom[i] += T.if_then_else(
-                        row_max[i] == neg_inf, T.exp2(Sinks[by] * LOG2E),
-                        T.exp2(Sinks[by] * LOG2E - row_max[i] * scale))
-            for i, j in T.Parallel(block_m, head_dim_v):
-                acc_o[i, j] = T.if_then_else(denom[i] == 0, 0, acc_o[i, j] / denom[i])
-            for i in T.Parallel(block_m):
-                lse_f[i] = T.if_then_else(
-                    row_max[i] == neg_inf, T.log2(denom[i]),
-                    T.log2(denom[i]) + row_max[i] * scale) / LOG2E
+                    denom[i] += blocks.sink_mass(Sinks[by], row_max[i], scale)
+            blocks.forward_epilogue(acc_o, denom, row_max, lse_f, block_m, head_dim_v, scale)
             if direct:
                 for i, j in T.Parallel(block_m, head_dim_v):
                     if q0 + i < seq_q:

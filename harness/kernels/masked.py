@@ -22,15 +22,13 @@ for the consumer's release of K's stage, which comes right after the QK^T GEMM, 
 reads mask_s and bias_s; the next tile's mask could then overwrite the one being read
 (codegen.reads_after_release flags it). Seen in the generated code only, not yet on a GPU.
 """
-import math
-
 import tilelang.language as T
 
 from harness import compat, layout
+from harness.kernels import blocks
 from harness.layout import ROW_ALIGN as ALIGN
 
-LOG2E = 1.4426950408889634
-ACCUM = "float32"
+LOG2E, ACCUM = blocks.LOG2E, blocks.ACCUM
 MASK = "uint8"
 VARIANTS = ("pad", "ragged")
 BYTES = {"uint8": 1, "float16": 2, "bfloat16": 2}
@@ -56,6 +54,27 @@ def chunk(buf, vec, b, h, q, k0, c, e):
     """Element e of the c-th run of `vec` elements from key k0 (k0 a multiple of vec): written so
     that the innermost index is the loop variable e, which a vectorizer can widen."""
     return buf[b, h, q, k0 + c * vec + e] if vec == 1 else buf[b, h, q, k0 // vec + c, e]
+
+
+@T.macro
+def load_tile(mask_s, bias_s, Mask, Bias, mvec, bvec, b, h, q0, k0, seq_q, seq_k, block_m, block_n, bias):
+    """The mask (and bias) tile at (q0, k0) into shared memory. A full tile goes in runs of `vec`
+    (16-byte runs in `pad`, each starting at a multiple of 16 bytes); a ragged one element by
+    element, out-of-range cleared (mask 0 = not seen)."""
+    if q0 + block_m <= seq_q and k0 + block_n <= seq_k:
+        for i, c, e in T.Parallel(block_m, block_n // mvec, mvec):
+            mask_s[i, c * mvec + e] = chunk(Mask, mvec, b, h, q0 + i, k0, c, e)
+        if bias:
+            for i, c, e in T.Parallel(block_m, block_n // bvec, bvec):
+                bias_s[i, c * bvec + e] = chunk(Bias, bvec, b, h, q0 + i, k0, c, e)
+    else:
+        for i, j in T.Parallel(block_m, block_n):
+            mask_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
+                                          at(Mask, mvec, b, h, q0 + i, k0 + j), 0)
+        if bias:
+            for i, j in T.Parallel(block_m, block_n):
+                bias_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
+                                              at(Bias, bvec, b, h, q0 + i, k0 + j), 0)
 
 
 def _biased(score, bias_value, bias):
@@ -104,13 +123,10 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
     mask_chunks, bias_chunks = T.symbolic("mask_chunks"), T.symbolic("bias_chunks")
     q_blocks, k_blocks = T.symbolic("q_blocks"), T.symbolic("k_blocks")
     mb, mh = _dims(mask_per_batch, mask_per_head, batch, heads)
-    group = heads // kv_heads
-    scale = LOG2E / math.sqrt(head_dim)
-    neg_inf = -T.infinity(ACCUM)
-    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
-    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
-    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
-    o_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
+    scale = blocks.forward_scale(head_dim)
+    neg_inf = blocks.NEG_INF
+    q_shape, o_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim,
+                                                               head_dim_v)
     m_shape = mask_shape(mvec, mb, mh, seq_q, seq_k, mask_chunks)
     b_shape = mask_shape(bvec, mb, mh, seq_q, seq_k, bias_chunks)
 
@@ -132,17 +148,10 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
             o_s = T.alloc_shared([block_m, head_dim_v], dtype)
             mask_s = T.alloc_shared([block_m, block_n], MASK)
             bias_s = T.alloc_shared([block_m, block_n], dtype)
-            acc_s = T.alloc_fragment([block_m, block_n], ACCUM)
-            p_cast = T.alloc_fragment([block_m, block_n], dtype)
-            acc_o = T.alloc_fragment([block_m, head_dim_v], ACCUM)
-            row_max = T.alloc_fragment([block_m], ACCUM)
-            row_max_prev = T.alloc_fragment([block_m], ACCUM)
-            row_scale = T.alloc_fragment([block_m], ACCUM)
-            row_sum = T.alloc_fragment([block_m], ACCUM)
-            denom = T.alloc_fragment([block_m], ACCUM)
-            lse_f = T.alloc_fragment([block_m], ACCUM)
+            acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, lse_f = blocks.softmax_fragments(
+                block_m, block_n, head_dim_v, dtype)
 
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             b = bz if mask_per_batch else 0
             h = by if mask_per_head else 0
             q0 = bx * block_m
@@ -151,29 +160,12 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
             # (codegen.unwaited_async_loads) while o_s, sharing its memory, is written.
             for i, d in T.Parallel(block_m, head_dim):
                 q_s[i, d] = T.if_then_else(q0 + i < seq_q, layout.at(Q, lay, bz, by, q0 + i, d), 0)
-            T.fill(acc_o, 0)
-            T.fill(denom, 0)
-            T.fill(row_max, neg_inf)
+            blocks.softmax_init(acc_o, denom, row_max)
 
             for kb in T.serial(T.ceildiv(seq_k, block_n)):
                 if Active[b, h, bx, kb] != 0:
                     k0 = kb * block_n
-                    if q0 + block_m <= seq_q and k0 + block_n <= seq_k:
-                        # Full tile: 16-byte runs in `pad`, each starting at a multiple of 16 bytes.
-                        for i, c, e in T.Parallel(block_m, block_n // mvec, mvec):
-                            mask_s[i, c * mvec + e] = chunk(Mask, mvec, b, h, q0 + i, k0, c, e)
-                        if bias:
-                            for i, c, e in T.Parallel(block_m, block_n // bvec, bvec):
-                                bias_s[i, c * bvec + e] = chunk(Bias, bvec, b, h, q0 + i, k0, c, e)
-                    else:
-                        # Ragged tile: element by element, out-of-range cleared (mask 0 = not seen).
-                        for i, j in T.Parallel(block_m, block_n):
-                            mask_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                          at(Mask, mvec, b, h, q0 + i, k0 + j), 0)
-                        if bias:
-                            for i, j in T.Parallel(block_m, block_n):
-                                bias_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                              at(Bias, bvec, b, h, q0 + i, k0 + j), 0)
+                    load_tile(mask_s, bias_s, Mask, Bias, mvec, bvec, b, h, q0, k0, seq_q, seq_k, block_m, block_n, bias)
                     T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
                     T.clear(acc_s)
                     T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
@@ -182,25 +174,12 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
                         acc_s[i, j] = T.if_then_else(
                             mask_s[i, j] != 0,
                             _biased(acc_s[i, j] * scale, bias_s[i, j], bias), neg_inf)
-                    T.copy(row_max, row_max_prev)
-                    T.reduce_max(acc_s, row_max, dim=1, clear=False)
-                    for i in T.Parallel(block_m):
-                        # A row that has seen no key yet keeps max = -inf; scale its (zero) state by 0.
-                        row_scale[i] = T.if_then_else(row_max_prev[i] == neg_inf, 0,
-                                                      T.exp2(row_max_prev[i] - row_max[i]))
-                    for i, j in T.Parallel(block_m, block_n):
-                        acc_s[i, j] = T.if_then_else(row_max[i] == neg_inf, 0, T.exp2(acc_s[i, j] - row_max[i]))
-                    T.reduce_sum(acc_s, row_sum, dim=1)
-                    for i in T.Parallel(block_m):
-                        denom[i] = denom[i] * row_scale[i] + row_sum[i]
-                    for i, j in T.Parallel(block_m, head_dim_v):
-                        acc_o[i, j] *= row_scale[i]
-                    T.copy(acc_s, p_cast)
+                    blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
+                                        block_n, head_dim_v, None)
                     T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
                     T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
-            for i, j in T.Parallel(block_m, head_dim_v):
-                acc_o[i, j] = T.if_then_else(denom[i] == 0, 0, acc_o[i, j] / denom[i])
+            blocks.normalize(acc_o, denom, block_m, head_dim_v)
             for i in T.Parallel(block_m):
                 lse_f[i] = T.if_then_else(row_max[i] == neg_inf, neg_inf, (T.log2(denom[i]) + row_max[i]) / LOG2E)
             T.copy(acc_o, o_s)
@@ -224,13 +203,9 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
     mask_chunks, bias_chunks = T.symbolic("mask_chunks"), T.symbolic("bias_chunks")
     q_blocks, k_blocks = T.symbolic("q_blocks"), T.symbolic("k_blocks")
     mb, mh = _dims(mask_per_batch, mask_per_head, batch, heads)
-    group = heads // kv_heads
-    sm_scale = 1.0 / math.sqrt(head_dim)
-    scale = sm_scale * LOG2E
-    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
-    do_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
-    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
-    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
+    sm_scale, scale = blocks.backward_scales(head_dim)
+    q_shape, do_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim,
+                                                                head_dim_v)
     dq_shape = layout.shape(lay, batch, seq_q_acc, heads, head_dim)
     m_shape = mask_shape(mvec, mb, mh, seq_q, seq_k, mask_chunks)
     b_shape = mask_shape(bvec, mb, mh, seq_q, seq_k, bias_chunks)
@@ -261,17 +236,11 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
             bias_s = T.alloc_shared([block_m, block_n], dtype)
             lse_s = T.alloc_shared([block_m], ACCUM)
             delta_s = T.alloc_shared([block_m], ACCUM)
-            ds_s = T.alloc_shared([block_n, block_m], dtype)
-            s_t = T.alloc_fragment([block_n, block_m], ACCUM)    # S^T, then P^T
-            dp_t = T.alloc_fragment([block_n, block_m], ACCUM)   # dP^T = V dO^T, then dS^T
-            p_cast = T.alloc_fragment([block_n, block_m], dtype)
-            ds_cast = T.alloc_fragment([block_n, block_m], dtype)
-            dk_f = T.alloc_fragment([block_n, head_dim], ACCUM)
-            dv_f = T.alloc_fragment([block_n, head_dim_v], ACCUM)
-            dq_f = T.alloc_fragment([block_m, head_dim], ACCUM)
+            ds_s, s_t, dp_t, p_cast, ds_cast, dk_f, dv_f, dq_f = blocks.backward_fragments(
+                block_m, block_n, head_dim, head_dim_v, dtype)
 
             T.annotate_layout({dQ: bwd.dq_layout(dQ, lay)})
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             b = bz if mask_per_batch else 0
             h = by if mask_per_head else 0
             k0 = bx * block_n
@@ -287,30 +256,14 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
             for qb in T.serial(T.ceildiv(seq_q, block_m)):
                 if Active[b, h, qb, bx] != 0:
                     q0 = qb * block_m
-                    if q0 + block_m <= seq_q and k0 + block_n <= seq_k:
-                        for i, c, e in T.Parallel(block_m, block_n // mvec, mvec):
-                            mask_s[i, c * mvec + e] = chunk(Mask, mvec, b, h, q0 + i, k0, c, e)
-                        if bias:
-                            for i, c, e in T.Parallel(block_m, block_n // bvec, bvec):
-                                bias_s[i, c * bvec + e] = chunk(Bias, bvec, b, h, q0 + i, k0, c, e)
-                    else:
-                        for i, j in T.Parallel(block_m, block_n):
-                            mask_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                          at(Mask, mvec, b, h, q0 + i, k0 + j), 0)
-                        if bias:
-                            for i, j in T.Parallel(block_m, block_n):
-                                bias_s[i, j] = T.if_then_else(q0 + i < seq_q and k0 + j < seq_k,
-                                                              at(Bias, bvec, b, h, q0 + i, k0 + j), 0)
+                    load_tile(mask_s, bias_s, Mask, Bias, mvec, bvec, b, h, q0, k0, seq_q, seq_k, block_m, block_n, bias)
                     T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
                     T.copy(layout.rows(dO, lay, bz, by, q0, block_m), do_s)
                     # Element-wise: a tile copy becomes a TMA load that needs seq_q * 4 % 16 == 0 (bwd.py).
                     for i in T.Parallel(block_m):
                         lse_s[i] = T.if_then_else(q0 + i < seq_q, Lse[bz, by, q0 + i], 0)
                         delta_s[i] = T.if_then_else(q0 + i < seq_q, Delta[bz, by, q0 + i], 0)
-                    T.clear(s_t)
-                    T.gemm(k_s, q_s, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                    T.clear(dp_t)
-                    T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    blocks.scores_t(k_s, q_s, v_s, do_s, s_t, dp_t)
                     for j, i in T.Parallel(block_n, block_m):
                         # Masked (and out-of-range, cleared) elements: P = 0. A row with no true
                         # element has LSE = -inf, but it is masked everywhere.
@@ -323,12 +276,8 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
                         for j, i in T.Parallel(block_n, block_m):
                             if q0 + i < seq_q and k0 + j < seq_k:
                                 T.atomic_add(dBias[b, h, q0 + i, k0 + j], dp_t[j, i])
-                    T.copy(s_t, p_cast)
-                    T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
-                    T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)
-                    T.copy(ds_cast, ds_s)
-                    T.clear(dq_f)
-                    T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                    blocks.dkdv_gemms(s_t, p_cast, ds_cast, q_s, do_s, dk_f, dv_f)
+                    blocks.dq_gemm(ds_cast, ds_s, k_s, dq_f)
                     for i, d in T.Parallel(block_m, head_dim):
                         T.atomic_add(layout.at(dQ, lay, bz, by, q0 + i, d), dq_f[i, d])
 

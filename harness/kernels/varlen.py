@@ -8,14 +8,10 @@ nothing. Masking is FlashAttention's bottom-right alignment within each sequence
 (harness/kernels/masking.py). Loads and stores are element-wise and guarded by the sequence's
 length: a tile copy would read (harmlessly) or write (harmfully) the next sequence's rows.
 """
-import math
-
 import tilelang.language as T
 
 from harness import compat
-from harness.kernels import masking
-
-LOG2E = 1.4426950408889634
+from harness.kernels import blocks, masking
 
 
 def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
@@ -25,10 +21,8 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
     offsets = T.symbolic("batch_plus_one")
     total_q = T.symbolic("total_q")
     total_k = T.symbolic("total_k")
-    group = heads // kv_heads
-    scale = LOG2E / math.sqrt(head_dim)
-    accum = "float32"
-    neg_inf = -T.infinity(accum)
+    scale = blocks.forward_scale(head_dim)
+    accum = blocks.ACCUM
 
     @T.prim_func
     def main(
@@ -45,27 +39,19 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
             q_s = T.alloc_shared([block_m, head_dim], dtype)
             k_s = T.alloc_shared([block_n, head_dim], dtype)
             v_s = T.alloc_shared([block_n, head_dim_v], dtype)
-            acc_s = T.alloc_fragment([block_m, block_n], accum)
-            p_cast = T.alloc_fragment([block_m, block_n], dtype)
-            acc_o = T.alloc_fragment([block_m, head_dim_v], accum)
-            row_max = T.alloc_fragment([block_m], accum)
-            row_max_prev = T.alloc_fragment([block_m], accum)
-            row_scale = T.alloc_fragment([block_m], accum)
-            row_sum = T.alloc_fragment([block_m], accum)
-            denom = T.alloc_fragment([block_m], accum)
+            acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom = blocks.softmax_fragments(
+                block_m, block_n, head_dim_v, dtype, lse=False)
 
             q_start = CuQ[bz]
             k_start = CuK[bz]
             seq_q = CuQ[bz + 1] - q_start
             seq_k = CuK[bz + 1] - k_start
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             shift = seq_k - seq_q
             q0 = bx * block_m
             for i, d in T.Parallel(block_m, head_dim):
                 q_s[i, d] = T.if_then_else(q0 + i < seq_q, Q[q_start + q0 + i, by, d], 0)
-            T.fill(acc_o, 0)
-            T.fill(denom, 0)
-            T.fill(row_max, neg_inf)
+            blocks.softmax_init(acc_o, denom, row_max)
 
             lo = masking.first_key_block(q0, shift, left, block_n)
             hi = masking.end_key_block(q0, shift, right, block_m, block_n, seq_k)
@@ -75,39 +61,20 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
                     k_s[j, d] = T.if_then_else(k0 + j < seq_k, K[k_start + k0 + j, kvh, d], 0)
                 for j, d in T.Parallel(block_n, head_dim_v):
                     v_s[j, d] = T.if_then_else(k0 + j < seq_k, V[k_start + k0 + j, kvh, d], 0)
-                T.clear(acc_s)
-                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                for i, j in T.Parallel(block_m, block_n):
-                    acc_s[i, j] = masking.visible(acc_s[i, j], neg_inf, q0 + i, k0 + j, shift, seq_k, left, right)
-                T.copy(row_max, row_max_prev)
-                T.reduce_max(acc_s, row_max, dim=1, clear=False)
-                for i in T.Parallel(block_m):
-                    row_scale[i] = T.if_then_else(
-                        row_max_prev[i] == neg_inf, 0, T.exp2((row_max_prev[i] - row_max[i]) * scale))
-                for i, j in T.Parallel(block_m, block_n):
-                    acc_s[i, j] = T.if_then_else(
-                        row_max[i] == neg_inf, 0, T.exp2((acc_s[i, j] - row_max[i]) * scale))
-                T.reduce_sum(acc_s, row_sum, dim=1)
-                for i in T.Parallel(block_m):
-                    denom[i] = denom[i] * row_scale[i] + row_sum[i]
-                for i, j in T.Parallel(block_m, head_dim_v):
-                    acc_o[i, j] *= row_scale[i]
-                T.copy(acc_s, p_cast)
+                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
+                blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
+                                    block_n, head_dim_v, scale)
                 T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             if sinks:
                 for i in T.Parallel(block_m):
-                    denom[i] += T.if_then_else(
-                        row_max[i] == neg_inf, T.exp2(Sinks[by] * LOG2E),
-                        T.exp2(Sinks[by] * LOG2E - row_max[i] * scale))
+                    denom[i] += blocks.sink_mass(Sinks[by], row_max[i], scale)
             for i, d in T.Parallel(block_m, head_dim_v):
                 if q0 + i < seq_q:
-                    Out[q_start + q0 + i, by, d] = T.if_then_else(denom[i] == 0, 0, acc_o[i, d] / denom[i])
+                    Out[q_start + q0 + i, by, d] = blocks.normalized(acc_o[i, d], denom[i])
             for i in T.Parallel(block_m):
                 if q0 + i < seq_q:
-                    Lse[by, q_start + q0 + i] = T.if_then_else(
-                        row_max[i] == neg_inf, T.log2(denom[i]),
-                        T.log2(denom[i]) + row_max[i] * scale) / LOG2E
+                    Lse[by, q_start + q0 + i] = blocks.lse(denom[i], row_max[i], scale)
 
     return main
 
@@ -130,10 +97,8 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right,
     total_q = T.symbolic("total_q")
     total_k = T.symbolic("total_k")
     total_acc = T.symbolic("total_q_acc")
-    group = heads // kv_heads
-    sm_scale = 1.0 / math.sqrt(head_dim)
-    scale = sm_scale * LOG2E
-    accum = "float32"
+    sm_scale, scale = blocks.backward_scales(head_dim)
+    accum = blocks.ACCUM
     split = variant == "split"
     grad_heads = heads if split else kv_heads
     grad_dtype = dtype if split else accum
@@ -159,21 +124,15 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right,
             do_s = T.alloc_shared([block_m, head_dim_v], dtype)
             lse_s = T.alloc_shared([block_m], accum)
             delta_s = T.alloc_shared([block_m], accum)
-            ds_s = T.alloc_shared([block_n, block_m], dtype)
-            s_t = T.alloc_fragment([block_n, block_m], accum)    # S^T, then P^T
-            dp_t = T.alloc_fragment([block_n, block_m], accum)   # dP^T = V dO^T
-            p_cast = T.alloc_fragment([block_n, block_m], dtype)
-            ds_cast = T.alloc_fragment([block_n, block_m], dtype)
-            dk_f = T.alloc_fragment([block_n, head_dim], accum)
-            dv_f = T.alloc_fragment([block_n, head_dim_v], accum)
-            dq_f = T.alloc_fragment([block_m, head_dim], accum)
+            ds_s, s_t, dp_t, p_cast, ds_cast, dk_f, dv_f, dq_f = blocks.backward_fragments(
+                block_m, block_n, head_dim, head_dim_v, dtype)
             T.annotate_layout({dQ: bwd.dq_layout(dQ, "bshd")})
 
             q_start = CuQ[bz]
             k_start = CuK[bz]
             seq_q = CuQ[bz + 1] - q_start
             seq_k = CuK[bz + 1] - k_start
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             gh = by if split else kvh
             shift = seq_k - seq_q
             k0 = bx * block_n
@@ -196,21 +155,11 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right,
                 for i in T.Parallel(block_m):
                     lse_s[i] = T.if_then_else(q0 + i < seq_q, Lse[0, by, q_start + q0 + i], 0)
                     delta_s[i] = T.if_then_else(q0 + i < seq_q, Delta[0, by, q_start + q0 + i], 0)
-                T.clear(s_t)
-                T.gemm(k_s, q_s, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.clear(dp_t)
-                T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                for j, i in T.Parallel(block_n, block_m):
-                    s_t[j, i] = bwd.probability(s_t[j, i], lse_s[i], q0 + i, k0 + j, shift, seq_q, seq_k, left, right,
-                                                scale)
-                    ds_cast[j, i] = bwd.dscore(s_t[j, i], dp_t[j, i], delta_s[i], q0 + i, k0 + j, shift, seq_q, seq_k,
-                                               left, right, sm_scale)
-                T.copy(s_t, p_cast)
-                T.gemm(p_cast, do_s, dv_f, policy=T.GemmWarpPolicy.FullRow)
-                T.gemm(ds_cast, q_s, dk_f, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(ds_cast, ds_s)
-                T.clear(dq_f)
-                T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                blocks.scores_t(k_s, q_s, v_s, do_s, s_t, dp_t)
+                blocks.window_p_ds_t(s_t, dp_t, ds_cast, lse_s, delta_s, q0, k0, shift, seq_q, seq_k, left, right, block_m,
+                                     block_n, scale, sm_scale)
+                blocks.dkdv_gemms(s_t, p_cast, ds_cast, q_s, do_s, dk_f, dv_f)
+                blocks.dq_gemm(ds_cast, ds_s, k_s, dq_f)
                 for i, d in T.Parallel(block_m, head_dim):
                     if q0 + i < seq_q:
                         T.atomic_add(dQ[0, q_start + q0 + i, by, d], dq_f[i, d])

@@ -20,15 +20,12 @@ Epilogue variants of the forward (the O and LSE stores, consumers only):
   direct        O and LSE element-wise from registers
   tma           O through a swizzled shared tile and one TMA store; LSE as a tile copy
 """
-import math
-
 import tilelang.language as T
 from tilelang.layout import make_linear_layout, make_swizzled_layout
 
 from harness import compat, layout
-from harness.kernels import bwd, masking
+from harness.kernels import blocks, bwd, masking
 
-LOG2E = 1.4426950408889634
 PRODUCER_THREADS = 128
 VARIANTS = ("smem", "smem_swizzle", "direct", "tma")
 BWD_VARIANTS = ("atomic", "split")  # as bwd.py's: dK/dV atomic per KV head, or per query head
@@ -46,15 +43,11 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
-    group = heads // kv_heads
-    scale = LOG2E / math.sqrt(head_dim)
-    accum = "float32"
-    neg_inf = -T.infinity(accum)
+    scale = blocks.forward_scale(head_dim)
+    accum = blocks.ACCUM
     lay = layout_name
-    q_shape = layout.shape(lay, batch, seq_q, heads, head_dim)
-    k_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim)
-    v_shape = layout.shape(lay, batch, seq_k, kv_heads, head_dim_v)
-    o_shape = layout.shape(lay, batch, seq_q, heads, head_dim_v)
+    q_shape, o_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim,
+                                                               head_dim_v)
 
     @T.prim_func
     def main(
@@ -70,15 +63,8 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             k_s = T.alloc_shared([stages, block_n, head_dim], dtype)
             v_s = T.alloc_shared([stages, block_n, head_dim_v], dtype)
             o_s = T.alloc_shared([block_m, head_dim_v], dtype)
-            acc_s = T.alloc_fragment([block_m, block_n], accum)
-            p_cast = T.alloc_fragment([block_m, block_n], dtype)
-            acc_o = T.alloc_fragment([block_m, head_dim_v], accum)
-            row_max = T.alloc_fragment([block_m], accum)
-            row_max_prev = T.alloc_fragment([block_m], accum)
-            row_scale = T.alloc_fragment([block_m], accum)
-            row_sum = T.alloc_fragment([block_m], accum)
-            denom = T.alloc_fragment([block_m], accum)
-            lse_f = T.alloc_fragment([block_m], accum)
+            acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, lse_f = blocks.softmax_fragments(
+                block_m, block_n, head_dim_v, dtype)
             full = T.alloc_barrier([1] * stages)
             empty = T.alloc_barrier([consumers] * stages)
             if variant == "smem":
@@ -87,7 +73,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                 T.annotate_layout({o_s: make_swizzled_layout(o_s)})
 
             tx = T.get_thread_binding()
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             shift = seq_k - seq_q
             q0 = bx * block_m
             lo = masking.first_key_block(q0, shift, left, block_n)
@@ -106,47 +92,21 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                 for s in T.unroll(primed):
                     T.barrier_arrive(empty[s])
                 T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
-                T.fill(acc_o, 0)
-                T.fill(denom, 0)
-                T.fill(row_max, neg_inf)
+                blocks.softmax_init(acc_o, denom, row_max)
                 for it in T.serial(trips):
                     st = it % stages
                     k0 = (lo + it) * block_n
                     T.mbarrier_wait_parity(full[st], (it // stages) & 1)
-                    T.clear(acc_s)
-                    T.gemm(q_s, k_s[st, :, :], acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                    for i, j in T.Parallel(block_m, block_n):
-                        acc_s[i, j] = masking.visible(acc_s[i, j], neg_inf, q0 + i, k0 + j, shift, seq_k, left, right)
-                    T.copy(row_max, row_max_prev)
-                    T.reduce_max(acc_s, row_max, dim=1, clear=False)
-                    for i in T.Parallel(block_m):
-                        # A row that has seen no key yet keeps max = -inf; scale its (zero) state by 0.
-                        row_scale[i] = T.if_then_else(
-                            row_max_prev[i] == neg_inf, 0, T.exp2((row_max_prev[i] - row_max[i]) * scale))
-                    for i, j in T.Parallel(block_m, block_n):
-                        acc_s[i, j] = T.if_then_else(
-                            row_max[i] == neg_inf, 0, T.exp2((acc_s[i, j] - row_max[i]) * scale))
-                    T.reduce_sum(acc_s, row_sum, dim=1)
-                    for i in T.Parallel(block_m):
-                        denom[i] = denom[i] * row_scale[i] + row_sum[i]
-                    for i, j in T.Parallel(block_m, head_dim_v):
-                        acc_o[i, j] *= row_scale[i]
-                    T.copy(acc_s, p_cast)
+                    blocks.window_scores(q_s, k_s[st, :, :], acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
+                    blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
+                                        block_n, head_dim_v, scale)
                     T.gemm(p_cast, v_s[st, :, :], acc_o, policy=T.GemmWarpPolicy.FullRow)
                     T.barrier_arrive(empty[st])
 
                 if sinks:
-                    # The sink is one more logit (already scaled) with no value row.
                     for i in T.Parallel(block_m):
-                        denom[i] += T.if_then_else(
-                            row_max[i] == neg_inf, T.exp2(Sinks[by] * LOG2E),
-                            T.exp2(Sinks[by] * LOG2E - row_max[i] * scale))
-                for i, j in T.Parallel(block_m, head_dim_v):
-                    acc_o[i, j] = T.if_then_else(denom[i] == 0, 0, acc_o[i, j] / denom[i])
-                for i in T.Parallel(block_m):
-                    lse_f[i] = T.if_then_else(
-                        row_max[i] == neg_inf, T.log2(denom[i]),
-                        T.log2(denom[i]) + row_max[i] * scale) / LOG2E
+                        denom[i] += blocks.sink_mass(Sinks[by], row_max[i], scale)
+                blocks.forward_epilogue(acc_o, denom, row_max, lse_f, block_m, head_dim_v, scale)
                 if variant == "direct":
                     for i, j in T.Parallel(block_m, head_dim_v):
                         if q0 + i < seq_q:
@@ -185,19 +145,19 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, lay, blo
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
     seq_q_acc = T.symbolic("seq_q_acc")
-    group = heads // kv_heads
-    sm_scale = 1.0 / math.sqrt(head_dim)
-    scale = sm_scale * LOG2E
+    sm_scale, scale = blocks.backward_scales(head_dim)
     split = variant == "split"
-    accum = bwd.ACCUM
+    accum = blocks.ACCUM
     grad_heads, grad_dtype = (heads, dtype) if split else (kv_heads, accum)
+    q_shape, do_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim,
+                                                                head_dim_v)
 
     @T.prim_func
     def main(
-        Q: compat.Tensor(layout.shape(lay, batch, seq_q, heads, head_dim), dtype),
-        K: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim), dtype),
-        V: compat.Tensor(layout.shape(lay, batch, seq_k, kv_heads, head_dim_v), dtype),
-        dO: compat.Tensor(layout.shape(lay, batch, seq_q, heads, head_dim_v), dtype),
+        Q: compat.Tensor(q_shape, dtype),
+        K: compat.Tensor(k_shape, dtype),
+        V: compat.Tensor(v_shape, dtype),
+        dO: compat.Tensor(do_shape, dtype),
         Lse: compat.Tensor([batch, heads, seq_q], accum),
         Delta: compat.Tensor([batch, heads, seq_q], accum),
         dQ: compat.Tensor(layout.shape(lay, batch, seq_q_acc, heads, head_dim), accum),
@@ -209,20 +169,14 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, lay, blo
             v_s = T.alloc_shared([block_n, head_dim_v], dtype)
             q_s = T.alloc_shared([stages, block_m, head_dim], dtype)
             do_s = T.alloc_shared([stages, block_m, head_dim_v], dtype)
-            ds_s = T.alloc_shared([block_n, block_m], dtype)
-            s_t = T.alloc_fragment([block_n, block_m], accum)    # S^T, then P^T
-            dp_t = T.alloc_fragment([block_n, block_m], accum)   # dP^T = V dO^T
-            p_cast = T.alloc_fragment([block_n, block_m], dtype)
-            ds_cast = T.alloc_fragment([block_n, block_m], dtype)
-            dk_f = T.alloc_fragment([block_n, head_dim], accum)
-            dv_f = T.alloc_fragment([block_n, head_dim_v], accum)
-            dq_f = T.alloc_fragment([block_m, head_dim], accum)
+            ds_s, s_t, dp_t, p_cast, ds_cast, dk_f, dv_f, dq_f = blocks.backward_fragments(
+                block_m, block_n, head_dim, head_dim_v, dtype)
             full = T.alloc_barrier([1] * stages)
             empty = T.alloc_barrier([consumers] * stages)
             T.annotate_layout({dQ: bwd.dq_layout(dQ, lay)})
 
             tx = T.get_thread_binding()
-            kvh = by // group
+            kvh = blocks.kv_head(by, heads, kv_heads)
             gh = by if split else kvh
             shift = seq_k - seq_q
             k0 = bx * block_n
@@ -249,33 +203,22 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, lay, blo
                     st = it % stages
                     q0 = (lo + it) * block_m
                     T.mbarrier_wait_parity(full[st], (it // stages) & 1)
-                    T.clear(s_t)
-                    T.gemm(k_s, q_s[st, :, :], s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                    T.clear(dp_t)
-                    T.gemm(v_s, do_s[st, :, :], dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    blocks.scores_t(k_s, q_s[st, :, :], v_s, do_s[st, :, :], s_t, dp_t)
                     for j, i in T.Parallel(block_n, block_m):
                         # Rows past seq_q read row seq_q - 1 (in bounds) and are zeroed.
                         qi = T.min(q0 + i, seq_q - 1)
                         s_t[j, i] = masking.visible(
-                            T.if_then_else(q0 + i < seq_q, T.exp2(s_t[j, i] * scale - Lse[bz, by, qi] * LOG2E), 0),
+                            T.if_then_else(q0 + i < seq_q, T.exp2(s_t[j, i] * scale - Lse[bz, by, qi] * blocks.LOG2E), 0),
                             0, q0 + i, k0 + j, shift, seq_k, left, right)
                         ds_cast[j, i] = masking.visible(
                             T.if_then_else(q0 + i < seq_q, s_t[j, i] * (dp_t[j, i] - Delta[bz, by, qi]) * sm_scale, 0),
                             0, q0 + i, k0 + j, shift, seq_k, left, right)
-                    T.copy(s_t, p_cast)
-                    T.gemm(p_cast, do_s[st, :, :], dv_f, policy=T.GemmWarpPolicy.FullRow)
-                    T.gemm(ds_cast, q_s[st, :, :], dk_f, policy=T.GemmWarpPolicy.FullRow)
+                    blocks.dkdv_gemms(s_t, p_cast, ds_cast, q_s[st, :, :], do_s[st, :, :], dk_f, dv_f)
                     T.barrier_arrive(empty[st])  # the slot's Q and dO are read for the last time above
-                    T.copy(ds_cast, ds_s)
-                    T.clear(dq_f)
-                    T.gemm(ds_s, k_s, dq_f, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                    blocks.dq_gemm(ds_cast, ds_s, k_s, dq_f)
                     for i, d in T.Parallel(block_m, head_dim):
                         T.atomic_add(layout.at(dQ, lay, bz, by, q0 + i, d), dq_f[i, d])
-                if split:
-                    T.copy(dk_f, layout.rows(dK, lay, bz, gh, k0, block_n))
-                    T.copy(dv_f, layout.rows(dV, lay, bz, gh, k0, block_n))
-                else:
-                    T.atomic_add(layout.rows(dK, lay, bz, gh, k0, block_n), dk_f)
-                    T.atomic_add(layout.rows(dV, lay, bz, gh, k0, block_n), dv_f)
+                blocks.store_dkdv(dk_f, dv_f, layout.rows(dK, lay, bz, gh, k0, block_n),
+                                  layout.rows(dV, lay, bz, gh, k0, block_n), split)
 
     return main
