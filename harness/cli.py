@@ -1,4 +1,4 @@
-"""harness run | repro | minimize | env: parse, call, print.
+"""harness run | repro | export | minimize | env: parse, call, print.
 
 Exit statuses: run 0 nothing new failed, 1 a new failure or a harness error, 125 TileLang does
 not import; repro follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any
@@ -239,6 +239,26 @@ def _sanitized(args, path) -> int:
     return 1 if report.hazards or status == 1 else status
 
 
+def cmd_export(args) -> int:
+    from harness import export
+
+    rep, path = _load(args, "export")
+    if rep is None:
+        return 2
+    to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{rep.id}.standalone.py"
+    try:
+        written, calls = export.export(rep, to)
+    except (export.ExportError, case_mod.CaseError) as e:
+        print(f"harness export: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {written} ({', '.join(c.kernel for c in calls)})")
+    if not args.check_program:
+        return 0
+    lines = export.check_program(written, calls)
+    print("\n".join(lines))
+    return 0 if all(line.startswith("same") for line in lines) else 1
+
+
 def cmd_minimize(args) -> int:
     from harness import replay
     from harness.minimize import Evaluator, shrink
@@ -439,6 +459,13 @@ def parser() -> Parser:
     ex.add_argument("--version", help="TileLang release (default: the installed one)")
     ex.add_argument("--to", default="examples-src", help="unpack under this directory")
     ex.set_defaults(func=cmd_examples)
+    xp = sub.add_parser("export", help="a reproducer as one Python file needing only tilelang and torch")
+    xp.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    xp.add_argument("--dir", default="reproducers", help="where reproducers live")
+    xp.add_argument("--to", help="the file to write (default: DIR/upstream/<id>.standalone.py)")
+    xp.add_argument("--check-program", action="store_true",
+                    help="build the file's prim_funcs and compare their TIR script with the harness's (no compile)")
+    xp.set_defaults(func=cmd_export)
     m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")
     m.add_argument("--budget", type=_positive(float), default=600, help="seconds to spend shrinking")
     m.add_argument("--confirm", type=_positive(int), default=2,

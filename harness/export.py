@@ -1,0 +1,243 @@
+"""`harness export`: a reproducer as one Python file that needs tilelang and torch, not the harness.
+
+A compiler engineer can run it without this repository. The program is the harness's own: the
+family's build is run once with compiles stubbed out, recording each TileLang builder call (which
+function, with which static values) and each compile (kernel name, knobs); the modules those
+builders need are embedded as source text (TileLang reads a @T.prim_func's source with `inspect`,
+so the file writes them into a temporary package at run time). Inputs, the float64 reference and
+the tolerance rule are written inline (harness/export_template.py), as the harness computes them.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import pprint
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import case as case_mod
+from harness import kernels
+
+TEMPLATE = Path(__file__).with_name("export_template.py")
+# Families whose run the file carries (the glue in export_template.py); any family exports a compile error.
+RUNS = {"fwd": "forward", "ws": "forward", "bwd": "backward", "ws_bwd": "backward"}
+_ALLOWED = ("tilelang", "tvm", "torch", "__future__")
+
+
+class ExportError(ValueError):
+    """What cannot be exported, in one line."""
+
+
+@dataclass
+class Call:
+    """One compile of the family's build: the kernel's name, the builder call that made its prim_func."""
+    kernel: str
+    module: str
+    function: str
+    args: dict
+    knobs: list
+    func: object = None  # the harness's prim_func (for --check-program)
+
+
+# ----------------------------------------------------------------------------- recording the build
+def record_build(case) -> list[Call]:
+    """The compiles `case`'s build makes, in order, each with the builder call behind it. Nothing is
+    compiled: harness.compat.compile is replaced while the build runs."""
+    from harness import compat
+
+    fam = kernels.family(case.family)
+    root = str(Path(sys.modules[type(fam).__module__].__file__).resolve().parent.parent)
+    calls, made, frames = [], {}, {}
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            code = frame.f_code
+            frames[id(frame)] = {n: frame.f_locals[n] for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]}
+        elif event == "return" and id(frame) in frames:
+            args = frames.pop(id(frame))
+            if type(arg).__name__ == "PrimFunc":  # the outermost builder returns last and wins
+                made[id(arg)] = (frame.f_globals["__name__"], frame.f_code.co_name, args)
+
+    def fake_compile(func, target, knobs=(), kernel=None, pass_configs=None):
+        if pass_configs:
+            raise ExportError(f"kernel {kernel} has its own pass configs; not exported")
+        if id(func) not in made:
+            raise ExportError(f"kernel {kernel}: no builder function in {root} made its prim_func")
+        module, function, args = made[id(func)]
+        calls.append(Call(kernel, module, function, _literal(args, kernel), list(knobs), func))
+        return kernel
+
+    real = compat.compile
+    compat.compile = fake_compile
+    sys.setprofile(profile)
+    try:
+        fam.build(case, "sm_90a")
+    finally:
+        sys.setprofile(None)
+        compat.compile = real
+    return calls
+
+
+def _literal(args: dict, kernel) -> dict:
+    """Builder arguments that Python literals write down exactly, or ExportError."""
+    for name, value in args.items():
+        try:
+            same = ast.literal_eval(repr(value)) == value
+        except (ValueError, SyntaxError):
+            same = False
+        if not same:
+            raise ExportError(f"kernel {kernel}: builder argument {name}={value!r} is not a literal")
+    return args
+
+
+# ----------------------------------------------------------------------------- the module bundle
+def bundle(modules) -> dict[str, str]:
+    """{short name: source} of `modules` and every module of their package they import, with those
+    imports rewritten to the flat package `_PACKAGE_` (replaced when the file is written)."""
+    found: dict[str, str] = {}
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        short = name.rsplit(".", 1)[-1]
+        if short in found:
+            continue
+        source, local = _read(name)
+        found[short] = source
+        todo += local
+    return found
+
+
+def _read(module: str) -> tuple[str, list[str]]:
+    """A module's source with its local imports rewritten, and the local modules it imports."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py") or spec.submodule_search_locations:
+        raise ExportError(f"{module} is not a module file that can be embedded")
+    root = module.split(".")[0]
+    source = Path(spec.origin).read_text()
+    lines, local = source.splitlines(keepends=True), []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+            bad = [n for n in names if n.split(".")[0] == root or n.split(".")[0] not in _ALLOWED + _stdlib()]
+            if bad:
+                raise ExportError(f"{module} imports {bad[0]}, which the exported file cannot carry")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            top = node.module.split(".")[0]
+            if top != root:
+                if top not in _ALLOWED + _stdlib():
+                    raise ExportError(f"{module} imports {node.module}, which the exported file cannot carry")
+                continue
+            local += _local(module, node)
+            lines[node.lineno - 1] = _rewrite(lines[node.lineno - 1], node.module)
+    return "".join(lines), local
+
+
+def _local(module, node) -> list[str]:
+    """The modules a `from <local> import ...` line needs; ExportError for a name that is not a module."""
+    if importlib.util.find_spec(node.module).submodule_search_locations is None:
+        return [node.module]  # from harness.layout import ROW_ALIGN
+    found = []
+    for alias in node.names:
+        spec = importlib.util.find_spec(f"{node.module}.{alias.name}")
+        if spec is None or spec.submodule_search_locations:
+            raise ExportError(f"{module} imports {alias.name} from {node.module}: not a module the file can carry")
+        found.append(f"{node.module}.{alias.name}")
+    return found
+
+
+def _rewrite(line: str, module: str) -> str:
+    if f"from {module} import" not in line:
+        raise ExportError(f"cannot rewrite an import split over lines: {line.strip()}")
+    short = module.rsplit(".", 1)[-1]
+    package = importlib.util.find_spec(module).submodule_search_locations is not None
+    return line.replace(f"from {module} import", "from _PACKAGE_ import" if package else f"from _PACKAGE_.{short} import")
+
+
+def _stdlib() -> tuple[str, ...]:
+    return tuple(sys.stdlib_module_names)
+
+
+# ----------------------------------------------------------------------------- the file
+def source(rep, calls) -> str:
+    """The standalone file's text."""
+    verdict = rep.observed["verdict"]
+    if verdict != "COMPILE_ERROR" and rep.case.family not in RUNS:
+        raise ExportError(f"{rep.case.family}: only compile errors export yet (the file carries the run of "
+                          f"{', '.join(RUNS)}); recorded {verdict}")
+    if verdict not in ("COMPILE_ERROR", "MISMATCH", "NONFINITE", "CRASH", "HANG"):
+        raise ExportError(f"a recorded {verdict} is judged by guard bands, which the file does not carry")
+    modules = bundle(sorted({c.module for c in calls} | {"harness.compat"}))
+    package = f"repro_{rep.id}"
+    case = {**case_mod.to_dict(rep.case), "bounds": list(rep.case.bounds),
+            "tensors": [list(t) for t in kernels.family(rep.case.family).tensors(rep.case)]}
+    values = {
+        "ID": rep.id, "TITLE": rep.title, "RUN": RUNS.get(rep.case.family, ""), "PACKAGE": package,
+        "CASE": case, "RECORDED": {k: rep.observed[k] for k in ("verdict", "stage", "tensor", "message")},
+        "RECORDED_ON": {k: rep.environment.get(k, "?") for k in ("tilelang", "gpu")},
+        "BUILDS": [{"kernel": c.kernel, "module": c.module.rsplit(".", 1)[-1], "function": c.function,
+                    "args": c.args, "knobs": c.knobs} for c in calls],
+    }
+    _, imports, _, code, tail = re.split(r"^# ---- \w+\n", TEMPLATE.read_text(), flags=re.M)
+    assigned = "".join(f"{name} = {_pretty(value)}\n" for name, value in values.items())
+    embedded = "MODULES = {\n" + "".join(f"    {name!r}: {_quote(src.replace('_PACKAGE_', package))},\n"
+                                         for name, src in sorted(modules.items())) + "}\n"
+    return _docstring(rep) + imports + assigned + code + tail.replace("MODULES = {}\n", embedded, 1)
+
+
+def _docstring(rep) -> str:
+    on, seen = rep.environment, rep.observed
+    recorded = f"Recorded on TileLang {on.get('tilelang', '?')} ({on.get('gpu', '?')}): {seen['verdict']} {seen['message']}"
+    return ('"""' + _wrap(f"{rep.id} without the harness: {rep.title}.") + "\n\n" + _wrap(recorded) + "\n\n"
+            "    python THIS_FILE [--timeout SECONDS]\n\n"
+            "Exit 1: the recorded failure is here; 0: it is not; 125: cannot test here (a numerical failure needs\n"
+            "a GPU). The TileLang programs are the harness's (harness/kernels, embedded below with their imports\n"
+            "rewritten), built with the case's static values and its knobs as pass configs; inputs, the float64\n"
+            "reference and the tolerance (max|t - ref| <= k * max|base - ref| + atol) as the harness computes them.\n"
+            '"""\n')
+
+
+def _wrap(text: str) -> str:
+    """Docstring lines of at most 100 characters, with nothing that would end the docstring early."""
+    return textwrap.fill(text.replace("\\", "/").replace('"""', "'''"), 100)
+
+
+def _pretty(value) -> str:
+    return pprint.pformat(value, width=110, sort_dicts=False)
+
+
+def _quote(text: str) -> str:
+    """A module's text as a readable literal: raw triple quotes where they hold it exactly."""
+    if "'''" not in text and not text.endswith("\\"):
+        return "r'''" + text + "'''"
+    return repr(text)
+
+
+def export(rep, to: Path) -> tuple[Path, list[Call]]:
+    """Write `rep`'s standalone file to `to`; the recorded calls come back for check_program."""
+    fam = kernels.family(rep.case.family)
+    if fam.module is not None:
+        raise ExportError(f"{rep.case.family} is an outside kernel (TileLang's {fam.module}); not exported yet")
+    calls = record_build(rep.case)
+    if not calls:
+        raise ExportError(f"{rep.case.family}'s build compiled nothing through harness.compat")
+    text = source(rep, calls)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    to.write_text(text)
+    return to, calls
+
+
+def check_program(path: Path, calls) -> list[str]:
+    """One line per kernel: does the file build the same prim_func (TIR script) as the harness did?"""
+    spec = importlib.util.spec_from_file_location(f"standalone_{path.stem.replace('.', '_')}", path)
+    standalone = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standalone)
+    built = standalone.programs(standalone.load_modules())
+    lines = []
+    for call, (kernel, func) in zip(calls, built):
+        same = func.script() == call.func.script()
+        lines.append(f"{'same' if same else 'DIFFERENT'} TIR script: {kernel} ({call.module}.{call.function})")
+    return lines
