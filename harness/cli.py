@@ -216,6 +216,44 @@ def cmd_repro(args) -> int:
     return out.status
 
 
+def cmd_triage(args) -> int:
+    """Where in the compiler a recorded compile error comes from (harness.triage), compiled here."""
+    from harness import replay, triage
+
+    rep, _ = _load(args, "triage")
+    if rep is None:
+        return 2
+    if rep.observed["verdict"] != "COMPILE_ERROR":
+        print(f"harness triage: {rep.id} is a {rep.observed['verdict']}; triage covers compile errors so far",
+              file=sys.stderr)
+        return 2
+    try:
+        _examples(args, (rep.case.family,))
+    except case_mod.CaseError as e:
+        print(f"harness triage: {e}", file=sys.stderr)
+        return 2
+    target, why = replay.target(rep, environment(), args.arch)
+    if target is None:
+        print(f"harness triage: cannot compile {rep.id} here: {why}", file=sys.stderr)
+        return 2
+    fam = kernels.family(rep.case.family)
+    print(f"reproducer {rep.id}: {rep.title}")
+    trace = triage.trace(lambda: fam.build(rep.case, target))
+    if not trace.error:
+        print(f"compiled without error here ({target}): nothing to triage")
+        return 0
+    for line in triage.describe(triage.find(trace, _script), trace):
+        print(line)
+    return 1
+
+
+def _script(mod) -> str:
+    try:
+        return mod.script()
+    except Exception:  # a module some release's printer cannot show as TVMScript
+        return str(mod)
+
+
 def _sanitized(args, path) -> int:
     """`harness repro` again, under compute-sanitizer (caching allocator and guard bands off, memcheck
     padded: else a write just past a tensor lands in memory the tool counts as valid); its output,
@@ -454,6 +492,13 @@ def parser() -> Parser:
     rp.add_argument("--sanitize", metavar="TOOL", help="run it under compute-sanitizer: memcheck, racecheck, "
                     "synccheck or initcheck (slow; the caching allocator and guard bands off)")
     rp.set_defaults(func=cmd_repro)
+    tr = sub.add_parser("triage", help="a recorded compile error: the compiler pass that raised it, and where what it "
+                                       "rejects first appeared (IR excerpt)")
+    tr.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    tr.add_argument("--dir", default="reproducers", help="where reproducers live")
+    tr.add_argument("--arch", default="sm_90a", help="compile target without a GPU")
+    tr.add_argument("--examples", help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
+    tr.set_defaults(func=cmd_triage)
     ex = sub.add_parser("examples", help="download a release's source package and unpack its examples/ (outside kernels)")
     ex.add_argument("fetch", choices=["fetch"])
     ex.add_argument("--version", help="TileLang release (default: the installed one)")

@@ -1,4 +1,6 @@
 """The one place where TileLang API differences between releases live."""
+from contextlib import contextmanager
+
 import tilelang
 import tilelang.language as T
 
@@ -75,3 +77,32 @@ def kernel_sources(kernel) -> list[str]:
     if isinstance(kernel, (tuple, list)):
         return [source for k in kernel for source in kernel_sources(k)]
     return [kernel.get_kernel_source()]
+
+
+@contextmanager
+def observing_passes(before, after):
+    """Every TVM PassContext opened inside (TileLang opens its own per compile) also calls
+    before(module, pass name) and after(module, pass name) around each pass: TVM's PassInstrument,
+    added by wrapping PassContext's constructor, so it works whichever way a release opens it."""
+    import tvm
+
+    @tvm.instrument.pass_instrument
+    class Observer:
+        def run_before_pass(self, mod, info):
+            before(mod, info.name)
+
+        def run_after_pass(self, mod, info):
+            after(mod, info.name)
+
+    original = tvm.transform.PassContext.__init__
+
+    def observed(self, *args, **kwargs):
+        kwargs.update(zip(("opt_level", "required_pass", "disabled_pass", "instruments"), args))
+        kwargs["instruments"] = [*(kwargs.get("instruments") or []), Observer()]
+        original(self, **kwargs)
+
+    tvm.transform.PassContext.__init__ = observed
+    try:
+        yield
+    finally:
+        tvm.transform.PassContext.__init__ = original

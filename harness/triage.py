@@ -1,0 +1,140 @@
+"""Where in the compiler a compile error comes from: the pass that raised, and the earlier pass whose
+output first holds what it rejects.
+
+The failing compile runs once with a TVM PassInstrument that keeps the module after every pass (TVM
+modules are immutable: keeping them is cheap; their text is made only when searched; the hook is
+harness.compat.observing_passes). The pass that
+was entered and never left raised. The lines of its input that mention what the error names (buffer
+and variable names, layouts) are the evidence; the first pass whose output contains such a line is
+where that construct appeared. `trace` is the only part that needs TileLang; the rest reads traces.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+CONTEXT = 3    # lines of IR shown around each matching line
+EXCERPT = 40   # at most this many lines of IR excerpt
+
+
+@dataclass
+class Trace:
+    """The passes a compile ran, in order, with the module after each (`after`), and the one it was
+    inside when it raised (`raised_in`, with the module it was given)."""
+    passes: list[str] = field(default_factory=list)
+    after: list = field(default_factory=list)
+    raised_in: str | None = None
+    given: object = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    raised_in: str
+    passes_before: int
+    introduced_by: str | None     # the first pass whose output holds the evidence line
+    evidence: str | None
+    excerpt: list[str]
+
+
+# What an error message points at: identifiers with an underscore, digit or dot (buffers, variables,
+# passes), and numbers of two digits or more (extents, thread counts).
+_TOKENS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[_0-9.][A-Za-z0-9_.]*|\b\d{2,}\b")
+MOST_LINES = 6  # a clue that many lines mention singles nothing out
+
+
+def clues(error: str) -> list[str]:
+    """The tokens of an error message the IR may show, in the order they appear, without duplicates."""
+    tokens = (t.strip(".") for t in _TOKENS.findall(error))
+    return list(dict.fromkeys(t for t in tokens if t.isdigit() or any(c in t for c in "_.0123456789")))
+
+
+def evidence_lines(text: str, names: list[str]) -> list[int]:
+    """The lines of `text` that mention the most specific of `names`: the one on the fewest lines
+    (at least one, at most MOST_LINES); none when no clue singles out a few lines."""
+    lines, best = text.splitlines(), []
+    for name in names:
+        pattern = re.compile(r"(?<![A-Za-z0-9_.])" + re.escape(name) + r"(?![A-Za-z0-9_])")
+        hits = [i for i, line in enumerate(lines) if pattern.search(line)]
+        if hits and len(hits) <= MOST_LINES and (not best or len(hits) < len(best)):
+            best = hits
+    return best
+
+
+def excerpt(text: str, lines: list[int]) -> list[str]:
+    """The matching lines with CONTEXT lines around each, numbered, at most EXCERPT lines."""
+    all_lines, keep = text.splitlines(), set()
+    for i in lines:
+        keep.update(range(max(0, i - CONTEXT), min(len(all_lines), i + CONTEXT + 1)))
+    return [f"{i + 1:5d}  {all_lines[i]}" for i in sorted(keep)][:EXCERPT]
+
+
+def introduced_by(passes: list[str], texts: Callable[[int], str], line: str) -> str | None:
+    """The first pass whose output contains `line` (stripped), or None when even the first one's
+    does: then it came from the program as written."""
+    wanted = line.strip()
+    for i, name in enumerate(passes):
+        if any(candidate.strip() == wanted for candidate in texts(i).splitlines()):
+            return name if i > 0 else None
+    return None
+
+
+def find(trace: Trace, script: Callable[[object], str]) -> Finding | None:
+    """What `trace` shows about its error, or None if no pass raised (the error came before the
+    passes, or after them: the program builder or the CUDA compiler)."""
+    if trace.raised_in is None:
+        return None
+    given = script(trace.given)
+    hits = evidence_lines(given, clues(trace.error))
+    first = given.splitlines()[hits[0]] if hits else None
+    cache: dict[int, str] = {}
+
+    def text(i: int) -> str:
+        if i not in cache:
+            cache[i] = script(trace.after[i])
+        return cache[i]
+
+    return Finding(trace.raised_in, len(trace.passes), introduced_by(trace.passes, text, first) if first else None,
+                   first.strip() if first else None, excerpt(given, hits))
+
+
+def describe(f: Finding | None, trace: Trace) -> list[str]:
+    """The report's lines."""
+    error = trace.error
+    if f is None:
+        last = f"after {len(trace.passes)} passes ran, the last {trace.passes[-1]}" if trace.passes else "before any pass"
+        return [f"error: {error}", f"raised outside the passes ({last}): by the program builder, code generation "
+                                   "or the CUDA compiler"]
+    lines = [f"error: {error}", f"raised in pass: {f.raised_in} (after {f.passes_before} passes ran)"]
+    if f.evidence:
+        origin = f.introduced_by or "the program as written (present before the first pass)"
+        lines += [f"its input mentions what the error names: {f.evidence}", f"that line first appears after: {origin}"]
+    if f.excerpt:
+        lines += [f"IR given to {f.raised_in} (lines naming what the error names):", *f.excerpt]
+    else:
+        lines.append(f"no few lines of the IR given to {f.raised_in} name what the error names")
+    return lines
+
+
+def trace(build: Callable[[], object]) -> Trace:
+    """Run `build` (a compile expected to fail) under tracing; the Trace holds its error's first line."""
+    from harness import compat
+
+    t = Trace()
+
+    def before(mod, name):
+        t.raised_in, t.given = name, mod
+
+    def after(mod, name):
+        t.passes.append(name)
+        t.after.append(mod)
+        t.raised_in = None
+
+    with compat.observing_passes(before, after):
+        try:
+            build()
+        except Exception as e:  # the error under study, whatever raised it
+            t.error = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            t.error = f"{type(e).__name__}: {t.error}" if not t.error.startswith(type(e).__name__) else t.error
+    return t

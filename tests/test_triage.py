@@ -1,0 +1,52 @@
+"""Triage's reading of pass traces, on recorded-style traces (IR as text; no TileLang needed)."""
+from harness import triage
+
+ERROR = ('InternalError: Layout Layout((32, 64, 1) -> (6, 384), transform: ...) has errors: '
+         '("Index mapping does not form a bijective transform.")')
+WRITTEN = 'tx = T.launch_thread("threadIdx.x", 128)\nT.fill(dq_s, 0)\nT.gemm(a, b, c)'
+SPECIALIZED = 'tx = T.launch_thread("threadIdx.x", 384)\nT.fill(dq_s, 0)\nT.gemm(a, b, c)'
+
+
+def _trace(after: list[str], raised_in: str | None, given: str | None) -> triage.Trace:
+    t = triage.Trace(passes=[f"pass{i}" for i in range(len(after))], after=after, raised_in=raised_in, given=given)
+    t.error = ERROR
+    return t
+
+
+def test_clues_are_the_specific_tokens_of_the_message():
+    assert triage.clues(ERROR) == ["32", "64", "384"]
+    assert triage.clues("Check failed: buffer dQ_acc.data in tl.LowerTileOp") == ["dQ_acc.data", "tl.LowerTileOp"]
+
+
+def test_the_evidence_is_the_clue_on_fewest_lines():
+    text = "a = 32\nb = 32 + 64\nc = 384\nd = 64 + 32"
+    assert triage.evidence_lines(text, ["32", "64", "384"]) == [2]
+    assert triage.evidence_lines("x\ny", ["384"]) == []
+    crowded = "\n".join(["v = 32"] * (triage.MOST_LINES + 1))
+    assert triage.evidence_lines(crowded, ["32"]) == []
+
+
+def test_the_pass_that_raised_and_the_pass_that_made_its_input():
+    trace = _trace([WRITTEN, WRITTEN, SPECIALIZED, SPECIALIZED], "tl.LowerTileOp", SPECIALIZED)
+    found = triage.find(trace, str)
+    assert found.raised_in == "tl.LowerTileOp" and found.passes_before == 4
+    assert found.evidence == 'tx = T.launch_thread("threadIdx.x", 384)'
+    assert found.introduced_by == "pass2"
+    lines = triage.describe(found, trace)
+    assert lines[1] == "raised in pass: tl.LowerTileOp (after 4 passes ran)"
+    assert "that line first appears after: pass2" in lines
+    assert any("384" in line for line in found.excerpt)
+
+
+def test_evidence_present_from_the_start_is_the_program_as_written():
+    trace = _trace([SPECIALIZED, SPECIALIZED], "tl.LowerTileOp", SPECIALIZED)
+    found = triage.find(trace, str)
+    assert found.introduced_by is None
+    assert "that line first appears after: the program as written (present before the first pass)" in \
+        triage.describe(found, trace)
+
+
+def test_an_error_outside_the_passes_says_so_with_the_last_pass():
+    trace = _trace([WRITTEN], None, None)
+    assert triage.find(trace, str) is None
+    assert triage.describe(None, trace)[1].startswith("raised outside the passes (after 1 passes ran, the last pass0)")
