@@ -168,8 +168,9 @@ def source(rep, calls) -> str:
     if verdict != "COMPILE_ERROR" and rep.case.family not in RUNS:
         raise ExportError(f"{rep.case.family}: only compile errors export yet (the file carries the run of "
                           f"{', '.join(RUNS)}); recorded {verdict}")
-    if verdict not in ("COMPILE_ERROR", "MISMATCH", "NONFINITE", "CRASH", "HANG"):
-        raise ExportError(f"a recorded {verdict} is judged by guard bands, which the file does not carry")
+    if verdict not in ("COMPILE_ERROR", "MISMATCH", "NONFINITE", "OOB_WRITE", "CRASH", "HANG"):
+        raise ExportError(f"a recorded {verdict} is judged by rerunning with other band contents, which the file "
+                          "does not do")
     modules = bundle(sorted({c.module for c in calls} | {"harness.compat"}))
     package = f"repro_{rep.id}"
     case = {**case_mod.to_dict(rep.case), "bounds": list(rep.case.bounds),

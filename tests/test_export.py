@@ -171,3 +171,22 @@ def test_the_file_builds_the_harnesss_program(tmp_path):
     assert [c.kernel for c in calls] == ["main", "fwd", "preprocess", "postprocess", "sink_grad"]
     lines = export.check_program(path, calls)
     assert len(lines) == 5 and all(line.startswith("same TIR script") for line in lines), lines
+
+
+def test_the_file_checks_guard_bands_before_values(tmp_path, monkeypatch, capsys):
+    """A forward that is right but also writes 3 elements past O's end: OOB_WRITE, exit 1."""
+    module = _standalone(FWD, "OOB_WRITE", tmp_path)
+    monkeypatch.setattr(module, "target", lambda: "auto")
+    monkeypatch.setattr(module, "load_modules", lambda: {"compat": SimpleNamespace(VERSION="stub")})
+    right = _stub(module)
+
+    def spilling(q, k, v, sinks, out, lse):
+        right(q, k, v, sinks, out, lse)
+        storage = torch.empty(0, dtype=out.dtype).set_(out.untyped_storage())
+        storage[out.storage_offset() + out.numel():][:3] = 1.0
+
+    monkeypatch.setattr(module, "build", lambda mods, where: {"fwd": spilling})
+    assert module.main([]) == 1
+    out = capsys.readouterr().out
+    assert "OOB_WRITE O: 3 elements written after the end (first at +0)" in out
+    assert "O       PASS" in out and "OOB_WRITE LSE" not in out

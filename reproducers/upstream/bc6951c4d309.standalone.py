@@ -316,6 +316,41 @@ def check(out, ref, base, dtype, k, floor=0.0) -> tuple:
     return "PASS", err, tol
 
 
+# ----------------------------------------------------------------------------- guard bands
+BAND = 4096  # elements before and after every buffer the run allocates (harness.bands: the same pattern)
+# A signalling NaN per dtype: any store, and any atomic add (0.0 included: it quiets the NaN), changes its bits.
+PATTERN = {torch.float16: (torch.int16, 0x7DA5), torch.bfloat16: (torch.int16, 0x7FA5),
+           torch.float32: (torch.int32, 0x7FA5A5A5)}
+_GUARDED = []  # (name, raw buffer, elements) of every guarded buffer
+
+
+def alloc(name, shape_, fill, dtype, device):
+    """`shape_` filled with `fill`, a view into a larger buffer whose bands before and after hold PATTERN
+    (offset by whole 8 KiB at least, so its alignment is a plain allocation's)."""
+    numel = math.prod(shape_)
+    raw = torch.empty(numel + 2 * BAND, dtype=dtype, device=device)
+    bits, word = PATTERN[dtype]
+    raw.view(bits).fill_(word)
+    view = raw[BAND:BAND + numel].view(shape_)
+    view.fill_(fill)
+    _GUARDED.append((name, raw, numel))
+    return view
+
+
+def bands_changed() -> list:
+    """One line per band a kernel wrote: OOB_WRITE, the buffer, the side, how many elements, the first."""
+    found = []
+    for name, raw, numel in _GUARDED:
+        bits, word = PATTERN[raw.dtype]
+        flat = raw.view(bits)
+        for side, band, first in (("before", flat[:BAND], lambda i: i - BAND), ("after", flat[BAND + numel:], int)):
+            changed = (band != torch.tensor(word, dtype=bits).to(band.device).view(bits)).nonzero().flatten()
+            if len(changed):
+                found.append(f"OOB_WRITE {name}: {len(changed)} elements written {side} the "
+                             f"{'start' if side == 'before' else 'end'} (first at {first(int(changed[0])):+d})")
+    return found
+
+
 # ----------------------------------------------------------------------------- running
 def launch(kernel, *args):
     kernel(*args)
@@ -331,8 +366,8 @@ def run_forward(compiled, inputs) -> dict:
 
 def forward_kernel(kernel, inputs) -> dict:
     c, q = CASE, inputs["q"]
-    out = torch.full(shape(c["seqlen_q"], c["heads"], c["head_dim_v"]), float("nan"), dtype=q.dtype, device=q.device)
-    lse = torch.full((c["batch"], c["heads"], c["seqlen_q"]), float("nan"), dtype=torch.float32, device=q.device)
+    out = alloc("O", shape(c["seqlen_q"], c["heads"], c["head_dim_v"]), float("nan"), q.dtype, q.device)
+    lse = alloc("LSE", [c["batch"], c["heads"], c["seqlen_q"]], float("nan"), torch.float32, q.device)
     launch(kernel, inputs["q"], inputs["k"], inputs["v"], inputs["sinks"], out, lse)
     return {"O": canonical(out), "LSE": lse}
 
@@ -353,27 +388,27 @@ def run_backward(compiled, inputs) -> dict:
     dev, dtype, f32 = q.device, q.dtype, torch.float32
     fwd = forward_kernel(compiled["fwd"], inputs)
     o, lse = in_layout(fwd["O"]), fwd["LSE"]
-    delta = torch.full((c["batch"], c["heads"], c["seqlen_q"]), nan, dtype=f32, device=dev)
+    delta = alloc("Delta", [c["batch"], c["heads"], c["seqlen_q"]], nan, f32, dev)
     launch(compiled["preprocess"], o, do, delta)
     pad = -(-c["seqlen_q"] // 8) * 8  # dQ's accumulator rows padded to 8-row fragment tiles
-    dq_acc = torch.zeros(shape(pad, c["heads"], c["head_dim"]), dtype=f32, device=dev)
+    dq_acc = alloc("dQ_acc", shape(pad, c["heads"], c["head_dim"]), 0.0, f32, dev)
     if c["variant"] == "split":
-        dk_buf = torch.full(shape(c["seqlen_k"], c["heads"], c["head_dim"]), nan, dtype=dtype, device=dev)
-        dv_buf = torch.full(shape(c["seqlen_k"], c["heads"], c["head_dim_v"]), nan, dtype=dtype, device=dev)
+        dk_buf = alloc("dK_heads", shape(c["seqlen_k"], c["heads"], c["head_dim"]), nan, dtype, dev)
+        dv_buf = alloc("dV_heads", shape(c["seqlen_k"], c["heads"], c["head_dim_v"]), nan, dtype, dev)
     else:
-        dk_buf = torch.zeros(shape(c["seqlen_k"], c["kv_heads"], c["head_dim"]), dtype=f32, device=dev)
-        dv_buf = torch.zeros(shape(c["seqlen_k"], c["kv_heads"], c["head_dim_v"]), dtype=f32, device=dev)
+        dk_buf = alloc("dK_acc", shape(c["seqlen_k"], c["kv_heads"], c["head_dim"]), 0.0, f32, dev)
+        dv_buf = alloc("dV_acc", shape(c["seqlen_k"], c["kv_heads"], c["head_dim_v"]), 0.0, f32, dev)
     rows = (lse, delta)
     if c["variant"] == "dq_shared":  # LSE and Delta padded as dQ's rows
         rows = tuple(torch.nn.functional.pad(x, (0, pad - c["seqlen_q"])) for x in rows)
     launch(compiled["main"], q, k, v, do, *rows, dq_acc, dk_buf, dv_buf)
-    dq = torch.full(shape(c["seqlen_q"], c["heads"], c["head_dim"]), nan, dtype=dtype, device=dev)
+    dq = alloc("dQ", shape(c["seqlen_q"], c["heads"], c["head_dim"]), nan, dtype, dev)
     launch(compiled["postprocess"], dq_acc, dq)
     if c["variant"] == "split":
         dk, dv = group_sum(dk_buf).to(dtype), group_sum(dv_buf).to(dtype)
     else:
         dk, dv = dk_buf.to(dtype), dv_buf.to(dtype)
-    dsinks = torch.zeros(c["heads"], dtype=f32, device=dev)
+    dsinks = alloc("dSinks", [c["heads"]], 0.0, f32, dev)
     if c["sinks"]:
         launch(compiled["sink_grad"], lse, delta, sinks, dsinks)
     return {"dQ": canonical(dq), "dK": canonical(dk), "dV": canonical(dv), "dSinks": dsinks}
@@ -438,7 +473,10 @@ def main(argv=None) -> int:
     except Exception as e:
         print(f"CRASH: {first_line(e)}")
         return BAD
-    ok = judge(outputs, inputs)
+    outside = bands_changed()  # judged before any value, as the harness does
+    for line in outside:
+        print(line)
+    ok = judge(outputs, inputs) and not outside
     timer.cancel()
     print("NOT REPRODUCED" if ok else f"REPRODUCED (recorded {recorded} {RECORDED['tensor']})")
     return GOOD if ok else BAD
@@ -972,6 +1010,8 @@ def sink_grad(heads):
     return sink
 ''',
     'compat': r'''"""The one place where TileLang API differences between releases live."""
+from contextlib import contextmanager
+
 import tilelang
 import tilelang.language as T
 
@@ -1048,6 +1088,35 @@ def kernel_sources(kernel) -> list[str]:
     if isinstance(kernel, (tuple, list)):
         return [source for k in kernel for source in kernel_sources(k)]
     return [kernel.get_kernel_source()]
+
+
+@contextmanager
+def observing_passes(before, after):
+    """Every TVM PassContext opened inside (TileLang opens its own per compile) also calls
+    before(module, pass name) and after(module, pass name) around each pass: TVM's PassInstrument,
+    added by wrapping PassContext's constructor, so it works whichever way a release opens it."""
+    import tvm
+
+    @tvm.instrument.pass_instrument
+    class Observer:
+        def run_before_pass(self, mod, info):
+            before(mod, info.name)
+
+        def run_after_pass(self, mod, info):
+            after(mod, info.name)
+
+    original = tvm.transform.PassContext.__init__
+
+    def observed(self, *args, **kwargs):
+        kwargs.update(zip(("opt_level", "required_pass", "disabled_pass", "instruments"), args))
+        kwargs["instruments"] = [*(kwargs.get("instruments") or []), Observer()]
+        original(self, **kwargs)
+
+    tvm.transform.PassContext.__init__ = observed
+    try:
+        yield
+    finally:
+        tvm.transform.PassContext.__init__ = original
 ''',
     'fwd': r'''"""FlashAttention-2 style forward kernel: MHA/GQA, causal/sliding window, sinks, BHSD/BSHD.
 
