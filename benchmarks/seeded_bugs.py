@@ -1,12 +1,14 @@
 """Finding power: seeded kernel bugs, and how many of them a ci-sized campaign catches.
 
-    python benchmarks/seeded_bugs.py --cases 50 --workers 15 [--families fwd,bwd] [--only NAME,...]
+    python benchmarks/seeded_bugs.py --cases 50 --workers 15 [--parallel 4] [--families fwd,bwd] [--only NAME,...]
 
 Each seeded bug (MUTANTS) is one textual change to a kernel module, applied to a temporary copy
 of this tree, never to the package. First the unmutated copy runs a campaign per family
 (`--cases`, `--seed`, pairwise kernels first, as `harness run` does); a case that fails there is
 dropped, so that the mutants run only cases the real kernels pass. Then each mutant runs exactly
-those cases (`--cases-from`) in its family and stops at its first failure. Printed per mutant:
+those cases (`--cases-from`) in its family and stops at its first failure; `--parallel N` runs N
+campaigns at once, each with `--workers` split N ways (compiles are CPU-bound, so one campaign
+that stops after a few cases leaves cores idle). Printed per mutant:
 detected or not, the first failure (verdict, tensor, region), cases finished until then, and
 seconds; then the score and the survivors with the condition their bug needs. Numbers need a GPU:
 without one the campaigns are compile-only and only a mutant that breaks compilation can show.
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,8 +182,9 @@ def campaign(tree: Path, out: Path, args, family, *extra) -> tuple[list[dict], f
     """Run `harness run` inside `tree` (its own copy of the package first on the path)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
     # The tree's own reproducers: a known compiler bug that a mutant happens to reach is no detection.
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--families", family, "--out", str(out),
-           "--workers", str(args.workers), "--arch", args.arch, "--reproducers", str(tree / "reproducers"), *extra]
+    workers = max(1, args.workers // args.parallel)
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--families", family, "--out", str(out), "--workers", str(workers),
+           "--arch", args.arch, "--reproducers", str(tree / "reproducers"), *extra]
     t0 = time.monotonic()
     done = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.monotonic() - t0
@@ -213,6 +217,7 @@ def main() -> int:
     p.add_argument("--cases", type=int, default=50, help="cases per family (a ci-sized campaign)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    p.add_argument("--parallel", type=int, default=1, help="campaigns at once (workers are split between them)")
     p.add_argument("--families", help="only the mutants of these families (comma-separated)")
     p.add_argument("--only", help="only these mutants (comma-separated names)")
     p.add_argument("--arch", default="sm_90a", help="compile target without a GPU")
@@ -233,8 +238,8 @@ def main() -> int:
         tmp = Path(tmp)
         os.environ.setdefault("TILELANG_CACHE_DIR", str(tmp / "cache"))  # shared: unchanged kernels load, not compile
         base = copy_tree(tmp / "base")
-        cases_of = {}
-        for family in sorted({m.family for m in chosen}):
+
+        def baseline(family: str) -> Path:
             results, seconds = campaign(base, tmp / f"base-{family}", args, family, "--cases", str(args.cases),
                                         "--seed", str(args.seed))
             bad = {r["case_id"] for r in results if failed(r)}
@@ -242,28 +247,36 @@ def main() -> int:
             keep = [line for line in lines if case_mod.from_json(line).id not in bad]
             if not keep:
                 raise SystemExit(f"baseline {family}: every case failed unmutated; nothing to measure with")
-            cases_of[family] = tmp / f"cases-{family}.jsonl"
-            cases_of[family].write_text("\n".join(keep) + "\n")
+            path = tmp / f"cases-{family}.jsonl"
+            path.write_text("\n".join(keep) + "\n")
             print(f"baseline {family}: {len(results)} cases in {seconds:.0f} s, "
                   f"{len(bad)} failing unmutated (dropped), {len(keep)} kept", flush=True)
-        rows = []
-        for m in chosen:
+            return path
+
+        families = sorted({m.family for m in chosen})
+        with ThreadPoolExecutor(args.parallel) as pool:
+            cases_of = dict(zip(families, pool.map(baseline, families)))
+
+        def one(m: Mutant) -> dict:
             tree = copy_tree(tmp / m.name)
             apply(m, tree)
             results, seconds = campaign(tree, tmp / f"run-{m.name}", args, m.family, "--cases-from",
                                         str(cases_of[m.family]), "--stop-after-failures", "1")
+            shutil.rmtree(tree)
             first = next((i for i, r in enumerate(results) if failed(r)), None)
             hit = results[first] if first is not None else None
-            rows.append({"mutant": m.name, "family": m.family, "detected": "yes" if hit else "NO",
-                         "first failure": (f"{hit['verdict']} {hit.get('tensor', '')} {hit.get('region', '')}".strip()
-                                           if hit else ""),
-                         "cases run": len(results), "cases to detect": first + 1 if hit else "",
-                         "seconds": round(seconds), "why": m.why,
-                         "message": hit["message"].splitlines()[0][:300] if hit and hit.get("message") else ""})
-            print(f"{m.name}: {rows[-1]['detected']} {rows[-1]['first failure']} after "
-                  f"{rows[-1]['cases to detect'] or len(results)} cases, {seconds:.0f} s {rows[-1]['message'][:120]}",
-                  flush=True)
-            shutil.rmtree(tree)
+            row = {"mutant": m.name, "family": m.family, "detected": "yes" if hit else "NO",
+                   "first failure": (f"{hit['verdict']} {hit.get('tensor', '')} {hit.get('region', '')}".strip()
+                                     if hit else ""),
+                   "cases run": len(results), "cases to detect": first + 1 if hit else "",
+                   "seconds": round(seconds), "why": m.why,
+                   "message": hit["message"].splitlines()[0][:300] if hit and hit.get("message") else ""}
+            print(f"{m.name}: {row['detected']} {row['first failure']} after "
+                  f"{row['cases to detect'] or len(results)} cases, {seconds:.0f} s {row['message'][:120]}", flush=True)
+            return row
+
+        with ThreadPoolExecutor(args.parallel) as pool:  # threads only wait on `harness run` subprocesses
+            rows = list(pool.map(one, chosen))
     import pandas as pd
     table = pd.DataFrame(rows)
     caught = int((table.detected == "yes").sum())
