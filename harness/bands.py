@@ -12,6 +12,10 @@ zeros and then of a large finite value (`guarding(pattern="zeros")`, `Guard(patt
 `Guard.refill` on the same buffers, one tensor at a time to learn whose band mattered); outputs that change
 with nothing but the band contents prove the kernel read outside a tensor.
 
+Fresh tensors are poisoned: `empty` fills the tensor's own bytes with one fixed signalling NaN, whatever the
+bands hold. Otherwise an output element the kernel never writes would hold whatever the band of a freed
+tensor left at that address, and would change with the band contents like a read outside a buffer.
+
 Kernel-family code allocates through the module-level `empty`/`zeros`/`full`/`adopt`: inside `guarding()`
 they return guarded views, outside it plain tensors, so no guard is threaded through every function.
 """
@@ -30,6 +34,7 @@ MIN_BAND = 16 * 1024  # the measured bug wrote ~2 KB past a 256 KB tensor; a mis
 MAX_BAND = 1024 * 1024  # bands of a quarter of the tensor cover a whole tile's overrun; the cap bounds the memory spent
 SIDES = ("before", "after")
 PATTERNS = ("nan", "zeros", "large")
+POISON_SALT = 0x1F  # the payload of a fresh tensor's contents (bands use salts 0, 1, 2... per tensor)
 
 # Signalling NaNs with a payload (quiet bit clear). GPU arithmetic never produces them: any float op or atomic
 # add on a NaN returns the canonical quiet NaN (0x7FFFFFFF, 0x7FFF), and on the CPU it sets the quiet bit, so
@@ -150,6 +155,8 @@ class Guard:
         # The salt gives each tensor its own payload (see pattern_bytes).
         guarded = _Guarded(name, dtype, len(self._guarded), backing, band, nbytes)
         guarded.refill(self.pattern)
+        view.view(-1).view(torch.uint8).view(-1, dtype.itemsize)[:] = torch.tensor(
+            list(pattern_bytes(dtype, "nan", POISON_SALT)), dtype=torch.uint8, device=backing.device)
         self._guarded.append(guarded)
         return view
 

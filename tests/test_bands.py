@@ -196,3 +196,12 @@ def test_nan_patterns_are_signalling_nans_distinct_per_tensor():
     assert all(b not in (0, 1) for b in bands.pattern_bytes(torch.bool, salt=31))
     with pytest.raises(ValueError, match="unknown band pattern 'ones'"):
         bands.Guard("ones")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.int32, torch.bool])
+def test_fresh_tensors_hold_the_same_poison_whatever_the_bands_hold(dtype):
+    # An element no kernel writes must read the same in the "nan" and "large" reruns, or the
+    # out-of-bounds read check would blame an unwritten output on a read outside a buffer.
+    bodies = [bands.Guard(p).empty("out", (3, 5), dtype).view(torch.uint8).clone() for p in bands.PATTERNS]
+    assert all(torch.equal(b, bodies[0]) for b in bodies)
+    assert bodies[0].view(-1, dtype.itemsize)[0].tolist() == list(bands.pattern_bytes(dtype, "nan", bands.POISON_SALT))
