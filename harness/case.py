@@ -24,6 +24,23 @@ LAYOUTS = ("bhsd", "bshd", "thd")  # thd: packed varlen tokens (harness.layout)
 MASKS = ("none", "random", "empty_rows", "empty_blocks", "causal", "band", "single")
 BROADCASTS = ("bh", "b1", "1h", "11")  # mask/bias [batch or 1, heads or 1, seq_q, seq_k]
 KNOBS = ("fast_math", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize", "no_wgmma")
+# Program forms: equivalent ways to write a kernel block, drawn like shapes so that campaigns reach the
+# lowering paths each takes (layout inference, the pipeliner, warp specialization, vectorization).
+# block -> {form: how it is written}; the first form is the default, which a Case leaves unnamed. Each of
+# these moves data or orders work differently and leaves the arithmetic alone, so a kernel written in any
+# of them must give the default forms' outputs bit for bit (harness.worker's differential check).
+FORMS = {
+    "q_load": {"copy": "the Q tile by T.copy", "loop": "the Q tile by a guarded element loop (T.Parallel)"},
+    "kv_load": {"copy": "K and V tiles by T.copy", "loop": "K and V tiles by guarded element loops"},
+    "kv_loop": {"pipelined": "the key-block loop as T.Pipelined(num_stages)", "serial": "the key-block loop as T.serial"},
+    "scores_mask": {"predicate": "masked scores set to -inf after the QK^T GEMM",
+                    "init": "the mask as the GEMM's initial value (0 or -inf), accumulated onto"},
+    "row_max": {"running": "the running max by reduce_max(clear=False)",
+                "fresh": "the block's max by reduce_max(clear=True), then max with the previous"},
+    "p_operand": {"registers": "P handed to the PV GEMM from registers", "shared": "P staged through shared memory"},
+    "rescale": {"separate": "scale factor, denominator and O rescale in separate loops",
+                "merged": "scale factor and denominator in one loop"},
+}
 _NO_OFF = object()
 
 
@@ -60,6 +77,8 @@ class Case:
     num_stages: int = _static(1)
     threads: int = _static(128)
     knobs: tuple = _static((), off=())
+    # Blocks written in a form other than the default: sorted "block=form" names (FORMS).
+    forms: tuple = _static((), off=())
     seed: int = _dynamic(0, off=0)
     # Packed (varlen) families: per-sequence (q, k) lengths, zero allowed; batch is their count and
     # seqlen_q / seqlen_k bound them (the max lengths). Empty for dense families.
@@ -77,6 +96,10 @@ class Case:
         if self.causal:
             right = 0 if right < 0 else min(right, 0)
         return left, right
+
+    def form(self, block: str) -> str:
+        """The form `block` is written in (its default unless the case names another)."""
+        return next((f.split("=", 1)[1] for f in self.forms if f.split("=", 1)[0] == block), next(iter(FORMS[block])))
 
     @property
     def tile(self) -> tuple[int, int, int, int]:
@@ -105,6 +128,7 @@ class Case:
             raise CaseError(f"window must be (left, right) with each in [-1, {MAX_LENGTH}], got {self.window}")
         if any(k not in KNOBS for k in self.knobs) or list(self.knobs) != sorted(set(self.knobs)):
             raise CaseError(f"knobs must be distinct names from {KNOBS}, sorted, got {list(self.knobs)}")
+        self._validate_forms()
         if self.mask not in MASKS:
             raise CaseError(f"mask must be one of {MASKS}, got {self.mask!r}")
         if self.mask_broadcast not in BROADCASTS:
@@ -118,6 +142,15 @@ class Case:
             raise CaseError(f"a tensor of batch x heads x length x head_dim = {elements} elements "
                             f"exceeds {MAX_ELEMENTS}")
         return self
+
+    def _validate_forms(self):
+        pairs = [f.split("=", 1) for f in self.forms]
+        for f, pair in zip(self.forms, pairs):
+            if len(pair) != 2 or pair[0] not in FORMS or pair[1] not in list(FORMS[pair[0]])[1:]:
+                raise CaseError(f"form {f!r} is not 'block=form' with a block of {tuple(FORMS)} and one of its "
+                                "forms other than the default")
+        if list(self.forms) != sorted(self.forms) or len({b for b, _ in pairs}) != len(pairs):
+            raise CaseError(f"forms must be sorted, one per block, got {list(self.forms)}")
 
     def _validate_seqlens(self):
         if len(self.seqlens) != self.batch:
@@ -172,6 +205,9 @@ def to_dict(case: Case) -> dict:
     d["window"] = list(case.window)
     d["seqlens"] = [list(pair) for pair in case.seqlens]
     d["knobs"] = list(case.knobs)
+    d["forms"] = list(case.forms)
+    if not case.forms:
+        del d["forms"]  # off: the JSON (and so the id) of every case without forms stays as it was
     return d
 
 
@@ -186,9 +222,9 @@ def _check_type(name, value):
                 and all(type(v) is int for v in value)):
             raise CaseError(f"field 'window' must be a pair of integers, got {value!r}")
         return tuple(value)
-    if name == "knobs":
+    if name in ("knobs", "forms"):
         if not (isinstance(value, (list, tuple)) and all(isinstance(k, str) for k in value)):
-            raise CaseError(f"field 'knobs' must be a list of strings, got {value!r}")
+            raise CaseError(f"field {name!r} must be a list of strings, got {value!r}")
         return tuple(value)
     if name == "seqlens":
         if not (isinstance(value, (list, tuple)) and all(

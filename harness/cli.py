@@ -67,6 +67,15 @@ def cmd_env(args) -> int:
     return 0
 
 
+def cmd_forms(args) -> int:
+    """One `block form` pair per line (the default first), with the families that write it."""
+    users = {b: [n for n in kernels.FAMILIES if b in kernels.family(n).forms] for b in case_mod.FORMS}
+    for block, forms in case_mod.FORMS.items():
+        for i, (form, how) in enumerate(forms.items()):
+            print(f"{block} {form}{' (default)' if i == 0 else ''}: {how} [{', '.join(users[block]) or 'no family'}]")
+    return 0
+
+
 def cmd_run(args) -> int:
     families = tuple(args.families.split(","))
     try:
@@ -557,6 +566,8 @@ def parser() -> Parser:
     rr.add_argument("dir", help="a run's --out directory")
     rr.add_argument("--reproducers", default="reproducers", help="known bugs, to mark failures already recorded")
     rr.set_defaults(func=cmd_report)
+    fo = sub.add_parser("forms", help="each kernel block's equivalent forms, and the families that write them")
+    fo.set_defaults(func=cmd_forms)
     e = sub.add_parser("env", help="what TileLang, torch, CUDA and GPU this machine has")
     e.set_defaults(func=cmd_env)
     return p

@@ -14,7 +14,7 @@ import random
 import pandas as pd
 
 from harness import kernels
-from harness.case import BROADCASTS, Case
+from harness.case import BROADCASTS, FORMS, Case
 
 # GQA shapes -> (kv_heads, heads per KV head): a query head and its KV head differ only under gqa/mqa.
 GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4)}
@@ -54,17 +54,20 @@ def _features(family: str) -> dict:
 
 
 def factors(family: str) -> dict[str, tuple]:
+    """Each block the family writes in several forms is a factor too ("form:<block>"), its forms the values."""
     fam = kernels.family(family)
     return {"variant": fam.variants, "gqa": tuple(GQA) if fam.gqa else ("mha",),
             **{n: spec[1] for n, spec in _features(family).items()},
-            "layout": fam.layouts, "dtype": fam.dtypes, "tile": fam.tiles, "knobs": KNOB_VALUES}
+            "layout": fam.layouts, "dtype": fam.dtypes, "tile": fam.tiles, "knobs": KNOB_VALUES,
+            **{f"form:{b}": tuple(FORMS[b]) for b in fam.forms}}
 
 
 def levels(case: Case) -> dict:
     """The factor values of a case (any case, drawn or built here)."""
     gqa = "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
     return {"variant": case.variant, "gqa": gqa, "layout": case.layout, "dtype": case.dtype, "tile": case.tile,
-            "knobs": case.knobs, **{n: spec[3](case) for n, spec in _features(case.family).items()}}
+            "knobs": case.knobs, **{n: spec[3](case) for n, spec in _features(case.family).items()},
+            **{f"form:{b}": case.form(b) for b in kernels.family(case.family).forms}}
 
 
 def _pairs(row: dict) -> set:
@@ -77,11 +80,12 @@ def _case(family: str, row: dict) -> Case | None:
     kv_heads, group = GQA[row["gqa"]]
     features = {k: v for n, spec in _features(family).items() for k, v in spec[2](row[n]).items()}
     block_m, block_n, num_stages, threads = row["tile"]
+    forms = tuple(sorted(f"{b}={row[f'form:{b}']}" for b in fam.forms if row[f"form:{b}"] != next(iter(FORMS[b]))))
     for head_dim in fam.head_dims[::-1]:  # the largest head dim the tile can hold
         c = Case(family=family, variant=row["variant"], heads=kv_heads * group, kv_heads=kv_heads,
                  head_dim=head_dim, head_dim_v=head_dim, dtype=row["dtype"], layout=row["layout"],
                  block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=row["knobs"],
-                 **features)
+                 forms=forms, **features)
         if fam.unsupported(c, static_only=True) is None:
             return c
     return None

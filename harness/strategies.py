@@ -9,7 +9,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from harness import kernels, pairwise
-from harness.case import BROADCASTS, KNOBS, MASKS, Case
+from harness.case import BROADCASTS, FORMS, KNOBS, MASKS, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
@@ -114,7 +114,8 @@ def _static_case(draw, family: str) -> Case:
     return Case(
         family=family, variant=variant, heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim,
         head_dim_v=head_dim_v, dtype=dtype, layout=draw(st.sampled_from(fam.layouts)),
-        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=draw(knobs()), **features,
+        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=draw(knobs()),
+        forms=draw(forms(fam.forms)), **features,
     )
 
 
@@ -129,6 +130,16 @@ def knobs() -> st.SearchStrategy[tuple]:
     """Half the kernels with the release's default passes, the rest with one or two switched."""
     some = st.lists(st.sampled_from(DRAWN_KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
     return st.one_of(st.just(()), some)
+
+
+def forms(blocks: tuple[str, ...]) -> st.SearchStrategy[tuple]:
+    """For a family that writes `blocks` in several forms: half the kernels in the default forms, the
+    rest with one to three blocks in another form. Nothing is drawn for a family without forms."""
+    if not blocks:
+        return st.just(())
+    named = [f"{b}={f}" for b in blocks for f in list(FORMS[b])[1:]]
+    some = st.lists(st.sampled_from(named), min_size=1, max_size=3, unique_by=lambda f: f.split("=")[0])
+    return st.one_of(st.just(()), some.map(lambda f: tuple(sorted(f))))
 
 
 @st.composite

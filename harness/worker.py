@@ -79,6 +79,9 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         stage = "judge"
         t0 = time.perf_counter()
         result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs, seconds)
+        if result["verdict"] == "PASS" and case.forms:
+            stage = "forms"
+            result = unlike_default_forms(fam, case, target, cache, inputs, fam.canonical(case, outputs)) or result
         if result["verdict"] in ("MISMATCH", "NONFINITE") and bands.enabled():
             stage = "reread"
             changed = reads_outside(fam, kernel, case, fam.canonical(case, outputs))
@@ -92,6 +95,40 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         # launch's synchronize and hit the next torch call.
         return {**oracle.failed(case, stage, e, fam, seconds=seconds), "hazards": found, "code": code}
     return {**result, "hazards": found, "code": code}
+
+
+def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> dict | None:
+    """A MISMATCH if an output differs in any bit from the default forms' kernel on the same inputs
+    (harness.case.FORMS: forms move data, never the arithmetic), else None. The reference check forgives
+    rounding; this sees it. A default kernel that does not compile, or whose own runs differ, proves nothing."""
+    base = case.replace(forms=())
+    key = kernels.kernel_key(base)
+    if key not in cache:
+        try:
+            cache[key] = (build(fam, base, target), {}, None)
+        except Exception as e:
+            cache[key] = e
+    if isinstance(cache[key], Exception):
+        return None
+    kernel = cache[key][0]
+    theirs = fam.canonical(base, fam.run(kernel, base, inputs))
+    for name, t in mine.items():
+        if _bits(t) == _bits(theirs[name]):
+            continue
+        if _bits(fam.canonical(base, fam.run(kernel, base, inputs))[name]) != _bits(theirs[name]):
+            return None
+        differ = _words(t) != _words(theirs[name])
+        gap = (t.double() - theirs[name].double()).abs()[differ].max()
+        return oracle.result(case, "MISMATCH", "judge", f"{name} differs from the default forms' kernel on the same "
+                             f"inputs in {int(differ.sum())} elements (max |difference| {float(gap):.3g}, "
+                             f"first at {differ.nonzero()[0].tolist()})", tensor=name, region="forms")
+    return None
+
+
+def _words(t):
+    """A tensor's elements as same-sized integers: equal exactly when their bits are."""
+    import torch
+    return t.detach().contiguous().view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
 def reads_outside(fam, kernel, case, first: dict) -> str | None:

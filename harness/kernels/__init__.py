@@ -135,6 +135,8 @@ class Family:
     # The shapes its own test suite runs (Case fields over its defaults): `harness run --peer`, the
     # baseline the drawn cases are compared with.
     peer: tuple[dict, ...] = ()
+    # The blocks (harness.case.FORMS) its program writes in each of their forms; other blocks only in the default.
+    forms: tuple[str, ...] = ()
     # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
     # (harness.codegen.unaligned_vectors).
     aligned: frozenset = field(default_factory=frozenset)
@@ -156,6 +158,10 @@ class Family:
         on = [name for name in OPTIONAL if name not in self.takes and getattr(case, name) != FEATURES[name]]
         if on:
             return f"{case.family} does not take {', '.join(on)}; it takes: {', '.join(self.takes) or 'none'}"
+        foreign = [f for f in case.forms if f.split("=", 1)[0] not in self.forms]
+        if foreign:
+            return f"{case.family} writes {', '.join(foreign)} in the default form only; its blocks with forms: " \
+                   f"{', '.join(self.forms) or 'none'}"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
         return self.fits(*case.tile, case.head_dim, case.head_dim_v, case.variant) or self.breaks(case, static_only)

@@ -49,6 +49,18 @@ def kv_head(by, heads, kv_heads):
     return by // (heads // kv_heads)
 
 
+def softmax_forms(forms):
+    """(mask_init, fresh_max, merged) of a case's forms ("block=form"): the flags of window_scores and
+    softmax_step, whose blocks (scores_mask, row_max, rescale) each kernel calling them can vary."""
+    form = dict(f.split("=", 1) for f in forms)
+    return form.get("scores_mask") == "init", form.get("row_max") == "fresh", form.get("rescale") == "merged"
+
+
+def key_loop(lo, hi, num_stages, serial=False):
+    """The loop over key (or query) blocks: T.Pipelined, or T.serial (form kv_loop=serial)."""
+    return T.serial(lo, hi) if serial else T.Pipelined(lo, hi, num_stages=num_stages)
+
+
 # ----------------------------------------------------------------------------- forward
 def softmax_fragments(block_m, block_n, head_dim_v, dtype, lse=True):
     """The forward's per-block state: scores, their cast for the PV GEMM, the O accumulator, the
@@ -72,31 +84,50 @@ def _log2_units(x, scale):
 
 
 @T.macro
-def window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n):
-    """S = Q K^T of one (query block, key block) pair, -inf where the query does not see the key."""
-    T.clear(acc_s)
-    T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=FULL_ROW)
-    for i, j in T.Parallel(block_m, block_n):
-        acc_s[i, j] = masking.visible(acc_s[i, j], NEG_INF, q0 + i, k0 + j, shift, seq_k, left, right)
+def window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n, mask_init=False):
+    """S = Q K^T of one (query block, key block) pair, -inf where the query does not see the key.
+    `mask_init` (form scores_mask=init): the GEMM accumulates onto the mask (0 or -inf) instead."""
+    if mask_init:
+        for i, j in T.Parallel(block_m, block_n):
+            acc_s[i, j] = masking.visible(0, NEG_INF, q0 + i, k0 + j, shift, seq_k, left, right)
+        T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=FULL_ROW)
+    else:
+        T.clear(acc_s)
+        T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=FULL_ROW)
+        for i, j in T.Parallel(block_m, block_n):
+            acc_s[i, j] = masking.visible(acc_s[i, j], NEG_INF, q0 + i, k0 + j, shift, seq_k, left, right)
+
+
+def _rescale(prev_i, max_i, scale):
+    """The factor taking a row's state from the previous max to the new one; a row that has seen no
+    key yet keeps max = -inf, and its (zero) state is scaled by 0."""
+    return T.if_then_else(prev_i == NEG_INF, 0, T.exp2(_log2_units(prev_i - max_i, scale)))
 
 
 @T.macro
 def softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m, block_n,
-                 head_dim_v, scale):
+                 head_dim_v, scale, fresh_max=False, merged=False):
     """One key block of the online softmax on masked scores acc_s (-inf where not seen): the new
     running max, P = exp2 of the scores against it in acc_s (and cast into p_cast for the PV GEMM),
     the denominator and O rescaled to the new max. `scale` takes the scores to log2 units (None:
-    they are already)."""
+    they are already). Forms: `fresh_max` (row_max=fresh) reduces the block alone, then takes the
+    max with the previous; `merged` (rescale=merged) computes the factor in the denominator's loop."""
     T.copy(row_max, row_max_prev)
-    T.reduce_max(acc_s, row_max, dim=1, clear=False)
-    for i in T.Parallel(block_m):
-        # A row that has seen no key yet keeps max = -inf; scale its (zero) state by 0.
-        row_scale[i] = T.if_then_else(row_max_prev[i] == NEG_INF, 0,
-                                      T.exp2(_log2_units(row_max_prev[i] - row_max[i], scale)))
+    if fresh_max:
+        T.reduce_max(acc_s, row_max, dim=1, clear=True)
+        for i in T.Parallel(block_m):
+            row_max[i] = T.max(row_max[i], row_max_prev[i])
+    else:
+        T.reduce_max(acc_s, row_max, dim=1, clear=False)
+    if not merged:
+        for i in T.Parallel(block_m):
+            row_scale[i] = _rescale(row_max_prev[i], row_max[i], scale)
     for i, j in T.Parallel(block_m, block_n):
         acc_s[i, j] = T.if_then_else(row_max[i] == NEG_INF, 0, T.exp2(_log2_units(acc_s[i, j] - row_max[i], scale)))
     T.reduce_sum(acc_s, row_sum, dim=1)
     for i in T.Parallel(block_m):
+        if merged:
+            row_scale[i] = _rescale(row_max_prev[i], row_max[i], scale)
         denom[i] = denom[i] * row_scale[i] + row_sum[i]
     for i, j in T.Parallel(block_m, head_dim_v):
         acc_o[i, j] *= row_scale[i]

@@ -5,6 +5,8 @@ static configuration (harness.case.static_key). Variants differ in the epilogue 
 stores O through shared memory (a tile copy TileLang may lower to a TMA store) and LSE as a tile
 copy; `direct` stores both element-wise from registers, guarded by the sequence length.
 Masking: harness/kernels/masking.py; where the sequence and head axes sit: harness/layout.py.
+`forms` (harness.case.FORMS, "block=form") writes blocks in another equivalent form: every
+block of that table has one here or in blocks.py.
 """
 import tilelang.language as T
 
@@ -15,10 +17,14 @@ VARIANTS = ("default", "direct")
 
 
 def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout_name,
-            block_m, block_n, num_stages, threads, variant="default"):
+            block_m, block_n, num_stages, threads, variant="default", forms=()):
     if variant not in VARIANTS:
         raise ValueError(f"fwd has no variant {variant!r}")
     direct = variant == "direct"
+    form = dict(f.split("=", 1) for f in forms)
+    q_loop, kv_loop, p_shared = form.get("q_load") == "loop", form.get("kv_load") == "loop", form.get("p_operand") == "shared"
+    serial = form.get("kv_loop") == "serial"
+    mask_init, fresh_max, merged = blocks.softmax_forms(forms)
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
@@ -42,26 +48,45 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
             k_s = T.alloc_shared([block_n, head_dim], dtype)
             v_s = T.alloc_shared([block_n, head_dim_v], dtype)
             o_s = T.alloc_shared([block_m, head_dim_v], dtype)
+            if p_shared:
+                p_s = T.alloc_shared([block_m, block_n], dtype)
             acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, lse_f = blocks.softmax_fragments(
                 block_m, block_n, head_dim_v, dtype)
 
             kvh = blocks.kv_head(by, heads, kv_heads)
             shift = seq_k - seq_q
             q0 = bx * block_m
-            T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
+            if q_loop:
+                for i, d in T.Parallel(block_m, head_dim):
+                    q_s[i, d] = T.if_then_else(q0 + i < seq_q, layout.at(Q, lay, bz, by, q0 + i, d), 0)
+            else:
+                T.copy(layout.rows(Q, lay, bz, by, q0, block_m), q_s)
             blocks.softmax_init(acc_o, denom, row_max)
 
             # Only key blocks that some row of this query block may see.
             lo = masking.first_key_block(q0, shift, left, block_n)
             hi = masking.end_key_block(q0, shift, right, block_m, block_n, seq_k)
-            for kb in T.Pipelined(lo, T.max(lo, hi), num_stages=num_stages):
+            for kb in blocks.key_loop(lo, T.max(lo, hi), num_stages, serial):
                 k0 = kb * block_n
-                T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
-                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
+                if kv_loop:
+                    for j, d in T.Parallel(block_n, head_dim):
+                        k_s[j, d] = T.if_then_else(k0 + j < seq_k, layout.at(K, lay, bz, kvh, k0 + j, d), 0)
+                else:
+                    T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
+                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n,
+                                     mask_init=mask_init)
                 blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
-                                    block_n, head_dim_v, scale)
-                T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
-                T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                                    block_n, head_dim_v, scale, fresh_max=fresh_max, merged=merged)
+                if kv_loop:
+                    for j, d in T.Parallel(block_n, head_dim_v):
+                        v_s[j, d] = T.if_then_else(k0 + j < seq_k, layout.at(V, lay, bz, kvh, k0 + j, d), 0)
+                else:
+                    T.copy(layout.rows(V, lay, bz, kvh, k0, block_n), v_s)
+                if p_shared:
+                    T.copy(p_cast, p_s)
+                    T.gemm(p_s, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                else:
+                    T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             if sinks:
                 for i in T.Parallel(block_m):

@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 
 from harness import bands, layout, reference
-from harness.kernels import Family, launch
+from harness.case import FORMS
+from harness.kernels import Family, Rule, launch
 
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per thread
@@ -31,13 +32,19 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=No
     return None
 
 
+def p_staged_fits(case) -> bool:
+    """Form p_operand=shared adds a [block_m, block_n] tile of P to shared memory."""
+    extra = 2 * case.block_m * case.block_n if case.form("p_operand") == "shared" else 0
+    return fits(*case.tile, case.head_dim, case.head_dim_v, extra_smem=extra) is None
+
+
 def build(case, target: str):
     from harness import compat
     from harness.kernels import fwd
 
     left, right = case.bounds
     func = fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                       left, right, case.sinks, case.layout, *case.tile, case.variant)
+                       left, right, case.sinks, case.layout, *case.tile, case.variant, case.forms)
     return compat.compile(func, target, case.knobs, kernel="fwd")
 
 
@@ -89,4 +96,7 @@ FAMILY = Family(
     # Its one kernel, which the backward family runs too: a failure there is one bug for both.
     shared_kernels=frozenset({"fwd"}),
     producers={"O": "fwd", "LSE": "fwd"},
+    forms=tuple(FORMS),
+    rules=(Rule("P staged through shared memory must fit beside the Q, K, V and O tiles",
+                ("forms", "block_m", "block_n", "num_stages", "threads", "head_dim", "head_dim_v"), p_staged_fits),),
 )

@@ -15,7 +15,8 @@ from harness.kernels import blocks, masking
 
 
 def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
-            block_m, block_n, num_stages, threads):
+            block_m, block_n, num_stages, threads, forms=()):
+    mask_init, fresh_max, merged = blocks.softmax_forms(forms)
     # The offsets' length, not batch: 0.1.6.post2 binds a symbolic size only from a bare dimension
     # ("variables [batch] are used, but are not passed in as API arguments" for [batch + 1]).
     offsets = T.symbolic("batch_plus_one")
@@ -61,9 +62,10 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks,
                     k_s[j, d] = T.if_then_else(k0 + j < seq_k, K[k_start + k0 + j, kvh, d], 0)
                 for j, d in T.Parallel(block_n, head_dim_v):
                     v_s[j, d] = T.if_then_else(k0 + j < seq_k, V[k_start + k0 + j, kvh, d], 0)
-                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
+                blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n,
+                                     mask_init=mask_init)
                 blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
-                                    block_n, head_dim_v, scale)
+                                    block_n, head_dim_v, scale, fresh_max=fresh_max, merged=merged)
                 T.gemm(p_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             if sinks:

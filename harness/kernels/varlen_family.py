@@ -46,7 +46,7 @@ def build(case, target: str):
 
     left, right = case.bounds
     return compat.compile(varlen.forward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                                         left, right, case.sinks, *case.tile), target, case.knobs,
+                                         left, right, case.sinks, *case.tile, case.forms), target, case.knobs,
                           kernel="varlen_fwd")
 
 
@@ -156,4 +156,5 @@ FAMILY = Family(
     locate=locate,
     shared_kernels=frozenset({"varlen_fwd"}),  # run by the varlen backward too, as fwd_family's
     producers={"O": "varlen_fwd", "LSE": "varlen_fwd"},
+    forms=("scores_mask", "row_max", "rescale"),  # its softmax (blocks.softmax_forms)
 )

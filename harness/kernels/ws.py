@@ -32,9 +32,11 @@ BWD_VARIANTS = ("atomic", "split")  # as bwd.py's: dK/dV atomic per KV head, or 
 
 
 def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout_name,
-            block_m, block_n, num_stages, threads, variant="smem", primed=None):
+            block_m, block_n, num_stages, threads, variant="smem", primed=None, forms=()):
     """`threads` counts the consumers and the one producer warpgroup. `primed`: how many slots
-    the consumers hand over before the loop (all of them; fewer only in a test double)."""
+    the consumers hand over before the loop (all of them; fewer only in a test double). `forms`:
+    the consumer's softmax blocks in other forms (blocks.softmax_forms)."""
+    mask_init, fresh_max, merged = blocks.softmax_forms(forms)
     if variant not in VARIANTS:
         raise ValueError(f"ws has no variant {variant!r}")
     stages = num_stages
@@ -97,9 +99,10 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                     st = it % stages
                     k0 = (lo + it) * block_n
                     T.mbarrier_wait_parity(full[st], (it // stages) & 1)
-                    blocks.window_scores(q_s, k_s[st, :, :], acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n)
+                    blocks.window_scores(q_s, k_s[st, :, :], acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n,
+                                         mask_init=mask_init)
                     blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
-                                        block_n, head_dim_v, scale)
+                                        block_n, head_dim_v, scale, fresh_max=fresh_max, merged=merged)
                     T.gemm(p_cast, v_s[st, :, :], acc_o, policy=T.GemmWarpPolicy.FullRow)
                     T.barrier_arrive(empty[st])
 

@@ -25,7 +25,7 @@ def build(case, target: str, primed=None):
 
     left, right = case.bounds
     func = ws.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                      left, right, case.sinks, case.layout, *case.tile, case.variant, primed=primed)
+                      left, right, case.sinks, case.layout, *case.tile, case.variant, primed=primed, forms=case.forms)
     return compat.compile(func, target, case.knobs, kernel="ws")
 
 
@@ -50,4 +50,5 @@ FAMILY = Family(
     clean=("atomics_on_locals", "mbarrier_protocol", "named_barrier_counts", "reads_after_release", "register_budget",
            "unaligned_vectors", "unsynced_tma_stores", "unwaited_async_loads", "vectorized_atomics"),
     needs=NEEDS,
+    forms=("scores_mask", "row_max", "rescale"),  # the consumer's softmax (blocks.softmax_forms)
 )

@@ -1,0 +1,97 @@
+"""Program forms: their Case field, how they are drawn and covered, minimized, and the differential check."""
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from harness import case as case_mod
+from harness import kernels, minimize, pairwise, strategies, worker
+from harness.case import FORMS, Case, CaseError
+
+
+def test_a_case_without_forms_keeps_its_json_and_id():
+    assert "forms" not in case_mod.to_json(Case())
+    with_forms = Case(forms=("kv_loop=serial", "q_load=loop")).validate()
+    assert case_mod.from_json(case_mod.to_json(with_forms)) == with_forms
+    assert with_forms.id != Case().id
+    assert with_forms.form("kv_loop") == "serial" and with_forms.form("row_max") == "running"
+
+
+@pytest.mark.parametrize("forms", [("q_load=copy",), ("nothing=loop",), ("q_load",), ("q_load=loop", "kv_loop=serial"),
+                                   ("q_load=loop", "q_load=loop")])
+def test_forms_must_name_another_form_of_a_known_block_sorted_once(forms):
+    with pytest.raises(CaseError, match="form"):
+        Case(forms=forms).validate()
+
+
+def test_a_family_without_a_block_in_forms_does_not_take_it():
+    reason = kernels.family("bwd").unsupported(Case(family="bwd", variant="atomic", forms=("q_load=loop",)))
+    assert reason and "default form only" in reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(strategies.static_case("fwd"))
+def test_drawn_forms_are_valid_and_declared(case):
+    case.validate()
+    assert all(f.split("=")[0] in kernels.family("fwd").forms for f in case.forms)
+
+
+@settings(max_examples=20, deadline=None)
+@given(strategies.static_case("bwd"))
+def test_a_family_without_forms_draws_none(case):
+    assert case.forms == ()
+
+
+def test_the_covering_array_holds_every_form_of_every_block_with_each_level_pairwise():
+    rows = pairwise.covering("fwd", seed=1)
+    seen = {(name, value) for c in rows for name, value in pairwise.levels(c).items()}
+    for block, forms in FORMS.items():
+        assert {(f"form:{block}", f) for f in forms} <= seen
+    # each form beside each value of another factor, as for any pair of factors
+    for block, forms in FORMS.items():
+        for other in ("dtype", "layout", "variant"):
+            pairs = {(pairwise.levels(c)[f"form:{block}"], pairwise.levels(c)[other]) for c in rows}
+            assert pairs == {(f, v) for f in forms for v in pairwise.factors("fwd")[other]}, (block, other)
+
+
+def test_the_minimizer_drops_one_form_at_a_time():
+    c = Case(forms=("kv_loop=serial", "q_load=loop", "row_max=fresh"))
+    steps = {s.forms for _, s in minimize._features(c) if s.forms != c.forms}
+    assert {(), ("q_load=loop", "row_max=fresh"), ("kv_loop=serial", "row_max=fresh"),
+            ("kv_loop=serial", "q_load=loop")} <= steps
+
+
+def _fake(outputs_of):
+    """A family whose kernel is its case's forms and whose run returns outputs_of(forms)."""
+    return types.SimpleNamespace(build=lambda case, target: case.forms,
+                                 run=lambda kernel, case, inputs: outputs_of(kernel),
+                                 canonical=lambda case, outputs: outputs)
+
+
+def test_forms_that_agree_bit_for_bit_pass():
+    fam = _fake(lambda forms: {"O": torch.tensor([1.0, 2.0])})
+    assert worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([1.0, 2.0])}) is None
+
+
+def test_a_one_ulp_difference_is_a_mismatch_naming_the_tensor_and_region():
+    fam = _fake(lambda forms: {"O": torch.tensor([1.0, 2.0], dtype=torch.float16)})
+    mine = {"O": torch.tensor([1.0, 2.0], dtype=torch.float16).nextafter(torch.tensor(3.0, dtype=torch.float16))}
+    r = worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, mine)
+    assert (r["verdict"], r["tensor"], r["region"]) == ("MISMATCH", "O", "forms")
+    assert "in 2 elements" in r["message"] and "first at [0]" in r["message"]
+
+
+def test_a_default_kernel_whose_own_runs_differ_proves_nothing():
+    runs = iter([torch.tensor([1.0]), torch.tensor([1.5])])
+    fam = _fake(lambda forms: {"O": next(runs)})
+    assert worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
+
+
+def test_a_default_kernel_that_does_not_compile_proves_nothing():
+    def broken(case, target):
+        raise RuntimeError("no")
+    fam = types.SimpleNamespace(build=broken, run=None, canonical=None)
+    assert worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
