@@ -1,0 +1,63 @@
+"""The README stays short, its architecture map matches the import-linter layers, and no doc links go stale."""
+import re
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = [README, ROOT / "reproducers" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def layers():
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layered = next(c for c in contracts if c["name"] == "Data flows one way")["layers"]
+    return {m.strip(): i for i, layer in enumerate(layered, 1) for m in re.split(r"[|:]", layer)}
+
+
+def architecture_map():
+    text = README.read_text()
+    section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    return section, {m: int(n) for n, m in re.findall(r"^\s*(\d+)\s+(harness\.\w+)", section, re.M)}
+
+
+def test_readme_is_short():
+    n = len(README.read_text().splitlines())
+    assert n <= 150, f"README.md has {n} lines; keep it <= 150 and move detail to docs/"
+
+
+def test_architecture_map_matches_the_layers():
+    section, mapped = architecture_map()
+    expected = layers()
+    missing = sorted(set(expected) - set(mapped))
+    assert not missing, f"README architecture map lacks these import-linter layer modules: {missing}"
+    wrong = {m: (n, expected[m]) for m, n in mapped.items() if m in expected and n != expected[m]}
+    assert not wrong, f"README map layer numbers differ from pyproject.toml (module: (README, pyproject)): {wrong}"
+    absent = sorted(m for m in set(re.findall(r"harness\.\w+", section))
+                    if not (ROOT / "harness" / f"{m[8:]}.py").is_file() and not (ROOT / "harness" / m[8:]).is_dir())
+    assert not absent, f"README architecture map names modules with no harness/X.py or harness/X/: {absent}"
+
+
+def anchors(path):
+    headings = re.findall(r"^#+ (.+)$", path.read_text(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc):
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if re.match(r"[a-z]+:", link):  # http:, https:, mailto:
+            continue
+        file, _, anchor = link.partition("#")
+        target = (doc.parent / file).resolve() if file else doc
+        if not target.exists():
+            broken.append(f"{link} (no file {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target})")
+        elif anchor and target.suffix == ".md" and anchor not in anchors(target):
+            broken.append(f"{link} (no heading #{anchor} in {target.relative_to(ROOT)})")
+    assert not broken, f"{doc.relative_to(ROOT)}: broken relative links: {broken}"
