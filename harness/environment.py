@@ -5,12 +5,14 @@ Every value is a string, so an environment can be stored in a reproducer and com
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import platform
 import shutil
 import subprocess
 import threading
 from concurrent.futures import Future
+from pathlib import Path
 
 NOT_IMPORTABLE = "not importable"
 
@@ -78,10 +80,24 @@ def _run(cmd) -> str:
         return ""
 
 
+def harness_source() -> dict:
+    """The harness commit ("-dirty" when harness/ has changes not committed; "unknown" outside a git
+    checkout) and a digest of harness/kernels/, the programs a reproducer's case compiles."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted((package / "kernels").rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    commit = _run(["git", "-C", str(package.parent), "rev-parse", "--short=12", "HEAD"]).strip()
+    if commit and _run(["git", "-C", str(package.parent), "status", "--porcelain", "--", "harness"]).strip():
+        commit += "-dirty"
+    return {"harness_commit": commit or "unknown",
+            "kernels_digest": digest.hexdigest()[:12]}
+
+
 def environment() -> dict:
     import torch
 
-    env = {"python": platform.python_version(), **tilelang(), "torch": torch.__version__,
+    env = {"python": platform.python_version(), **tilelang(), **harness_source(), "torch": torch.__version__,
            "cuda": str(torch.version.cuda)}
     smi = shutil.which("nvidia-smi")
     driver = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"]) if smi else ""

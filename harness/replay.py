@@ -79,6 +79,17 @@ def runs_of(case, tgt, logs, runs, timeouts, fresh=False) -> list[dict]:
     return results
 
 
+def kernels_moved(rep, env) -> list[str]:
+    """A warning line when harness/kernels/ is not what the reproducer was recorded with: its case
+    then compiles another program (none for reproducers recorded before the digest existed)."""
+    then, now = rep.environment.get("kernels_digest"), env.get("kernels_digest")
+    if not then or not now or then == now:
+        return []
+    return [f"  kernels:  harness/kernels/ differs from the recorded one (digest {then} at harness "
+            f"{rep.environment.get('harness_commit', 'unknown')}, now {now} at {env.get('harness_commit', 'unknown')}): "
+            "the case may compile another program than the one that failed"]
+
+
 def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, env=None, fresh=False) -> Replay:
     """Run `rep.case` `runs` times (`fresh`: a compile each time) and judge what that says about the bug."""
     env = env or environment()
@@ -86,7 +97,7 @@ def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, e
     if tgt is None:
         return Replay(SKIP, f"CANNOT TEST: {reason}")
     results = runs_of(rep.case, tgt, Path(logs) / rep.id, max(runs, 1), timeouts, fresh)
-    evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results]
+    evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results] + kernels_moved(rep, env)
     if tgt != "auto" and rep.scan_checks:
         return _judge_by_scan(rep, results, evidence)
     n = len(results)
