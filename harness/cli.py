@@ -152,11 +152,15 @@ def cmd_report(args) -> int:
 
 
 def _load(args, command):
-    """The reproducer named on the command line, or None after one line on stderr."""
+    """The reproducer named on the command line (and, for a command taking --examples, its outside
+    kernel's examples made ready), or None after one line on stderr."""
     try:
         path = record.find(args.reproducer, args.dir)
-        return record.load(path), path
-    except record.RecordError as e:
+        rep = record.load(path)
+        if hasattr(args, "examples"):
+            _examples(args, (rep.case.family,))
+        return rep, path
+    except (record.RecordError, case_mod.CaseError) as e:
         print(f"harness {command}: {e}", file=sys.stderr)
         return None, None
 
@@ -207,11 +211,6 @@ def cmd_repro(args) -> int:
     rep, path = _load(args, "repro")
     if rep is None:
         return 2
-    try:
-        _examples(args, (rep.case.family,))
-    except case_mod.CaseError as e:
-        print(f"harness repro: {e}", file=sys.stderr)
-        return 2
     if args.sanitize:
         return _sanitized(args, path)
     env = environment()
@@ -235,11 +234,6 @@ def cmd_triage(args) -> int:
     if rep.observed["verdict"] != "COMPILE_ERROR":
         print(f"harness triage: {rep.id} is a {rep.observed['verdict']}; triage covers compile errors so far",
               file=sys.stderr)
-        return 2
-    try:
-        _examples(args, (rep.case.family,))
-    except case_mod.CaseError as e:
-        print(f"harness triage: {e}", file=sys.stderr)
         return 2
     target, why = replay.target(rep, environment(), args.arch)
     if target is None:
