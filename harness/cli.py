@@ -1,4 +1,4 @@
-"""harness run | repro | export | minimize | env: parse, call, print.
+"""harness run | repro | export | upstream | minimize | env: parse, call, print.
 
 Exit statuses: run 0 nothing new failed, 1 a new failure or a harness error, 125 TileLang does
 not import; repro follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any
@@ -245,16 +245,9 @@ def cmd_triage(args) -> int:
     if not trace.error:
         print(f"compiled without error here ({target}): nothing to triage")
         return 0
-    for line in triage.describe(triage.find(trace, _script), trace):
+    for line in triage.describe(triage.find(trace, triage.script), trace):
         print(line)
     return 1
-
-
-def _script(mod) -> str:
-    try:
-        return mod.script()
-    except Exception:  # a module some release's printer cannot show as TVMScript
-        return str(mod)
 
 
 def _sanitized(args, path) -> int:
@@ -298,6 +291,29 @@ def cmd_export(args) -> int:
     lines = export.check_program(written, calls)
     print("\n".join(lines))
     return 0 if all(line.startswith("same") for line in lines) else 1
+
+
+def cmd_upstream(args) -> int:
+    """A report ready to file on TileLang's tracker (harness.upstream): what the harness holds, no network."""
+    from harness import upstream
+
+    rep, _ = _load(args, "upstream")
+    if rep is None:
+        return 2
+    unavailable = None
+    try:
+        _examples(args, (rep.case.family,))
+    except case_mod.CaseError as e:  # an outside kernel without its examples: the report says triage could not run
+        unavailable = str(e)
+    to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{rep.id}.md"
+    try:
+        out = upstream.write(rep, to, Path(args.dir), states=args.state or (), envs=Path(args.envs), arch=args.arch,
+                             unavailable=unavailable)
+    except OSError as e:
+        print(f"harness upstream: cannot write {to}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(f"wrote {to}: " + "; ".join(out.summary))
+    return 0
 
 
 def cmd_minimize(args) -> int:
@@ -514,6 +530,17 @@ def parser() -> Parser:
     xp.add_argument("--check-program", action="store_true",
                     help="build the file's prim_funcs and compare their TIR script with the harness's (no compile)")
     xp.set_defaults(func=cmd_export)
+    up = sub.add_parser("upstream", help="a report ready to file on TileLang's tracker (markdown): environment, "
+                        "standalone program, expected/observed, bisects, culprit pass, links; no network")
+    up.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    up.add_argument("--dir", default="reproducers", help="where reproducers live (others here: same root cause)")
+    up.add_argument("--to", help="the report to write (default: DIR/upstream/<id>.md; the program goes beside it)")
+    up.add_argument("--arch", default="sm_90a", help="compile target for the triage without a GPU")
+    up.add_argument("--examples", help="a TileLang source tree (or its examples/), to triage an outside kernel")
+    up.add_argument("--envs", default="~/.cache/harness/releases", help="where `harness bisect` keeps its state files")
+    up.add_argument("--state", action="append", help="a bisect state file of this reproducer (--state of "
+                    "`harness bisect`); repeatable")
+    up.set_defaults(func=cmd_upstream)
     m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")
     m.add_argument("--budget", type=_positive(float), default=600, help="seconds to spend shrinking")
     m.add_argument("--confirm", type=_positive(int), default=2,

@@ -117,6 +117,14 @@ def describe(f: Finding | None, trace: Trace) -> list[str]:
     return lines
 
 
+def script(mod) -> str:
+    """A module's text for the search: its TVMScript, or str() where a release's printer cannot show it."""
+    try:
+        return mod.script()
+    except Exception:  # a module some release's printer cannot show as TVMScript
+        return str(mod)
+
+
 def trace(build: Callable[[], object]) -> Trace:
     """Run `build` (a compile expected to fail) under tracing; the Trace holds its error's first line."""
     from harness import compat
