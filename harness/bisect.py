@@ -263,15 +263,16 @@ def _env_of(target: Path) -> dict:
 def replay_in(target: Path, reproducer: Path, runs: int, logs: Path, fresh=False) -> tuple[int, str]:
     """`harness repro` with the release in `target` (`fresh`: a compile per run): (status, its evidence in one line)."""
     env = _env_of(target)
-    cmd = [sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs), "--logs", str(logs)]
+    cmd = [sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs), "--logs", str(logs),
+           "--json"]
     p = subprocess.run(cmd + (["--fresh"] if fresh else []), capture_output=True, text=True, env=env, timeout=3600)
-    lines = [line.strip() for line in p.stdout.splitlines() if line.strip()]
-    verdict = next((line for line in reversed(lines) if line.split(":")[0] in
-                    ("REPRODUCED", "NOT REPRODUCED", "CANNOT TEST")), _last(p.stderr))
-    now = next((line[len("now:"):].strip() for line in lines if line.startswith("now:")), "")
     if p.returncode not in (GOOD, BAD, SKIP):
-        raise BisectError(f"harness repro exited {p.returncode} in {target.name}: {verdict}")
-    return p.returncode, f"{verdict}" + (f" | {now}" if now else "")
+        raise BisectError(f"harness repro exited {p.returncode} in {target.name}: {_last(p.stderr)}")
+    try:
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise BisectError(f"harness repro in {target.name} printed no JSON result: {_last(p.stderr)}") from None
+    return p.returncode, out["verdict"] + (f" | {out['now'][0]}" if out["now"] else "")
 
 
 # ----------------------------------------------------------------------------- the search

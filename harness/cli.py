@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
@@ -214,10 +215,15 @@ def cmd_repro(args) -> int:
     if args.sanitize:
         return _sanitized(args, path)
     env = environment()
-    print(f"reproducer {rep.id} ({path}): {rep.title}")
-    print(f"recorded:  {record.describe({'case': case_mod.to_dict(rep.case), **rep.observed})}  "
-          f"[{replay.where(rep.environment)}]")
+    if not args.json:
+        print(f"reproducer {rep.id} ({path}): {rep.title}")
+        print(f"recorded:  {record.describe({'case': case_mod.to_dict(rep.case), **rep.observed})}  "
+              f"[{replay.where(rep.environment)}]")
     out = replay.replay(rep, args.logs, args.runs, args.arch, _timeouts(args), env, fresh=args.fresh)
+    if args.json:  # what bisect and matrix read: one object on one line
+        print(json.dumps({"id": rep.id, "status": out.status, "verdict": out.verdict, "evidence": out.evidence,
+                          "now": [record.describe(r) for r in out.results], "environment": env}))
+        return out.status
     for line in out.evidence:
         print(line)
     print(out.verdict)
@@ -508,6 +514,8 @@ def parser() -> Parser:
                     "kernel cache): for bugs in which code a compile emits")
     _replay_args(rp)
     rp.add_argument("--examples", help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
+    rp.add_argument("--json", action="store_true", help="print one JSON object (status, verdict, evidence, the "
+                    "environment) instead of the lines; the exit status is the same")
     rp.add_argument("--sanitize", metavar="TOOL", help="run it under compute-sanitizer: memcheck, racecheck, "
                     "synccheck or initcheck (slow; the caching allocator and guard bands off)")
     rp.set_defaults(func=cmd_repro)

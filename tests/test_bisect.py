@@ -143,9 +143,15 @@ def test_a_fresh_bisect_compiles_afresh_in_every_step_and_says_so(tmp_path, repr
     calls = []
     monkeypatch.undo()  # the real replay_in, over a fake subprocess.run
     monkeypatch.setattr(bisect.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
-                        subprocess.CompletedProcess(cmd, GOOD, "NOT REPRODUCED: 4/4 runs COMPILED\n", ""))
-    assert bisect.replay_in(tmp_path, reproducer, 4, tmp_path / "logs", fresh=True)[0] == GOOD
-    assert calls[-1][-1] == "--fresh" and "--runs" in calls[-1]
+                        subprocess.CompletedProcess(cmd, GOOD, "a log line\n" + json.dumps(
+                            {"status": GOOD, "verdict": "NOT REPRODUCED: 4/4 runs COMPILED", "now": ["COMPILED"]}) + "\n", ""))
+    assert bisect.replay_in(tmp_path, reproducer, 4, tmp_path / "logs", fresh=True) == (
+        GOOD, "NOT REPRODUCED: 4/4 runs COMPILED | COMPILED")
+    assert calls[-1][-1] == "--fresh" and "--runs" in calls[-1] and "--json" in calls[-1]
+    # A repro that printed no JSON (it died first) is a bisect error, not a verdict.
+    monkeypatch.setattr(bisect.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, SKIP, "", "boom"))
+    with pytest.raises(bisect.BisectError, match="no JSON"):
+        bisect.replay_in(tmp_path, reproducer, 1, tmp_path / "logs")
 
 
 def test_a_fix_is_reported_as_a_fix(tmp_path, reproducer, monkeypatch):
