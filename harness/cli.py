@@ -231,29 +231,22 @@ def cmd_repro(args) -> int:
 
 
 def cmd_triage(args) -> int:
-    """Where in the compiler a recorded compile error comes from (harness.triage), compiled here."""
+    """Where in the compiler a recorded bug comes from (harness.triage), compiled here: the pass that
+    raised a compile error, or the pass that made a generated-code hazard."""
     from harness import replay, triage
 
     rep, _ = _load(args, "triage")
     if rep is None:
         return 2
-    if rep.observed["verdict"] != "COMPILE_ERROR":
-        print(f"harness triage: {rep.id} is a {rep.observed['verdict']}; triage covers compile errors so far",
-              file=sys.stderr)
-        return 2
-    target, why = replay.target(rep, environment(), args.arch)
+    target, why = replay.target(rep, environment(), args.arch, compile_only=True)
     if target is None:
         print(f"harness triage: cannot compile {rep.id} here: {why}", file=sys.stderr)
         return 2
-    fam = kernels.family(rep.case.family)
     print(f"reproducer {rep.id}: {rep.title}")
-    trace = triage.trace(lambda: fam.build(rep.case, target))
-    if not trace.error:
-        print(f"compiled without error here ({target}): nothing to triage")
-        return 0
-    for line in triage.describe(triage.find(trace, triage.script), trace):
+    lines, _, found = triage.run(kernels.family(rep.case.family), rep.case, target)
+    for line in lines:
         print(line)
-    return 1
+    return 1 if found else 0
 
 
 def _sanitized(args, path) -> int:
@@ -519,8 +512,9 @@ def parser() -> Parser:
     rp.add_argument("--sanitize", metavar="TOOL", help="run it under compute-sanitizer: memcheck, racecheck, "
                     "synccheck or initcheck (slow; the caching allocator and guard bands off)")
     rp.set_defaults(func=cmd_repro)
-    tr = sub.add_parser("triage", help="a recorded compile error: the compiler pass that raised it, and where what it "
-                                       "rejects first appeared (IR excerpt)")
+    tr = sub.add_parser("triage", help="where in the compiler a recorded bug comes from: the pass that raised a compile "
+                                       "error (and where what it rejects appeared), or the pass that made a generated-"
+                                       "code hazard (IR excerpt)")
     tr.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
     tr.add_argument("--dir", default="reproducers", help="where reproducers live")
     tr.add_argument("--arch", default="sm_90a", help="compile target without a GPU")

@@ -101,8 +101,15 @@ def observing_passes(before, after):
         kwargs["instruments"] = [*(kwargs.get("instruments") or []), Observer()]
         original(self, **kwargs)
 
+    # A kernel loaded from TileLang's cache runs no pass: compile afresh while observing.
+    import tilelang
+    cached = getattr(getattr(tilelang, "env", None), "is_cache_enabled", lambda: False)()
+    if cached:
+        tilelang.disable_cache()
     tvm.transform.PassContext.__init__ = observed
     try:
         yield
     finally:
         tvm.transform.PassContext.__init__ = original
+        if cached:
+            tilelang.enable_cache()

@@ -30,13 +30,14 @@ class Replay:
     results: list[dict] = field(default_factory=list)
 
 
-def target(rep, env, arch="sm_90a") -> tuple[str | None, str]:
-    """(target, "") to replay `rep` here, or (None, why not). A compile error needs no GPU."""
+def target(rep, env, arch="sm_90a", compile_only=False) -> tuple[str | None, str]:
+    """(target, "") to replay `rep` here, or (None, why not). A compile error needs no GPU, nor
+    does anything `compile_only` (triage compiles and traces, it does not run)."""
     if not importable(env):
         return None, f"tilelang {env['tilelang']}"
     if gpu_count():
         return "auto", ""
-    if not rep.needs_gpu:
+    if compile_only or not rep.needs_gpu:
         return arch, ""
     return None, "no GPU here (numerics need one)"
 

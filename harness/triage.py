@@ -1,5 +1,7 @@
-"""Where in the compiler a compile error comes from: the pass that raised, and the earlier pass whose
-output first holds what it rejects.
+"""Where in the compiler a bug comes from. For a compile error: the pass that raised, and the earlier
+pass whose output first holds what it rejects. For a kernel that compiles into a generated-code hazard
+(harness.codegen; e.g. 54d466153e16's unwaited TMA load): the first pass whose output holds the
+construct behind it (HAZARD_IR).
 
 The failing compile runs once with a TVM PassInstrument that keeps the module after every pass (TVM
 modules are immutable: keeping them is cheap; their text is made only when searched; the hook is
@@ -27,6 +29,7 @@ class Trace:
     raised_in: str | None = None
     given: object = None
     error: str = ""
+    result: object = None  # what the build returned, when it compiled
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,42 @@ class Finding:
 # passes), and numbers of two digits or more (extents, thread counts).
 _TOKENS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[_0-9.][A-Za-z0-9_.]*|\b\d{2,}\b")
 MOST_LINES = 6  # a clue that many lines mention singles nothing out
+
+# Generated-code hazards whose construct has a shape in the IR, so the pass that made it can be named:
+# check name -> (the construct's pattern in TVMScript, what it is).
+HAZARD_IR = {
+    "unwaited_async_loads": (re.compile(r"if \w+ == 0:\n\s*T\.mbarrier_wait_parity\("),
+                             "a barrier wait made only in a loop's first iteration: a loop that runs zero times "
+                             "never waits for that load"),
+}
+
+
+@dataclass(frozen=True)
+class Made:
+    hazard: str               # the check's own line (harness.codegen)
+    made_by: str | None       # the first pass whose output holds the construct; None: no pass's output does
+    construct: str
+    excerpt: list[str]
+
+
+def hazards_made(trace: Trace, hazards: list[str], script: Callable[[object], str]) -> list[Made]:
+    """For each hazard (`check: message`) with a known IR shape, the first pass whose output holds it."""
+    out, texts = [], {}
+    for hazard in hazards:
+        shape = HAZARD_IR.get(hazard.split(":", 1)[0])
+        if shape is None:
+            continue
+        pattern, what = shape
+        made = None
+        for i, name in enumerate(trace.passes):
+            text = texts.setdefault(i, script(trace.after[i]))
+            m = pattern.search(text)
+            if m:
+                line = text.count("\n", 0, m.start())
+                made = Made(hazard, name, what, excerpt(text, [line, line + 1]))
+                break
+        out.append(made or Made(hazard, None, what, []))
+    return out
 
 
 def clues(error: str) -> list[str]:
@@ -117,6 +156,44 @@ def describe(f: Finding | None, trace: Trace) -> list[str]:
     return lines
 
 
+def describe_made(made: list[Made], hazards: list[str]) -> list[str]:
+    """The report's lines for a kernel that compiled: its hazards and the passes that made them."""
+    if not hazards:
+        return ["compiled, and the generated-code checks find no hazard: nothing to triage here"]
+    lines = [f"hazard: {h}" for h in hazards]
+    for m in made:
+        check = m.hazard.split(":", 1)[0]
+        if m.made_by is None:
+            lines.append(f"{check}: no pass's output holds its construct ({m.construct})")
+            continue
+        lines += [f"{check}: made by pass {m.made_by}: its output first holds {m.construct}",
+                  f"IR after {m.made_by}:", *m.excerpt]
+    if not made:
+        lines.append("no IR shape is known for these checks (harness.triage.HAZARD_IR): no pass named")
+    return lines
+
+
+def run(fam, case, target: str) -> tuple[list[str], str, bool]:
+    """Trace one compile of `case` and say where its bug comes from: (lines, a one-line account,
+    whether something was found)."""
+    from harness import worker
+
+    t = trace(lambda: fam.build(case, target))
+    if t.error:
+        found = find(t, script)
+        account = ("raised outside the passes" if found is None else f"raised in {found.raised_in}"
+                   + (f", input from {found.introduced_by}" if found.introduced_by else ""))
+        return describe(found, t), account, True
+    if not t.passes:
+        return ["compiled without running a pass (a kernel cache hit?): nothing traced"], "not traced", False
+    hazards, _ = worker.scan(fam, case, t.result)
+    made = hazards_made(t, hazards, script)
+    named = [m for m in made if m.made_by]
+    account = ("; ".join(f"{m.hazard.split(':')[0]} made by {m.made_by}" for m in named)
+               or ("hazard with no pass named" if hazards else "compiled, no hazard"))
+    return describe_made(made, hazards), account, bool(named)
+
+
 def script(mod) -> str:
     """A module's text for the search: its TVMScript, or str() where a release's printer cannot show it."""
     try:
@@ -141,7 +218,7 @@ def trace(build: Callable[[], object]) -> Trace:
 
     with compat.observing_passes(before, after):
         try:
-            build()
+            t.result = build()
         except Exception as e:  # the error under study, whatever raised it
             t.error = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
             t.error = f"{type(e).__name__}: {t.error}" if not t.error.startswith(type(e).__name__) else t.error

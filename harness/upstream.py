@@ -312,31 +312,20 @@ def bisect_section(rep, found: dict, related: dict[str, dict], command: tuple[st
 
 
 def culprit(rep, arch="sm_90a", env=None, unavailable: str | None = None) -> tuple[list[str], str]:
-    """What `harness triage <id>` prints, run here (the pass that raised a compile error, and the IR
-    excerpt behind it), or one line saying why not; and a one-line account."""
-    if rep.observed["verdict"] != "COMPILE_ERROR":
-        return [f"Not triaged: a {rep.observed['verdict']}; triage traces compile errors only."], "not triaged"
+    """What `harness triage <id>` prints, run here (the pass that raised a compile error, or the pass
+    that made a generated-code hazard, with the IR excerpt), or one line saying why not; and a
+    one-line account."""
     if unavailable:
         return [f"Not triaged: {unavailable}"], "not triaged"
     env = env or environment()
-    target, why = replay.target(rep, env, arch)
+    target, why = replay.target(rep, env, arch, compile_only=True)
     if target is None:
         return [f"Not triaged: cannot compile {rep.id} here: {why}"], "not triaged (cannot compile here)"
-    fam = kernels.family(rep.case.family)
     try:
-        trace = triage.trace(lambda: fam.build(rep.case, target))
-        if not trace.error:
-            return [f"Not triaged: compiled without error here (TileLang {env.get('tilelang')}, {target})"], \
-                "compiled without error here"
-        found = triage.find(trace, triage.script)
-        lines = triage.describe(found, trace)
+        lines, account, _ = triage.run(kernels.family(rep.case.family), rep.case, target)
     except Exception as e:  # the compiler's hooks or TileLang itself: said in one line, not raised
         first = str(e).splitlines()[0] if str(e).strip() else ""
         return [f"Not triaged: triage failed: {type(e).__name__}" + (f": {first}" if first else "")], "triage failed"
-    if found is None:
-        account = "raised outside the passes"
-    else:
-        account = f"raised in {found.raised_in}" + (f", input from {found.introduced_by}" if found.introduced_by else "")
     return [f"`harness triage {rep.id}`, run here (TileLang {env.get('tilelang')}, target {target}):", "",
             *_fence("\n".join(lines), "text")], account
 

@@ -50,3 +50,27 @@ def test_an_error_outside_the_passes_says_so_with_the_last_pass():
     trace = _trace([WRITTEN], None, None)
     assert triage.find(trace, str) is None
     assert triage.describe(None, trace)[1].startswith("raised outside the passes (after 1 passes ran, the last pass0)")
+
+
+HAZARD = "unwaited_async_loads: TMA load into q_s on mbarrier[4] waited on only inside a loop that may run zero times"
+LOOP = "for kb in range(n):\n    T.gemm(q_s, k_s, acc_s)"
+FIRST_ONLY = "for kb in range(n):\n    if kb == 0:\n        T.mbarrier_wait_parity(mbarrier[4], 0)\n    T.gemm(q_s, k_s, acc_s)"
+
+
+def test_the_pass_that_made_a_hazard_is_the_first_whose_output_holds_its_construct():
+    t = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized", "pass2"], after=[LOOP, FIRST_ONLY, FIRST_ONLY])
+    [made] = triage.hazards_made(t, [HAZARD], str)
+    assert made.made_by == "tl.ProducerConsumerWarpSpecialized"
+    assert any("if kb == 0:" in line for line in made.excerpt)
+    lines = triage.describe_made([made], [HAZARD])
+    assert lines[0] == f"hazard: {HAZARD}" and "made by pass tl.ProducerConsumerWarpSpecialized" in lines[1]
+
+
+def test_a_hazard_no_pass_shows_and_one_with_no_known_shape_are_said_so():
+    t = triage.Trace(passes=["pass0"], after=[LOOP])
+    [made] = triage.hazards_made(t, [HAZARD], str)
+    assert made.made_by is None and "no pass's output holds" in triage.describe_made([made], [HAZARD])[1]
+    other = "register_budget: 300 registers"
+    assert triage.hazards_made(t, [other], str) == []
+    assert "no IR shape is known" in triage.describe_made([], [other])[-1]
+    assert "no hazard" in triage.describe_made([], [])[0]
