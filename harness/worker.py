@@ -105,9 +105,13 @@ def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> dict |
     key = kernels.kernel_key(base)
     if key not in cache:
         try:
-            cache[key] = (build(fam, base, target), {}, None)
+            kernel = build(fam, base, target)
         except Exception as e:
             cache[key] = e
+        else:
+            # Cached as run_case caches it (scanned), so that the default case itself, run later in this
+            # worker, still gets its code checks and digest.
+            cache[key] = (kernel, *scan(fam, base, kernel))
     if isinstance(cache[key], Exception):
         return None
     kernel = cache[key][0]

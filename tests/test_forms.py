@@ -64,6 +64,19 @@ def test_the_minimizer_drops_one_form_at_a_time():
             ("kv_loop=serial", "q_load=loop")} <= steps
 
 
+@pytest.fixture(autouse=True)
+def _no_code_scan(monkeypatch):
+    """The fakes' kernels have no generated code to scan."""
+    monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ([], "digest"))
+
+
+def test_the_default_kernel_is_cached_scanned_for_the_default_case_itself():
+    fam = _fake(lambda forms: {"O": torch.tensor([1.0])})
+    cache = {}
+    worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", cache, {}, {"O": torch.tensor([1.0])})
+    assert cache[kernels.kernel_key(Case())] == ((), [], "digest")
+
+
 def _fake(outputs_of):
     """A family whose kernel is its case's forms and whose run returns outputs_of(forms)."""
     return types.SimpleNamespace(build=lambda case, target: case.forms,
