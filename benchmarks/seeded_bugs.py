@@ -43,6 +43,9 @@ class Mutant:
     find: str     # occurs exactly once in `file`
     replace: str
     why: str      # the bug it models, and when it can show
+    # Why no oracle can see it (it changes no output on any input), or "": an equivalent mutant is run
+    # and listed, but left out of the score, as mutation testing does; caught, it would prove the reason wrong.
+    equivalent: str = ""
 
 
 K = "harness/kernels/"
@@ -58,8 +61,8 @@ MUTANTS = [
            "running max reset per key block (NaN once a row sees no key of a later block): needs causal or a window"),
     Mutant("fwd_sink_dropped", "fwd", K + "fwd.py", "            if sinks:\n", "            if False:\n",
            "the sink logit left out of the denominator: needs sinks"),
-    Mutant("fwd_lse_scale", "fwd", K + "blocks.py", "T.log2(denom_i) + max_i * scale) / LOG2E",
-           "T.log2(denom_i) + max_i * scale) * LOG2E", "LSE in the wrong log base"),
+    Mutant("fwd_lse_scale", "fwd", K + "blocks.py", "T.log2(denom_i) + _log2_units(max_i, scale)) / LOG2E",
+           "T.log2(denom_i) + _log2_units(max_i, scale)) * LOG2E", "LSE in the wrong log base"),
     Mutant("mask_left_off_by_one", "fwd", K + "masking.py", "kj >= qi + shift - left", "kj > qi + shift - left",
            "sliding window's left edge one key short: needs a left bound"),
     Mutant("mask_right_off_by_one", "fwd", K + "masking.py", "kj <= qi + shift + right", "kj < qi + shift + right",
@@ -115,7 +118,9 @@ MUTANTS = [
     Mutant("varlen_bwd_dq_tail_unguarded", "varlen_bwd", K + "varlen.py",
            "                    if q0 + i < seq_q:\n                        T.atomic_add(dQ[0, q_start + q0 + i, by, d]",
            "                    if True:\n                        T.atomic_add(dQ[0, q_start + q0 + i, by, d]",
-           "dQ atomics of a ragged query tile unguarded: adds zeros into the next sequence (equivalent on 0.1.15)"),
+           "dQ atomics of a ragged query tile unguarded: adds zeros into the next sequence",
+           equivalent="the unguarded rows' dS is 0 (P = 0 past a sequence), so the atomics add exact zeros, and "
+                      "0.1.15 bounds-checks the last sequence's against the tensor's end"),
     Mutant("varlen_bwd_dk_tail_unguarded", "varlen_bwd", K + "varlen.py",
            "                if k0 + j < seq_k:\n                    if split:\n                        dK[",
            "                if True:\n                    if split:\n                        dK[",
@@ -147,6 +152,13 @@ MUTANTS = [
            "layout.rows(Out, lay, bz, by, q0, block_m), disable_tma=True",
            "layout.rows(Out, lay, bz, by, q0 + block_m, block_m), disable_tma=True",
            "the smem epilogue stores O into the next query block's rows: needs the smem variant"),
+    Mutant("softcap_masked_scores_capped", "softcap_fwd", K + "blocks.py",
+           "acc_s[i, j] = T.if_then_else(acc_s[i, j] == NEG_INF, NEG_INF,\n                                     T.tanh(",
+           "acc_s[i, j] = T.if_then_else(False, NEG_INF,\n                                     T.tanh(",
+           "masked scores capped too (tanh(-inf) = -1: keys the row must not see get weight): needs causal, a "
+           "window or a ragged key tile"),
+    Mutant("softcap_unscaled", "softcap_fwd", K + "blocks.py", "T.tanh(acc_s[i, j] * (sm_scale / softcap))",
+           "T.tanh(acc_s[i, j] * (1.0 / softcap))", "scores capped before the 1/sqrt(d) scale: any case with two keys"),
     # Seeded in one form of a block (harness.case.FORMS): caught only by cases drawn in that form.
     Mutant("form_fresh_max_without_previous", "fwd", K + "blocks.py",
            "            row_max[i] = T.max(row_max[i], row_max_prev[i])\n", "            row_max[i] = row_max[i]\n",
@@ -284,7 +296,7 @@ def main() -> int:
                    "first failure": (f"{hit['verdict']} {hit.get('tensor', '')} {hit.get('region', '')}".strip()
                                      if hit else ""),
                    "cases run": len(results), "cases to detect": first + 1 if hit else "",
-                   "seconds": round(seconds), "why": m.why,
+                   "seconds": round(seconds), "why": m.why, "equivalent": m.equivalent,
                    "message": hit["message"].splitlines()[0][:300] if hit and hit.get("message") else ""}
             print(f"{m.name}: {row['detected']} {row['first failure']} after "
                   f"{row['cases to detect'] or len(results)} cases, {seconds:.0f} s {row['message'][:120]}", flush=True)
@@ -294,12 +306,17 @@ def main() -> int:
             rows = list(pool.map(one, chosen))
     import pandas as pd
     table = pd.DataFrame(rows)
-    caught = int((table.detected == "yes").sum())
-    text = (markdown(table.drop(columns=["why", "message"])) + f"\nscore: {caught} / {len(rows)} seeded bugs detected "
-            f"({100 * caught / len(rows):.0f}%), {args.cases} cases per family, seed {args.seed}\n")
-    survivors = table[table.detected == "NO"]
+    scored = table[table.equivalent == ""]
+    caught = int((scored.detected == "yes").sum())
+    text = (markdown(table.drop(columns=["why", "message", "equivalent"])) +
+            f"\nscore: {caught} / {len(scored)} seeded bugs detected ({100 * caught / max(len(scored), 1):.0f}%), "
+            f"{args.cases} cases per family, seed {args.seed}; equivalent mutants not scored: {len(table) - len(scored)}\n")
+    survivors = scored[scored.detected == "NO"]
     if not survivors.empty:
         text += "\nsurvivors:\n" + "".join(f"- {r.mutant}: {r.why}\n" for r in survivors.itertuples())
+    for r in table[table.equivalent != ""].itertuples():
+        text += f"\nequivalent: {r.mutant} ({'CAUGHT: not equivalent after all' if r.detected == 'yes' else 'not caught'}): " \
+                f"{r.equivalent}\n"
     print(text)
     (out / "seeded_bugs.md").write_text(text)
     table.to_json(out / "seeded_bugs.json", orient="records", indent=1)

@@ -8,8 +8,8 @@ from harness import layout, reference
 from harness.case import Case
 
 
-def naive(q, k, v, sinks, left, right):
-    """Loop-by-loop attention in float64 for [b, h, s, d] tensors."""
+def naive(q, k, v, sinks, left, right, softcap=None):
+    """Loop-by-loop attention in float64 for [b, h, s, d] tensors; `softcap`: scores capped by tanh."""
     b, h, sq, _ = q.shape
     hk, sk = k.shape[1], k.shape[2]
     o = torch.zeros(b, h, sq, v.shape[-1], dtype=torch.float64)
@@ -20,6 +20,8 @@ def naive(q, k, v, sinks, left, right):
             for i in range(sq):
                 keys = visible_keys(i, sq, sk, left, right)
                 logits = [float(q[bi, hi, i] @ k[bi, kh, j]) / math.sqrt(q.shape[-1]) for j in keys]
+                if softcap is not None:
+                    logits = [softcap * math.tanh(x / softcap) for x in logits]
                 extra = [float(sinks[hi])] if sinks is not None else []
                 if not logits and not extra:
                     continue
@@ -31,11 +33,11 @@ def naive(q, k, v, sinks, left, right):
     return o, lse
 
 
-def check_against_naive(case):
+def check_against_naive(case, forward=reference.forward, softcap=None):
     inputs = reference.make_inputs(case, "cpu")
-    got = reference.forward(case, inputs, torch.float64)
+    got = forward(case, inputs, torch.float64)
     q, k, v = (layout.to_canonical(inputs[n], case.layout).double() for n in "qkv")
-    o, lse = naive(q, k, v, inputs["sinks"] if case.sinks else None, *case.bounds)
+    o, lse = naive(q, k, v, inputs["sinks"] if case.sinks else None, *case.bounds, softcap=softcap)
     torch.testing.assert_close(got["O"], o, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(got["LSE"], lse, rtol=1e-9, atol=1e-9)
     return got
@@ -49,6 +51,18 @@ def test_gqa_causal_bshd_matches_naive():
 def test_window_and_sinks_match_naive():
     check_against_naive(Case(heads=2, kv_heads=1, seqlen_q=7, seqlen_k=6, head_dim=32, head_dim_v=32,
                              window=(1, 2), sinks=True, seed=3))
+
+
+def test_softcap_family_reference_matches_naive_with_capped_logits():
+    from harness.kernels import softcap_family
+
+    case = Case(family="softcap_fwd", heads=4, kv_heads=2, seqlen_q=6, seqlen_k=11, head_dim=32, head_dim_v=32,
+                window=(3, 1), sinks=True, layout="bshd", seed=5)
+    check_against_naive(case, softcap_family.FAMILY.reference, softcap=softcap_family.SOFTCAP)
+    # The cap bites at the drawn inputs' scale: plain attention is far from it.
+    inputs = reference.make_inputs(case, "cpu")
+    plain, capped = reference.forward(case, inputs, torch.float64), softcap_family.forward(case, inputs, torch.float64)
+    assert (plain["LSE"] - capped["LSE"]).abs().max() > 0.05
 
 
 def test_rows_that_see_no_key_give_zero_output_and_minus_inf_lse():

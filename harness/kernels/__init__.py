@@ -29,6 +29,7 @@ _REGISTRY = {
     "ws_bwd": "harness.kernels.ws_bwd_family:FAMILY",
     "masked_fwd": "harness.kernels.masked_family:FAMILY",
     "masked_bwd": "harness.kernels.masked_bwd_family:FAMILY",
+    "softcap_fwd": "harness.kernels.softcap_family:FAMILY",
 }
 # Kernels nobody here wrote (harness.outside): TileLang's own examples, loaded from the source tree
 # that HARNESS_EXAMPLES names (`harness run --examples PATH`). "<name>@outside" is the same kernel

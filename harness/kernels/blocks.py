@@ -134,10 +134,19 @@ def softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum
     T.copy(acc_s, p_cast)
 
 
+@T.macro
+def softcap_scores(acc_s, block_m, block_n, softcap, sm_scale):
+    """Soft-capped scores in log2 units, in place: cap * tanh(s * sm_scale / cap) (Gemma 2, Grok), the
+    masked ones left at -inf (tanh would take them to -cap, a key the row must not see)."""
+    for i, j in T.Parallel(block_m, block_n):
+        acc_s[i, j] = T.if_then_else(acc_s[i, j] == NEG_INF, NEG_INF,
+                                     T.tanh(acc_s[i, j] * (sm_scale / softcap)) * (softcap * LOG2E))
+
+
 def sink_mass(sink, max_i, scale):
     """exp of the sink logit (one more, already scaled logit with no value row) against the row's
     running max."""
-    return T.if_then_else(max_i == NEG_INF, T.exp2(sink * LOG2E), T.exp2(sink * LOG2E - max_i * scale))
+    return T.if_then_else(max_i == NEG_INF, T.exp2(sink * LOG2E), T.exp2(sink * LOG2E - _log2_units(max_i, scale)))
 
 
 def normalized(o_ij, denom_i):
@@ -147,7 +156,7 @@ def normalized(o_ij, denom_i):
 
 def lse(denom_i, max_i, scale):
     """The row's log-sum-exp in natural log from the denominator and the running max."""
-    return T.if_then_else(max_i == NEG_INF, T.log2(denom_i), T.log2(denom_i) + max_i * scale) / LOG2E
+    return T.if_then_else(max_i == NEG_INF, T.log2(denom_i), T.log2(denom_i) + _log2_units(max_i, scale)) / LOG2E
 
 
 @T.macro

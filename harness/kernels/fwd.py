@@ -6,7 +6,8 @@ stores O through shared memory (a tile copy TileLang may lower to a TMA store) a
 copy; `direct` stores both element-wise from registers, guarded by the sequence length.
 Masking: harness/kernels/masking.py; where the sequence and head axes sit: harness/layout.py.
 `forms` (harness.case.FORMS, "block=form") writes blocks in another equivalent form: every
-block of that table has one here or in blocks.py.
+block of that table has one here or in blocks.py. `softcap` > 0 caps the scores at that value with
+tanh (the softcap_fwd family).
 """
 import tilelang.language as T
 
@@ -17,7 +18,7 @@ VARIANTS = ("default", "direct")
 
 
 def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, layout_name,
-            block_m, block_n, num_stages, threads, variant="default", forms=()):
+            block_m, block_n, num_stages, threads, variant="default", forms=(), softcap=0.0):
     if variant not in VARIANTS:
         raise ValueError(f"fwd has no variant {variant!r}")
     direct = variant == "direct"
@@ -28,7 +29,9 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
     batch = T.symbolic("batch")
     seq_q = T.symbolic("seq_q")
     seq_k = T.symbolic("seq_k")
-    scale = blocks.forward_scale(head_dim)
+    # Soft-capped scores are taken to log2 units where they are capped: the softmax then scales nothing.
+    capped = softcap > 0
+    scale = None if capped else blocks.forward_scale(head_dim)
     accum = blocks.ACCUM
     lay = layout_name
     q_shape, o_shape, k_shape, v_shape = blocks.operand_shapes(lay, batch, seq_q, seq_k, heads, kv_heads, head_dim,
@@ -75,6 +78,8 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
                     T.copy(layout.rows(K, lay, bz, kvh, k0, block_n), k_s)
                 blocks.window_scores(q_s, k_s, acc_s, q0, k0, shift, seq_k, left, right, block_m, block_n,
                                      mask_init=mask_init)
+                if capped:
+                    blocks.softcap_scores(acc_s, block_m, block_n, softcap, head_dim ** -0.5)
                 blocks.softmax_step(acc_s, p_cast, acc_o, row_max, row_max_prev, row_scale, row_sum, denom, block_m,
                                     block_n, head_dim_v, scale, fresh_max=fresh_max, merged=merged)
                 if kv_loop:
