@@ -173,9 +173,103 @@ def describe_made(made: list[Made], hazards: list[str]) -> list[str]:
     return lines
 
 
-def run(fam, case, target: str) -> tuple[list[str], str, bool]:
+# ----------------------------------------------------------------------------- a passing neighbour
+# One-step changes that make a neighbour of the failing case: a compile knob toggled, the controls
+# TileLang's own bug reports use (warp specialization on and off, TMA on and off, shared-memory reuse).
+NEIGHBOUR_KNOBS = ("no_warp_specialize", "no_tma", "no_smem_reuse")
+
+
+def neighbours(case) -> list[tuple[str, object]]:
+    """(how it differs, the case) for each one-knob neighbour of `case`."""
+    return [(f"knob {k} {'removed' if k in case.knobs else 'added'}",
+             case.replace(knobs=tuple(sorted(set(case.knobs) ^ {k})))) for k in NEIGHBOUR_KNOBS]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a failing compile and a passing neighbour part: the first pass whose output holds the
+    construct behind the bug in the failing trace (`turn`), and in the neighbour's (None: never)."""
+    neighbour: str
+    turn: str | None
+    neighbour_holds: str | None
+    excerpt: list[str]   # the neighbour's IR after the turn, where the failing one holds the construct
+    ran_turn: bool = True  # whether the neighbour's compile ran that pass at all
+
+
+def first_holding(t: Trace, holds: Callable[[str], int | None], texts: Callable[[Trace, int], str]) -> tuple[int, int] | None:
+    """(pass index, line) of the first pass output of `t` in which `holds` finds the construct."""
+    for i in range(len(t.passes)):
+        line = holds(texts(t, i))
+        if line is not None:
+            return i, line
+    return None
+
+
+def diverge(bad: Trace, good: Trace, holds: Callable[[str], int | None], script: Callable[[object], str],
+            neighbour: str) -> Divergence:
+    """Where `bad` takes the turn that `good`, a neighbour that compiles clean, does not take."""
+    cache: dict[tuple[int, int], str] = {}
+
+    def texts(t: Trace, i: int) -> str:
+        return cache.setdefault((id(t), i), script(t.after[i]))
+
+    mine, theirs = first_holding(bad, holds, texts), first_holding(good, holds, texts)
+    turn = bad.passes[mine[0]] if mine else None
+    shown = []
+    if mine and turn in good.passes:
+        text = texts(good, good.passes.index(turn))
+        shown = excerpt(text, [min(mine[1], text.count("\n"))])
+    return Divergence(neighbour, turn, good.passes[theirs[0]] if theirs else None, shown, turn in good.passes)
+
+
+def describe_divergence(d: Divergence | None, tried: list[str]) -> list[str]:
+    if d is None:
+        return [f"no passing neighbour among: {', '.join(tried)} (each fails the same way or cannot be built)"]
+    lines = [f"passing neighbour: {d.neighbour} (compiles clean)"]
+    if d.turn is None:
+        return lines + ["the failing compile holds no construct to follow: no pass named"]
+    if d.neighbour_holds is None:
+        lines.append(f"where they part: {d.turn}. Its output holds the construct in the failing compile; "
+                     "no pass's output of the neighbour's does")
+    else:
+        lines.append(f"not where they part: the neighbour's trace holds the construct too, first after "
+                     f"{d.neighbour_holds} (the failing one's after {d.turn})")
+    if d.excerpt:
+        lines += [f"the neighbour's IR after {d.turn}, at the same place:", *d.excerpt]
+    elif not d.ran_turn:
+        lines.append(f"the neighbour's compile does not run {d.turn}")
+    return lines
+
+
+def _passing_neighbour(fam, case, target: str, failing: Callable[[Trace, object], bool], holds, bad: Trace):
+    """The first one-knob neighbour of `case` that compiles clean, traced, and where it parts from `bad`."""
+    tried = []
+    for what, other in neighbours(case):
+        if fam.unsupported(other) is not None:
+            continue
+        tried.append(what)
+        t = trace(lambda other=other: fam.build(other, target))
+        if t.passes and not failing(t, other):
+            return diverge(bad, t, holds, script, what), tried
+    return None, tried
+
+
+def _line_holder(line: str) -> Callable[[str], int | None]:
+    wanted = line.strip()
+    return lambda text: next((i for i, c in enumerate(text.splitlines()) if c.strip() == wanted), None)
+
+
+def _pattern_holder(pattern) -> Callable[[str], int | None]:
+    def holds(text: str) -> int | None:
+        m = pattern.search(text)
+        return text.count("\n", 0, m.start()) if m else None
+    return holds
+
+
+def run(fam, case, target: str, neighbour: bool = True) -> tuple[list[str], str, bool]:
     """Trace one compile of `case` and say where its bug comes from: (lines, a one-line account,
-    whether something was found)."""
+    whether something was found). With `neighbour`, also the first one-knob neighbour that compiles
+    clean, and the pass where the two part."""
     from harness import worker
 
     t = trace(lambda: fam.build(case, target))
@@ -183,7 +277,12 @@ def run(fam, case, target: str) -> tuple[list[str], str, bool]:
         found = find(t, script)
         account = ("raised outside the passes" if found is None else f"raised in {found.raised_in}"
                    + (f", input from {found.introduced_by}" if found.introduced_by else ""))
-        return describe(found, t), account, True
+        lines = describe(found, t)
+        if neighbour and found is not None and found.evidence:
+            d, tried = _passing_neighbour(fam, case, target, lambda n, _: bool(n.error), _line_holder(found.evidence), t)
+            lines += describe_divergence(d, tried)
+            account += f"; {d.neighbour} compiles: they part at {d.turn}" if d and d.turn and not d.neighbour_holds else ""
+        return lines, account, True
     if not t.passes:
         return ["compiled without running a pass (a kernel cache hit?): nothing traced"], "not traced", False
     hazards, _ = worker.scan(fam, case, t.result)
@@ -191,7 +290,17 @@ def run(fam, case, target: str) -> tuple[list[str], str, bool]:
     named = [m for m in made if m.made_by]
     account = ("; ".join(f"{m.hazard.split(':')[0]} made by {m.made_by}" for m in named)
                or ("hazard with no pass named" if hazards else "compiled, no hazard"))
-    return describe_made(made, hazards), account, bool(named)
+    lines = describe_made(made, hazards)
+    if neighbour and named:
+        checks = {m.hazard.split(":", 1)[0] for m in named}
+
+        def failing(n: Trace, other) -> bool:
+            return bool(n.error) or any(h.split(":", 1)[0] in checks for h in worker.scan(fam, other, n.result)[0])
+
+        d, tried = _passing_neighbour(fam, case, target, failing, _pattern_holder(HAZARD_IR[named[0].hazard.split(":")[0]][0]), t)
+        lines += describe_divergence(d, tried)
+        account += f"; {d.neighbour} is clean: they part at {d.turn}" if d and d.turn and not d.neighbour_holds else ""
+    return lines, account, bool(named)
 
 
 def script(mod) -> str:

@@ -74,3 +74,42 @@ def test_a_hazard_no_pass_shows_and_one_with_no_known_shape_are_said_so():
     assert triage.hazards_made(t, [other], str) == []
     assert "no IR shape is known" in triage.describe_made([], [other])[-1]
     assert "no hazard" in triage.describe_made([], [])[0]
+
+
+def test_the_passes_where_a_failing_compile_and_a_clean_neighbour_part():
+    holds = triage._pattern_holder(triage.HAZARD_IR["unwaited_async_loads"][0])
+    bad = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized", "pass2"], after=[LOOP, FIRST_ONLY, FIRST_ONLY])
+    good = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized", "pass2"], after=[LOOP, LOOP, LOOP])
+    d = triage.diverge(bad, good, holds, str, "knob no_warp_specialize added")
+    assert d.turn == "tl.ProducerConsumerWarpSpecialized" and d.neighbour_holds is None
+    assert any("T.gemm(q_s" in line for line in d.excerpt)  # the neighbour's IR at the same place
+    lines = triage.describe_divergence(d, [d.neighbour])
+    assert lines[0] == "passing neighbour: knob no_warp_specialize added (compiles clean)"
+    assert lines[1].startswith("where they part: tl.ProducerConsumerWarpSpecialized.")
+
+
+def test_a_neighbour_holding_the_construct_too_is_not_where_they_part():
+    holds = triage._line_holder('tx = T.launch_thread("threadIdx.x", 384)')
+    bad = _trace([WRITTEN, SPECIALIZED, SPECIALIZED], "tl.LowerTileOp", SPECIALIZED)
+    good = triage.Trace(passes=["pass0", "pass1", "pass2"], after=[WRITTEN, WRITTEN, SPECIALIZED])
+    d = triage.diverge(bad, good, holds, str, "knob no_tma added")
+    assert (d.turn, d.neighbour_holds) == ("pass1", "pass2")
+    assert "not where they part" in triage.describe_divergence(d, [d.neighbour])[1]
+    assert triage.describe_divergence(None, ["knob no_tma added"])[0].startswith("no passing neighbour among: knob no_tma")
+
+
+def test_neighbours_toggle_one_knob_each():
+    from harness.case import Case
+
+    near = dict(triage.neighbours(Case(knobs=("no_tma",))))
+    assert near["knob no_tma removed"].knobs == () and near["knob no_warp_specialize added"].knobs == (
+        "no_tma", "no_warp_specialize")
+
+
+def test_a_neighbour_that_skips_the_pass_says_so():
+    holds = triage._pattern_holder(triage.HAZARD_IR["unwaited_async_loads"][0])
+    bad = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized"], after=[LOOP, FIRST_ONLY])
+    good = triage.Trace(passes=["pass0", "pass1"], after=[LOOP, LOOP])
+    d = triage.diverge(bad, good, holds, str, "knob no_warp_specialize added")
+    assert not d.ran_turn and d.excerpt == []
+    assert triage.describe_divergence(d, [])[-1] == "the neighbour's compile does not run tl.ProducerConsumerWarpSpecialized"
