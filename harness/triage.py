@@ -227,7 +227,7 @@ def describe_divergence(d: Divergence | None, tried: list[str]) -> list[str]:
         return [f"no passing neighbour among: {', '.join(tried)} (each fails the same way or cannot be built)"]
     lines = [f"passing neighbour: {d.neighbour} (compiles clean)"]
     if d.turn is None:
-        return lines + ["the failing compile holds no construct to follow: no pass named"]
+        return lines + ["the error names nothing the passes' output shows, so no pass is named where they part"]
     if d.neighbour_holds is None:
         lines.append(f"where they part: {d.turn}. Its output holds the construct in the failing compile; "
                      "no pass's output of the neighbour's does")
@@ -278,10 +278,13 @@ def run(fam, case, target: str, neighbour: bool = True) -> tuple[list[str], str,
         account = ("raised outside the passes" if found is None else f"raised in {found.raised_in}"
                    + (f", input from {found.introduced_by}" if found.introduced_by else ""))
         lines = describe(found, t)
-        if neighbour and found is not None and found.evidence:
-            d, tried = _passing_neighbour(fam, case, target, lambda n, _: bool(n.error), _line_holder(found.evidence), t)
+        if neighbour:
+            holds = _line_holder(found.evidence) if found is not None and found.evidence else (lambda text: None)
+            d, tried = _passing_neighbour(fam, case, target, lambda n, _: bool(n.error), holds, t)
             lines += describe_divergence(d, tried)
-            account += f"; {d.neighbour} compiles: they part at {d.turn}" if d and d.turn and not d.neighbour_holds else ""
+            if d:
+                account += (f"; {d.neighbour} compiles" +
+                            (f": they part at {d.turn}" if d.turn and not d.neighbour_holds else ""))
         return lines, account, True
     if not t.passes:
         return ["compiled without running a pass (a kernel cache hit?): nothing traced"], "not traced", False

@@ -101,6 +101,19 @@ def same_root_cause(rep, known: dict) -> dict[str, str]:
     return why
 
 
+def primary(rep, directory: Path):
+    """The reproducer whose report covers `rep`'s bug, so that one root cause gets one report: of `rep`
+    and those sharing its root cause, the one the others name most (in their titles and links); ties go
+    to the smallest id. The others are listed in its report as more faces of the same bug."""
+    known = {**others(directory, rep.id), rep.id: rep}
+    group = sorted({rep.id, *(o for o in same_root_cause(rep, known) if o in known)})
+
+    def named(i: str) -> int:
+        return sum(json.dumps([known[o].title, known[o].links]).count(i) for o in group if o != i)
+
+    return known[max(group, key=named)]
+
+
 # ----------------------------------------------------------------------------- bisects
 def link_bisect(text: str) -> tuple[str, str]:
     """A recorded bisect note: (the releases it names, or "recorded"; the note itself, quoted)."""
@@ -361,7 +374,7 @@ def same_cause_section(why: dict[str, str], known: dict) -> list[str]:
         title = " ".join(o.title.split()) if o else "(no such reproducer here)"
         title = title if len(title) <= 160 else title[:159].rsplit(" ", 1)[0] + "…"
         verdict = f"{o.observed['verdict']}, TileLang {o.environment.get('tilelang', '?')}: " if o else ""
-        lines.append(f"- `{other}` ({verdict}{title}); {reason}")
+        lines.append(f"- `{other}` ({verdict}{title}); {reason}; its own program: `harness export {other}`")
     return lines + [""]
 
 

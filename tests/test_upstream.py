@@ -147,6 +147,17 @@ def test_same_root_cause_from_links_either_way_and_from_titles(tmp_path, exporte
         "- https://github.com/tile-ai/tilelang/issues/1 (open) (recorded on aaaaaaaaaaaa)"
 
 
+def test_one_root_cause_one_report_the_one_the_others_name(tmp_path, exported):
+    main = _save(tmp_path, id="aaaaaaaaaaaa", links=["reproducers/bbbbbbbbbbbb.json (its head-dim-128 face)"])
+    face = _save(tmp_path, id="bbbbbbbbbbbb", title="fake: aaaaaaaaaaaa at head dim 128",
+                 links=["reproducers/aaaaaaaaaaaa.json", "reproducers/aaaaaaaaaaaa.standalone.py"])
+    alone = _save(tmp_path, id="cccccccccccc")
+    directory = tmp_path / "reproducers"
+    assert upstream.primary(face, directory).id == upstream.primary(main, directory).id == "aaaaaaaaaaaa"
+    assert upstream.primary(alone, directory).id == "cccccccccccc"
+    assert "its own program: `harness export bbbbbbbbbbbb`" in _section(_report(main, tmp_path).text, "Same root cause")
+
+
 def _state(path, rep, good, bad, order, steps):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"reproducer": f"{rep.id}.json", "good": good, "bad": bad, "runs": 1, "fresh": False,
