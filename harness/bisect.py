@@ -299,6 +299,32 @@ def search(order: list, test) -> tuple[int, int, list[int]]:
             skipped.add(i)
 
 
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def read_state(path: Path) -> dict | None:
+    """A bisect state file's contents (None when there is none yet); BisectError when `path` is
+    not one: a directory, not UTF-8 JSON, not an object with its steps."""
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_bytes().decode("utf-8"))
+    except IsADirectoryError:
+        raise BisectError(f"state {path} is a directory, not a bisect state file") from None
+    except OSError as e:
+        raise BisectError(f"state {path}: cannot read: {e.strerror or e}") from None
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        raise BisectError(f"state {path} is not a bisect state file: not UTF-8 JSON") from None
+    if not isinstance(state, dict):
+        raise BisectError(f"state {path} is not a bisect state file: a JSON "
+                          f"{_JSON_TYPES.get(type(state), type(state).__name__)}, not an object")
+    steps, order = state.get("steps"), state.get("order", [])
+    if not (isinstance(steps, dict) and all(isinstance(s, dict) and s.get("status") in WORDS for s in steps.values())
+            and isinstance(order, list)):
+        raise BisectError(f"state {path} is not a bisect state file: no steps, or steps without a status")
+    return state
+
+
 @dataclass
 class Bisect:
     reproducer: Path
@@ -313,8 +339,8 @@ class Bisect:
     order: list = field(default_factory=list)   # what the search walks, saved: a resumed bisect needs no index
 
     def __post_init__(self):
-        if self.state_path.exists():
-            state = json.loads(self.state_path.read_text())
+        state = read_state(self.state_path)
+        if state is not None:
             same = (state.get("reproducer"), state.get("good"), state.get("bad"), state.get("runs"),
                     state.get("fresh", False)) == \
                 (self.reproducer.name, self.good, self.bad, self.runs, self.fresh)  # the file name: checkouts move

@@ -82,13 +82,17 @@ def load_cases(path: Path) -> list[case_mod.Case]:
         raise CampaignError(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise CampaignError(f"{path}: not UTF-8 text") from None
-    cases = []
+    cases, lines = [], {}
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                cases.append(kernels.check(case_mod.from_json(line)))
+                case = kernels.check(case_mod.from_json(line))
             except case_mod.CaseError as e:
                 raise CampaignError(f"{path} line {n}: {e}") from None
+            if case.id in lines:
+                raise CampaignError(f"{path} lines {lines[case.id]} and {n}: the same case twice ({case.id})")
+            lines[case.id] = n
+            cases.append(case)
     if not cases:
         raise CampaignError(f"{path}: no cases")
     return cases
@@ -102,8 +106,9 @@ def shard_of(case: case_mod.Case, n: int) -> int:
 
 
 def plan(opts: Options) -> list[case_mod.Case]:
-    """The campaign's cases (this shard's), written to <out>/cases.jsonl (or checked against what
-    is there)."""
+    """The campaign's cases (this shard's), checked against what <out> already holds: its
+    cases.jsonl must list the same cases, its results.jsonl only results of these cases (a run of
+    this campaign, to resume). Writes nothing."""
     if opts.cases_from:
         cases = load_cases(opts.cases_from)
     elif opts.peer:
@@ -122,23 +127,30 @@ def plan(opts: Options) -> list[case_mod.Case]:
         if there != [c.id for c in cases]:
             raise CampaignError(f"{opts.out} holds another campaign ({len(there)} cases in {path}): "
                                 f"resume it with --cases-from {path}, or choose another --out")
-    else:
-        write_cases(path, cases)
+    path, ids = opts.out / "results.jsonl", {c.id for c in cases}
+    results = read_results(path, resume=False)[0]
+    foreign = [r["case_id"] for r in results if r["case_id"] not in ids]
+    if foreign:
+        raise CampaignError(f"{opts.out} holds results of another campaign ({path}: {len(foreign)} of {len(results)} "
+                            f"are of cases not in this one, e.g. {foreign[0]}): choose another --out")
     return cases
 
 
 # ----------------------------------------------------------------------------- results
-def read_results(path: Path) -> tuple[list[dict], list[str]]:
-    """(results, notes). A last line cut short (a kill mid-write, a full disk) is removed from
-    the file and its case runs again; an unreadable line elsewhere is skipped. Notes say so."""
+def read_results(path: Path, resume: bool = True) -> tuple[list[dict], list[str]]:
+    """(results, notes). An unreadable line is skipped. A last line cut short (a kill mid-write,
+    a full disk) is too; to `resume`, it is also removed from the file, and its case runs again
+    (as any skipped line's). Notes say so."""
     if not path.exists():
         return [], []
     data, notes = path.read_bytes(), []
+    again = ", its case runs again" if resume else ""
     if data and not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1
-        notes.append(f"{path}: last line cut short ({len(data) - keep} bytes): dropped, its case runs again")
-        with open(path, "r+b") as f:
-            f.truncate(keep)
+        notes.append(f"{path}: last line cut short ({len(data) - keep} bytes): {'dropped' if resume else 'skipped'}{again}")
+        if resume:
+            with open(path, "r+b") as f:
+                f.truncate(keep)
         data = data[:keep]
     results = []
     for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
@@ -149,7 +161,7 @@ def read_results(path: Path) -> tuple[list[dict], list[str]]:
             if not (isinstance(r, dict) and isinstance(r.get("case_id"), str) and r.get("verdict") in oracle.VERDICTS):
                 raise ValueError
         except ValueError:
-            notes.append(f"{path}: line {n} is not a result: skipped, its case runs again")
+            notes.append(f"{path}: line {n} is not a result: skipped{again}")
             continue
         results.append(r)
     return results, notes
@@ -160,19 +172,26 @@ def run(opts: Options) -> int:
     """0 nothing new failed, 1 a new failure or a harness error, 125 TileLang does not import."""
     if opts.out.exists() and not opts.out.is_dir():
         raise CampaignError(f"--out {opts.out} is a file, not a directory")
+    results_path = opts.out / "results.jsonl"
+    # Bad input writes nothing, not even <out>/logs: cases from a file, a shard, and an <out> that
+    # already holds a campaign are planned (and refused) now; a fresh draw while the workers start.
+    early = (opts.cases_from or opts.peer or opts.shard != (1, 1) or results_path.exists()
+             or (opts.out / "cases.jsonl").exists())
+    cases = plan(opts) if early else None
     opts.out.mkdir(parents=True, exist_ok=True)
     gpus = gpu_count()
     target = "auto" if gpus else opts.arch
-    results_path = opts.out / "results.jsonl"
     workers = opts.workers or default_size()
     with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool:
         # First the workers (each imports torch and TileLang: seconds), then everything else while
         # they start: the environment probe (a child importing TileLang; the first result waits
-        # for it), and the cases to draw or load. cases/s counts from the workers' start.
+        # for it), and the cases to draw. cases/s counts from the workers' start.
         t0 = time.monotonic()
-        pool.start(workers if opts.cases_from else min(workers, opts.cases))
+        pool.start(min(workers, len(cases) if cases else opts.cases))
         probed = in_background(environment)
-        cases = plan(opts)
+        cases = cases or plan(opts)
+        if not (opts.out / "cases.jsonl").exists():
+            write_cases(opts.out / "cases.jsonl", cases)
         previous, notes = read_results(results_path)
         done = {r["case_id"] for r in previous}
         todo = [c for c in cases if c.id not in done]
@@ -190,7 +209,7 @@ def run(opts: Options) -> int:
         elapsed = time.monotonic() - t0
     # The pool is closed: its workers held the GPUs, and minimizing starts its own.
     everything = previous + results
-    print(report.write(opts.out, everything, known))
+    print(report.write(opts.out, everything, known, about=about(opts, target, probed.result(), cases)))
     print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
           f"{pool.started} worker processes; results in {results_path}")
     ours = [r for r in everything if r["verdict"] == "HARNESS_ERROR"]
@@ -204,6 +223,17 @@ def run(opts: Options) -> int:
     # says whether this run found something new, or the harness itself went wrong.
     new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
     return 1 if new or ours else 0
+
+
+def about(opts: Options, target: str, env: dict, cases) -> dict:
+    """What the report's first line says of the run (report.describe)."""
+    gpu = target == "auto"
+    return {"tilelang": env.get("tilelang"), "target": env.get("capability") if gpu else target,
+            "gpu": env.get("gpu") if gpu else None, "compile_only": not gpu,
+            "families": list(dict.fromkeys(c.family for c in cases)),
+            "seed": None if opts.cases_from or opts.peer else opts.seed,
+            "cases_from": opts.cases_from and str(opts.cases_from), "peer": opts.peer,
+            "shard": "/".join(map(str, opts.shard)) if opts.shard != (1, 1) else None}
 
 
 class Untestable(Exception):

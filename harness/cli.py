@@ -18,23 +18,51 @@ from packaging.version import InvalidVersion, Version
 from harness import case as case_mod
 from harness import kernels, oracle, record, sanitizer
 from harness.environment import environment
+from harness.worker import ARCHES
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each option's default, where it has one its help does not already state."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS \
+                or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a bad argument is one line on stderr (exit 2), not usage plus a line."""
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def _positive(kind):
+# Upper bounds on numeric options: beyond these a value is a typo, not a plan (--help says each).
+MAX_CASES = 100_000
+MAX_PER_KERNEL = 256          # --per-kernel, --per-row
+MAX_WORKERS = 256             # --workers, --jobs
+MAX_RUNS = 10_000             # --runs, --confirm
+MAX_TIMEOUT = 86_400.0        # --compile-timeout, --run-timeout: a day
+MAX_SECONDS = 7 * 86_400.0    # --time, --budget, --minimize-budget: a week
+MAX_HASH_SEED = 4_294_967_295  # PYTHONHASHSEED's range is [0, 2**32 - 1]
+
+
+def _positive(kind, most=None):
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {'an' if kind is int else 'a'} {kind.__name__}, "
+                                             f"got {text!r}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if most is not None and not value <= most:  # inf too
+            raise argparse.ArgumentTypeError(f"must be <= {most:g}, got {text}")
         return value
     parse.__name__ = f"positive {kind.__name__}"
     return parse
@@ -55,6 +83,53 @@ def _nonnegative_int(text):
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
+
+
+def _arch(text):
+    if text not in ARCHES:
+        raise argparse.ArgumentTypeError(f"unknown arch {text!r}; known: {', '.join(ARCHES)}")
+    return text
+
+
+def _hash_seeds(text):
+    """Comma-separated PYTHONHASHSEED values, two different ones at least."""
+    try:
+        seeds = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from None
+    bad = [s for s in seeds if not 0 <= s <= MAX_HASH_SEED]
+    if bad:
+        raise argparse.ArgumentTypeError(f"a PYTHONHASHSEED must be in [0, {MAX_HASH_SEED}], got {bad[0]}")
+    if len(set(seeds)) < 2:
+        raise argparse.ArgumentTypeError(f"needs two different seeds or more, got {text!r}")
+    return seeds
+
+
+def _cannot_write(path: Path) -> str | None:
+    """Why no file can be made in directory `path` (or, not there yet, in the nearest directory
+    above it, where it would be made), or None. Tried with a file removed at once, as permission
+    bits do not stop root while a read-only mount or an immutable directory does."""
+    import tempfile
+
+    where = path
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        return f"{where} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as e:
+        return f"cannot write in {where}: {e.strerror or e}"
+    return None
+
+
+def _out_dir(text):
+    """An --out directory that can be made or written."""
+    why = _cannot_write(Path(text))
+    if why:
+        raise argparse.ArgumentTypeError(why)
+    return text
 
 
 def _timeouts(args):
@@ -80,6 +155,11 @@ def cmd_forms(args) -> int:
 def cmd_run(args) -> int:
     families = tuple(args.families.split(","))
     try:
+        if "" in families:
+            raise case_mod.CaseError(f"empty family name in --families {args.families!r}")
+        twice = sorted({name for name in families if families.count(name) > 1})
+        if twice:
+            raise case_mod.CaseError(f"{', '.join(twice)} given twice in --families {args.families!r}")
         for name in families:
             kernels.check(case_mod.Case(family=name))
         bare = [name for name in families if args.peer and not kernels.family(name).peer]
@@ -144,7 +224,14 @@ def cmd_report(args) -> int:
     if not path.is_file():
         print(f"harness report: no {path}", file=sys.stderr)
         return 2
-    results, notes = campaign.read_results(path)
+    results, notes = campaign.read_results(path, resume=False)
+    if results:
+        why = _cannot_write(Path(args.dir))
+    else:
+        why = f"no line of {path} could be read as a result" if notes else f"{path} holds no results"
+    if why:
+        print(f"harness report: {why}", file=sys.stderr)
+        return 2
     for note in notes:
         print(note, file=sys.stderr)
     print(report.write(args.dir, results, record.known_signatures(args.reproducers)))
@@ -407,6 +494,10 @@ def cmd_matrix(args) -> int:
         if args.cases_from:
             campaign.load_cases(args.cases_from)
         else:
+            if not Path(args.dir).is_dir():
+                raise record.RecordError(f"--dir {args.dir}: no such directory")
+            if not paths:
+                raise record.RecordError(f"--dir {args.dir}: no reproducers (*.json) in it")
             for p in paths:
                 record.load(p)
         wanted = [Version(v) for v in args.releases.split(",")]
@@ -431,14 +522,10 @@ def cmd_determinism(args) -> int:
 
     try:
         campaign.load_cases(args.cases_from)
-        seeds = [int(s) for s in args.hash_seeds.split(",")]
-    except (campaign.CampaignError, ValueError) as e:
+    except campaign.CampaignError as e:
         print(f"harness determinism: {e}", file=sys.stderr)
         return 2
-    if len(set(seeds)) < 2:
-        print("harness determinism: --hash-seeds needs two different seeds or more", file=sys.stderr)
-        return 2
-    text, found = determinism.check(Path(args.cases_from), seeds, Path(args.out), args.arch, args.workers)
+    text, found = determinism.check(Path(args.cases_from), args.hash_seeds, Path(args.out), args.arch, args.workers)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "determinism.md").write_text(text)
     print(text)
@@ -447,7 +534,8 @@ def cmd_determinism(args) -> int:
 
 def _replay_args(p):
     p.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    p.add_argument("--arch", default="sm_90a", help="compile target for replaying a compile error without a GPU")
+    p.add_argument("--arch", type=_arch, default="sm_90a",
+                   help=f"compile target for replaying a compile error without a GPU: {', '.join(ARCHES)}")
     p.add_argument("--dir", default="reproducers", help="where reproducers live")
     p.add_argument("--logs", default="reports/repro", help="worker logs go here")
     _timeout_args(p)
@@ -455,43 +543,50 @@ def _replay_args(p):
 
 def _campaign_args(p):
     """The options `harness run` and `harness check` share."""
-    p.add_argument("--cases", type=_positive(int), default=100, help="number of distinct cases")
+    p.add_argument("--cases", type=_positive(int, MAX_CASES), default=100,
+                   help=f"number of distinct cases (at most {MAX_CASES})")
     p.add_argument("--cases-from", help="run exactly the cases of this JSON-lines file (a run's cases.jsonl)")
     p.add_argument("--peer", action="store_true",
                    help="run the shapes the kernels' own tests run (outside kernels), not drawn cases: the baseline")
-    p.add_argument("--time", type=_positive(float),
-                   help="end the cases after this many seconds (those in flight are dropped; the same command continues)")
-    p.add_argument("--seed", type=_nonnegative_int, default=0)
-    p.add_argument("--per-kernel", type=_positive(int), default=4, help="length variants per compiled kernel")
-    p.add_argument("--per-row", type=_positive(int), default=1,
-                   help="length variants per covering-array kernel (more where compiles are slow)")
-    p.add_argument("--shard", type=_shard, default=(1, 1), metavar="I/N",
+    p.add_argument("--time", type=_positive(float, MAX_SECONDS),
+                   help="end the cases after this many seconds (those in flight are dropped; the same command "
+                        f"continues; at most {MAX_SECONDS:g}, a week; default: no limit)")
+    p.add_argument("--seed", type=_nonnegative_int, default=0, help="Hypothesis seed the cases are drawn from")
+    p.add_argument("--per-kernel", type=_positive(int, MAX_PER_KERNEL), default=4,
+                   help=f"length variants per compiled kernel (at most {MAX_PER_KERNEL})")
+    p.add_argument("--per-row", type=_positive(int, MAX_PER_KERNEL), default=1,
+                   help=f"length variants per covering-array kernel (more where compiles are slow; at most {MAX_PER_KERNEL})")
+    p.add_argument("--shard", type=_shard, default="1/1", metavar="I/N",
                    help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
     p.add_argument("--stop-after-failures", type=_nonnegative_int, default=0, metavar="N",
                    help="stop starting cases after N new failures (not a recorded bug; 0: run them all)")
     p.add_argument("--no-pairwise", action="store_true",
                    help="draw every kernel at random (default: first a covering array of static feature pairs)")
-    p.add_argument("--out", default="reports/run", help="results directory (the same one resumes)")
-    p.add_argument("--workers", type=_positive(int), default=0, help="worker processes (default: CPU cores - 1)")
-    p.add_argument("--arch", default="sm_90a", help="compile target when there is no GPU")
+    p.add_argument("--out", type=_out_dir, default="reports/run", help="results directory (the same one resumes)")
+    p.add_argument("--workers", type=_positive(int, MAX_WORKERS), default=0,
+                   help=f"worker processes (default: CPU cores - 1; at most {MAX_WORKERS})")
+    p.add_argument("--arch", type=_arch, default="sm_90a", help=f"compile target when there is no GPU: {', '.join(ARCHES)}")
     _timeout_args(p)
     p.add_argument("--reproducers", default="reproducers", help="where to record one reproducer per new failure")
     p.add_argument("--minimize", action="store_true", help="minimize each new failure before recording it")
-    p.add_argument("--minimize-budget", type=_positive(float), default=300, help="seconds per failure")
+    p.add_argument("--minimize-budget", type=_positive(float, MAX_SECONDS), default=300,
+                   help=f"seconds per failure (at most {MAX_SECONDS:g})")
     p.add_argument("--sanitize-failures", metavar="TOOL", choices=sanitizer.TOOLS,
                    help="rerun each new reproducer once under compute-sanitizer TOOL (slow)")
 
 
 def _timeout_args(p):
-    p.add_argument("--compile-timeout", type=_positive(float), default=600, help="seconds for start + compile")
-    p.add_argument("--run-timeout", type=_positive(float), default=60, help="seconds for inputs + run + judge")
+    p.add_argument("--compile-timeout", type=_positive(float, MAX_TIMEOUT), default=600,
+                   help=f"seconds for start + compile (at most {MAX_TIMEOUT:g}, a day)")
+    p.add_argument("--run-timeout", type=_positive(float, MAX_TIMEOUT), default=60,
+                   help=f"seconds for inputs + run + judge (at most {MAX_TIMEOUT:g})")
 
 
 def parser() -> Parser:
     p = Parser(prog="harness", description="Correctness harness for TileLang attention kernels")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     r = sub.add_parser("run", help="generate cases, run them, judge, report")
-    r.add_argument("--families", default="fwd", help=f"comma-separated, from {', '.join(kernels.names())}")
+    r.add_argument("--families", default="fwd", help=f"comma-separated, each once, from {', '.join(kernels.names())}")
     _campaign_args(r)
     r.add_argument("--examples", help="a TileLang source tree (or its examples/) for outside kernels (tl_*)")
     r.set_defaults(func=cmd_run)
@@ -502,7 +597,8 @@ def parser() -> Parser:
     _campaign_args(ck)
     ck.set_defaults(func=cmd_check, reproducers="reproducers", out="reports/check")
     rp = sub.add_parser("repro", help="replay a reproducer: exit 0 correct, 1 bug reproduced, 125 cannot test")
-    rp.add_argument("--runs", type=_positive(int), default=1, help="run it this many times (flakiness)")
+    rp.add_argument("--runs", type=_positive(int, MAX_RUNS), default=1,
+                    help=f"run it this many times (flakiness; at most {MAX_RUNS})")
     rp.add_argument("--fresh", action="store_true", help="compile afresh for every run (a new worker, an empty "
                     "kernel cache): for bugs in which code a compile emits")
     _replay_args(rp)
@@ -517,7 +613,7 @@ def parser() -> Parser:
                                        "code hazard (IR excerpt)")
     tr.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
     tr.add_argument("--dir", default="reproducers", help="where reproducers live")
-    tr.add_argument("--arch", default="sm_90a", help="compile target without a GPU")
+    tr.add_argument("--arch", type=_arch, default="sm_90a", help=f"compile target without a GPU: {', '.join(ARCHES)}")
     tr.add_argument("--examples", help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
     tr.set_defaults(func=cmd_triage)
     ex = sub.add_parser("examples", help="download a release's source package and unpack its examples/ (outside kernels)")
@@ -537,16 +633,18 @@ def parser() -> Parser:
     up.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
     up.add_argument("--dir", default="reproducers", help="where reproducers live (others here: same root cause)")
     up.add_argument("--to", help="the report to write (default: DIR/upstream/<id>.md; the program goes beside it)")
-    up.add_argument("--arch", default="sm_90a", help="compile target for the triage without a GPU")
+    up.add_argument("--arch", type=_arch, default="sm_90a",
+                    help=f"compile target for the triage without a GPU: {', '.join(ARCHES)}")
     up.add_argument("--examples", help="a TileLang source tree (or its examples/), to triage an outside kernel")
     up.add_argument("--envs", default="~/.cache/harness/releases", help="where `harness bisect` keeps its state files")
     up.add_argument("--state", action="append", help="a bisect state file of this reproducer (--state of "
                     "`harness bisect`); repeatable")
     up.set_defaults(func=cmd_upstream)
     m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")
-    m.add_argument("--budget", type=_positive(float), default=600, help="seconds to spend shrinking")
-    m.add_argument("--confirm", type=_positive(int), default=2,
-                   help="a step is kept only if it reproduces this many times in a row")
+    m.add_argument("--budget", type=_positive(float, MAX_SECONDS), default=600,
+                   help=f"seconds to spend shrinking (at most {MAX_SECONDS:g})")
+    m.add_argument("--confirm", type=_positive(int, MAX_RUNS), default=2,
+                   help=f"a step is kept only if it reproduces this many times in a row (at most {MAX_RUNS})")
     m.add_argument("--runs", type=_nonnegative_int, default=3, help="runs of the minimized case to triage flakiness (0: none)")
     _replay_args(m)
     m.set_defaults(func=cmd_minimize)
@@ -558,7 +656,8 @@ def parser() -> Parser:
     b.add_argument("--build", help="with --repo: shell command, run in a checkout of each commit, that leaves a "
                                    "tilelang wheel in $HARNESS_WHEEL_DIR")
     b.add_argument("--at", help="with --repo: test this one commit and exit 0/1/125 (a `git bisect run` script)")
-    b.add_argument("--runs", type=_positive(int), default=1, help="replays per step (flaky bugs: bad if any fails)")
+    b.add_argument("--runs", type=_positive(int, MAX_RUNS), default=1,
+                   help=f"replays per step (flaky bugs: bad if any fails; at most {MAX_RUNS})")
     b.add_argument("--fresh", action="store_true", help="compile afresh for every replay (see repro --fresh)")
     b.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
     b.add_argument("--wheels", help="install from the wheels in this directory, offline")
@@ -567,9 +666,11 @@ def parser() -> Parser:
     b.set_defaults(func=cmd_bisect)
     mx = sub.add_parser("matrix", help="replay every reproducer on every release listed")
     mx.add_argument("--releases", required=True, help="comma-separated, e.g. 0.1.6.post2,0.1.10,0.1.15")
-    mx.add_argument("--runs", type=_positive(int), default=1)
+    mx.add_argument("--runs", type=_positive(int, MAX_RUNS), default=1, help=f"replays per reproducer and release "
+                    f"(at most {MAX_RUNS})")
     mx.add_argument("--fresh", action="store_true", help="compile afresh for every replay (see repro --fresh)")
-    mx.add_argument("--jobs", type=_positive(int), default=1, help="reproducers replayed at once (each its own worker)")
+    mx.add_argument("--jobs", type=_positive(int, MAX_WORKERS), default=1,
+                    help=f"reproducers replayed at once (each its own worker; at most {MAX_WORKERS})")
     mx.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
     mx.add_argument("--wheels", help="install from the wheels in this directory, offline")
     mx.add_argument("--dir", default="reproducers", help="where reproducers live")
@@ -580,10 +681,12 @@ def parser() -> Parser:
     dt = sub.add_parser("determinism", help="compile a campaign's cases under several PYTHONHASHSEEDs; "
                         "list kernels whose generated code differs")
     dt.add_argument("--cases-from", required=True, help="a campaign's cases.jsonl")
-    dt.add_argument("--hash-seeds", default="0,7,13", help="comma-separated PYTHONHASHSEED values")
-    dt.add_argument("--out", default="reports/determinism", help="one run per seed goes here")
-    dt.add_argument("--arch", default="sm_90a", help="compile target without a GPU")
-    dt.add_argument("--workers", type=_positive(int))
+    dt.add_argument("--hash-seeds", type=_hash_seeds, default="0,7,13",
+                    help=f"comma-separated PYTHONHASHSEED values, two different ones at least, each in [0, {MAX_HASH_SEED}]")
+    dt.add_argument("--out", type=_out_dir, default="reports/determinism", help="one run per seed goes here")
+    dt.add_argument("--arch", type=_arch, default="sm_90a", help=f"compile target without a GPU: {', '.join(ARCHES)}")
+    dt.add_argument("--workers", type=_positive(int, MAX_WORKERS),
+                    help=f"worker processes per run (default: CPU cores - 1; at most {MAX_WORKERS})")
     dt.set_defaults(func=cmd_determinism)
     rr = sub.add_parser("report", help="summary.md, results.csv and report.html (with plots) from a run's results")
     rr.add_argument("dir", help="a run's --out directory")

@@ -162,6 +162,8 @@ def find(id_or_path, directory="reproducers") -> Path:
         return (exact or matches)[0]
     if matches:
         raise RecordError(f"{id_or_path!r} is ambiguous in {directory}: {', '.join(m.stem for m in matches)}")
+    if not _ID.match(str(id_or_path)):  # a path (loop.json, dir/x), not an id: no <dir>/loop.json.json to name
+        raise RecordError(f"no reproducer file {str(id_or_path)!r}" + (f": {p} is a directory" if p.is_dir() else ""))
     raise RecordError(f"no reproducer {id_or_path!r}: not a file, and no {Path(directory) / str(id_or_path)}.json")
 
 

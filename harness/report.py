@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -101,17 +102,42 @@ def tables(results: list[dict], known: dict | None = None) -> list[tuple[str, pd
             *by_gpu, ("Pairwise coverage", coverage_table(results))]
 
 
-def summary(results: list[dict], known: dict | None = None) -> str:
-    return "\n".join(f"## {title}\n\n{markdown(t)}" for title, t in tables(results, known))
+def describe(about: dict | None) -> str:
+    """The run in one line (campaign.about: what it compiled with, for which arch, from which cases)."""
+    if not about:
+        return "Run: not recorded (no run.json)"
+    where = (f"compile-only for {about.get('target')} (no GPU: numerics not run)" if about.get("compile_only")
+             else f"on {about.get('gpu')} ({about.get('target')})")
+    cases = (f"cases from {about['cases_from']}" if about.get("cases_from") else "the kernels' own test shapes"
+             if about.get("peer") else f"seed {about.get('seed')}")
+    shard = f", shard {about['shard']}" if about.get("shard") else ""
+    return (f"Run: TileLang {about.get('tilelang')}, {where}, {cases}{shard}, "
+            f"families {', '.join(about.get('families') or ())}")
 
 
-def write(out_dir, results: list[dict], known: dict | None = None) -> str:
-    """summary.md, results.csv and report.html in `out_dir`; returns the markdown."""
+def summary(results: list[dict], known: dict | None = None, about: dict | None = None) -> str:
+    return "\n".join([f"{describe(about)}\n", *(f"## {title}\n\n{markdown(t)}" for title, t in tables(results, known))])
+
+
+RUN = "run.json"  # in a run's directory: campaign.about, the report's first line (harness report reads it again)
+
+
+def write(out_dir, results: list[dict], known: dict | None = None, about: dict | None = None) -> str:
+    """summary.md, results.csv and report.html in `out_dir`, and run.json with `about`, the run
+    they report (without it, the one run.json holds, if any); returns the markdown."""
     out_dir = Path(out_dir)
-    text = summary(results, known)
+    if about is not None:
+        (out_dir / RUN).write_text(json.dumps(about, indent=1) + "\n")
+    elif (out_dir / RUN).is_file():
+        try:
+            about = json.loads((out_dir / RUN).read_text())
+        except ValueError:
+            about = None
+    about = about if isinstance(about, dict) else None
+    text = summary(results, known, about)
     (out_dir / "summary.md").write_text(text)
     frame(results).to_csv(out_dir / "results.csv", index=False)
-    (out_dir / "report.html").write_text(html(results, known))
+    (out_dir / "report.html").write_text(html(results, known, about))
     return text
 
 
@@ -176,14 +202,15 @@ def plots(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def html(results: list[dict], known: dict | None = None) -> str:
+def html(results: list[dict], known: dict | None = None, about: dict | None = None) -> str:
     df = frame(results)
     body = "".join(f"<h2>{title}</h2>" + (t.to_html(index=False, border=0) if not t.empty else "<p>(none)</p>")
                    for title, t in tables(results, known))
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px} table{border-collapse:collapse;font-size:13px}"
              "td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left} img{max-width:100%}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>harness report</title><style>{style}</style>"
-            f"</head><body><h1>Harness report: {len(df)} cases</h1>{body}<h2>Plots</h2>{''.join(plots(df))}"
+            f"</head><body><h1>Harness report: {len(df)} cases</h1><p>{escape(describe(about))}</p>{body}"
+            f"<h2>Plots</h2>{''.join(plots(df))}"
             "</body></html>\n")
 
 

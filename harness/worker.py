@@ -21,6 +21,9 @@ from harness import case as case_mod
 from harness import kernels, oracle
 
 SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it started this worker
+# Compile targets without a GPU (--arch): Hopper, every family's; Blackwell, what the sm100 outside
+# kernels and ws/ws_bwd compile for. "auto" (the local GPU) is the other target a worker takes.
+ARCHES = ("sm_90a", "sm_100a")
 
 
 def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, build_only=False) -> dict:
@@ -274,5 +277,5 @@ def main(target: str) -> None:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--target", default="auto")
+    p.add_argument("--target", default="auto", choices=("auto", *ARCHES))
     main(p.parse_args().target)

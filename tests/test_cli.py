@@ -1,6 +1,7 @@
 """Bad input, as a new user would try it: one line on stderr, exit 2, nothing recorded.
 And a campaign end to end on the CPU, through the test double family (compile-only)."""
 import json
+import os
 import subprocess
 import sys
 import time
@@ -75,7 +76,21 @@ def test_repro_of_an_unknown_family(reproducer):
     (["--compile-timeout", "-1"], "--compile-timeout: must be > 0, got -1"),
     (["--run-timeout", "0"], "--run-timeout: must be > 0, got 0"),
     (["--seed", "-1"], "--seed: must be >= 0, got -1"),
-    (["--cases", "many"], "--cases: expected a int, got 'many'"),
+    (["--cases", "many"], "--cases: expected an int, got 'many'"),
+    (["--cases", "1000000000"], "--cases: must be <= 100000, got 1000000000"),
+    (["--time", "1e9"], "--time: must be <= 604800, got 1e9"),
+    (["--time", "inf"], "--time: must be <= 604800, got inf"),
+    (["--time", "nan"], "--time: must be > 0, got nan"),
+    (["--compile-timeout", "inf"], "--compile-timeout: must be <= 86400, got inf"),
+    (["--run-timeout", "1e6"], "--run-timeout: must be <= 86400, got 1e6"),
+    (["--per-kernel", "1e9"], "--per-kernel: expected an int, got '1e9'"),
+    (["--per-kernel", "1000000000"], "--per-kernel: must be <= 256, got 1000000000"),
+    (["--workers", "100000"], "--workers: must be <= 256, got 100000"),
+    (["--arch", "sm_bogus"], "--arch: unknown arch 'sm_bogus'; known: sm_90a, sm_100a"),
+    (["--families", "fwd,fwd"], "fwd given twice in --families 'fwd,fwd'"),
+    (["--families", "fwd,bwd,fwd,bwd"], "bwd, fwd given twice in --families 'fwd,bwd,fwd,bwd'"),
+    (["--families", "fwd,"], "empty family name in --families 'fwd,'"),
+    (["--families", ""], "empty family name in --families ''"),
     (["--shard", "3/2"], "--shard: expected I/N with 1 <= I <= N, got '3/2'"),
     (["--shard", "0/2"], "--shard: expected I/N with 1 <= I <= N, got '0/2'"),
     (["--shard", "1"], "--shard: expected I/N with 1 <= I <= N, got '1'"),
@@ -93,13 +108,145 @@ def test_run_rejects_an_out_that_is_a_file(tmp_path):
     one_line_error(code, err, prefix="harness run:", contains="is a file, not a directory")
 
 
-def test_run_rejects_a_bad_cases_file(tmp_path):
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text(case_mod.to_json(Case()) + "\n" + '{"family": "fwd"}\n')
-    code, _, err = harness("run", "--cases-from", cases, "--out", tmp_path / "out")
-    one_line_error(code, err, prefix="harness run:", contains="cases.jsonl line 2: missing case field(s)")
-    code, _, err = harness("run", "--cases-from", tmp_path / "absent.jsonl", "--out", tmp_path / "out")
-    one_line_error(code, err, prefix="harness run:", contains="cannot read")
+def _write(text):
+    return lambda path: path.write_text(text)
+
+
+@pytest.mark.parametrize("make, contains", [
+    (_write(case_mod.to_json(Case()) + "\n" + '{"family": "fwd"}\n'), "cases.jsonl line 2: missing case field(s)"),
+    (_write("garbage\n"), "cases.jsonl line 1: case is not valid JSON"),
+    (_write(""), "cases.jsonl: no cases"),
+    (_write("\n".join(case_mod.to_json(Case(seqlen_q=q)) for q in (1, 2, 1, 3)) + "\n"),
+     f"cases.jsonl lines 1 and 3: the same case twice ({Case(seqlen_q=1).id})"),
+    (lambda path: path.mkdir(), "cases.jsonl: cannot read: Is a directory"),
+    (lambda path: None, "cases.jsonl: cannot read: No such file or directory"),
+], ids=["bad-line", "garbage", "empty", "duplicate", "directory", "missing"])
+def test_run_rejects_a_bad_cases_file_and_writes_nothing(make, contains, tmp_path):
+    make(tmp_path / "cases.jsonl")
+    code, _, err = harness("run", "--cases-from", tmp_path / "cases.jsonl", "--out", tmp_path / "out",
+                           "--reproducers", tmp_path / "r")
+    one_line_error(code, err, prefix="harness run:", contains=contains)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "r").exists()  # not even out/logs/worker-0.log
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """lock(directory): no file can be made in it any more, root included (who ignores permission
+    bits: the directory is made immutable instead). Unlocked at the end, so tmp_path can go."""
+    locked = []
+
+    def lock(d):
+        d.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() != 0:
+            d.chmod(0o555)
+        elif subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode != 0:
+            pytest.skip("root, and chattr +i is not available here: no directory root cannot write")
+        locked.append(d)
+        return d
+    yield lock
+    for d in locked:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(d)])
+        d.chmod(0o755)
+
+
+@pytest.mark.parametrize("argv", [["run", "--cases", "1"], ["determinism", "--cases-from", "cases.jsonl"]])
+def test_an_out_that_cannot_be_written_is_bad_input(argv, tmp_path, read_only):
+    ro = read_only(tmp_path / "ro")
+    for out in (ro, ro / "out"):
+        code, _, err = harness(*argv, "--out", out, "--reproducers", tmp_path / "r", cwd=tmp_path)
+        one_line_error(code, err, prefix=f"harness {argv[0]}: argument --out: cannot write in {ro}: ",
+                       contains="")
+    assert list(ro.iterdir()) == [] and not (tmp_path / "r").exists()
+
+
+def test_an_out_holding_another_campaigns_results_is_refused(tmp_path):
+    """No cases.jsonl there to compare: the results' cases must be among this campaign's (then it is
+    a run of it, and resumes). Nothing is written: not even its cut-short last line is dropped."""
+    out = tmp_path / "out"
+    out.mkdir()
+    theirs = [json.dumps(result(Case(family="fake", heads=1, seqlen_q=q), "COMPILED", "compile")) for q in (5, 6)]
+    (out / "results.jsonl").write_text(theirs[0] + "\n" + theirs[1][:20])
+    fake_cases(tmp_path / "mine.jsonl", 3)
+    for argv in (["--cases-from", tmp_path / "mine.jsonl"], ["--families", "fake", "--cases", "2"]):
+        code, _, err = harness("run", *argv, "--out", out, "--reproducers", tmp_path / "r")
+        one_line_error(code, err, prefix="harness run:", contains=f"{out} holds results of another campaign "
+                       f"({out / 'results.jsonl'}: 1 of 1 are of cases not in this one, e.g. "
+                       f"{Case(family='fake', heads=1, seqlen_q=5).id}): choose another --out")
+    assert sorted(p.name for p in out.iterdir()) == ["results.jsonl"] and not (tmp_path / "r").exists()
+    assert (out / "results.jsonl").read_text() == theirs[0] + "\n" + theirs[1][:20]
+
+
+@pytest.mark.parametrize("command", ["repro", "minimize", "triage", "upstream"])
+def test_a_reproducer_command_rejects_an_unknown_arch(command, reproducer, tmp_path):
+    code, out, err = harness(command, reproducer, "--arch", "sm_bogus", cwd=tmp_path)
+    one_line_error(code, err, prefix=f"harness {command}: argument --arch: ",
+                   contains="unknown arch 'sm_bogus'; known: sm_90a, sm_100a")
+    assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["reproducers"]
+
+
+def test_repro_of_a_missing_file_names_it_once(tmp_path):
+    code, _, err = harness("repro", "loop.json", cwd=tmp_path)
+    one_line_error(code, err, prefix="harness repro:", contains="no reproducer file 'loop.json'")
+    assert ".json.json" not in err
+
+
+@pytest.mark.parametrize("seeds, contains", [
+    ("-1", "a PYTHONHASHSEED must be in [0, 4294967295], got -1"),
+    ("0,4294967296", "a PYTHONHASHSEED must be in [0, 4294967295], got 4294967296"),
+    ("0,x", "expected comma-separated ints, got '0,x'"),  # not int()'s 'invalid literal'
+    ("7,7", "needs two different seeds or more, got '7,7'"),
+])
+def test_determinism_rejects_bad_hash_seeds(seeds, contains, tmp_path):
+    fake_cases(tmp_path / "cases.jsonl", 1)
+    code, _, err = harness("determinism", "--cases-from", tmp_path / "cases.jsonl", "--hash-seeds", seeds,
+                           "--out", tmp_path / "out")
+    one_line_error(code, err, prefix="harness determinism: argument --hash-seeds: ", contains=contains)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("make, contains", [
+    (_write("garbage"), "is not a bisect state file: not UTF-8 JSON"),
+    (_write("[1, 2]"), "is not a bisect state file: a JSON array, not an object"),
+    (_write('{"reproducer": "x.json"}'), "is not a bisect state file: no steps, or steps without a status"),
+    (lambda path: path.mkdir(), "is a directory, not a bisect state file"),
+], ids=["garbage", "list", "no-steps", "directory"])
+def test_bisect_rejects_a_state_that_is_not_one(make, contains, reproducer, tmp_path):
+    make(tmp_path / "state")
+    code, _, err = harness("bisect", reproducer, "--good", "0.1.10", "--bad", "0.1.15", "--state", tmp_path / "state",
+                           "--envs", tmp_path / "envs")
+    one_line_error(code, err, prefix=f"harness bisect: state {tmp_path / 'state'} ", contains=contains)
+    assert not (tmp_path / "envs").exists()
+
+
+@pytest.mark.parametrize("where, contains", [("absent", "--dir {}: no such directory"),
+                                             ("empty", "--dir {}: no reproducers (*.json) in it")])
+def test_matrix_rejects_a_dir_without_reproducers(where, contains, tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, out, err = harness("matrix", "--releases", "0.1.15", "--dir", tmp_path / where, "--envs", tmp_path / "envs")
+    one_line_error(code, err, prefix="harness matrix:", contains=contains.format(tmp_path / where))
+    assert out == "" and not (tmp_path / "envs").exists()  # checked before any release is installed
+
+
+def test_report_of_results_none_of_which_can_be_read(tmp_path):
+    (tmp_path / "results.jsonl").write_text("garbage\n{oops\n")
+    code, out, err = harness("report", tmp_path)
+    one_line_error(code, err, prefix="harness report:",
+                   contains=f"no line of {tmp_path / 'results.jsonl'} could be read as a result")
+    assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl"]
+    (tmp_path / "results.jsonl").write_text("")
+    code, _, err = harness("report", tmp_path)
+    one_line_error(code, err, prefix="harness report:", contains=f"{tmp_path / 'results.jsonl'} holds no results")
+
+
+def test_report_in_a_directory_that_cannot_be_written(tmp_path, read_only):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "results.jsonl").write_text(json.dumps(result(Case(), "PASS", "judge")) + "\n")
+    read_only(d)
+    code, out, err = harness("report", d)
+    one_line_error(code, err, prefix=f"harness report: cannot write in {d}: ", contains="")
+    assert out == "" and sorted(p.name for p in d.iterdir()) == ["results.jsonl"]
 
 
 def test_read_results_drops_a_line_cut_short(tmp_path):
@@ -113,6 +260,12 @@ def test_read_results_drops_a_line_cut_short(tmp_path):
     path.write_text(whole[0] + "\n{oops\n" + whole[1] + "\n")
     results, notes = campaign.read_results(path)
     assert len(results) == 2 and notes == [f"{path}: line 2 is not a result: skipped, its case runs again"]
+    # Not to resume (harness report, the check of --out): skipped only, the file left as it is.
+    path.write_text(whole[0] + "\n{oops\n" + whole[1][:40])
+    results, notes = campaign.read_results(path, resume=False)
+    assert len(results) == 1 and notes == [f"{path}: last line cut short (40 bytes): skipped",
+                                           f"{path}: line 2 is not a result: skipped"]
+    assert path.read_text() == whole[0] + "\n{oops\n" + whole[1][:40]
 
 
 def fake_cases(path, n):
@@ -132,13 +285,19 @@ def test_a_campaign_runs_exactly_the_cases_of_a_file_and_resumes(tmp_path):
     lines = (out / "results.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["case_id"] for line in lines) == sorted(c.id for c in cases)
     assert "COMPILED" in stdout or "PASS" in stdout
-    # A kill mid-write: the last result is cut short. The rerun says so and runs that case again.
+    first = (out / "summary.md").read_text().splitlines()[0]
+    assert first.startswith("Run: TileLang ") and f"cases from {tmp_path / 'mine.jsonl'}, families fake" in first
+    assert ("compile-only for sm_90a" in first) == (json.loads((out / "run.json").read_text())["gpu"] is None)
+    # A kill mid-write: the last result is cut short. The rerun says so and runs that case again;
+    # without its cases.jsonl too (its results are of these cases: this campaign's).
     (out / "results.jsonl").write_text("\n".join(lines[:2]) + "\n" + lines[2][:30])
+    (out / "cases.jsonl").unlink()
     code, _, err = harness(*argv)
     assert code == 0, err
     assert "last line cut short (30 bytes): dropped, its case runs again" in err
     assert "3 cases (2 already in" in err
     assert len((out / "results.jsonl").read_text().splitlines()) == 3
+    assert (out / "cases.jsonl").read_text() == (tmp_path / "mine.jsonl").read_text()
     # Another campaign into the same directory is refused, not mixed in.
     fake_cases(tmp_path / "other.jsonl", 2)
     code, _, err = harness("run", "--cases-from", tmp_path / "other.jsonl", "--out", out)
@@ -219,10 +378,15 @@ def test_repro_statuses_follow_git_bisect_run(tmp_path):
         assert code == status and says in out, out
 
 
-def test_help_is_not_an_error(capsys):
+def test_help_is_not_an_error_and_shows_defaults_and_bounds(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["run", "--help"])
-    assert e.value.code == 0 and "--cases-from" in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0 and "--cases-from" in text
+    for shown in ("(default: fwd)", "number of distinct cases (at most 100000) (default: 100)", "(default: 1/1)",
+                  "at most 604800, a week; default: no limit", "sm_90a, sm_100a (default: sm_90a)"):
+        assert shown in text
+    assert "(default: None)" not in text and "(default: False)" not in text
 
 
 def test_the_property_tests_cases_log_is_a_cases_file_harness_run_reads(tmp_path):

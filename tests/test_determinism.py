@@ -1,6 +1,8 @@
 """harness determinism: the same cases compiled under several PYTHONHASHSEEDs, code compared."""
 import json
 
+import pytest
+
 from harness import campaign, cli
 from harness.case import Case
 
@@ -27,5 +29,8 @@ def test_a_kernel_whose_code_depends_on_the_hash_seed_is_listed(tmp_path, capsys
 def test_one_seed_is_not_a_comparison(tmp_path, capsys):
     cases = tmp_path / "cases.jsonl"
     campaign.write_cases(cases, [Case(family="fake", heads=1)])
-    assert cli.main(["determinism", "--cases-from", str(cases), "--hash-seeds", "7,7"]) == 2
-    assert capsys.readouterr().err == "harness determinism: --hash-seeds needs two different seeds or more\n"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["determinism", "--cases-from", str(cases), "--hash-seeds", "7,7"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == ("harness determinism: argument --hash-seeds: needs two different seeds or "
+                                       "more, got '7,7'\n")

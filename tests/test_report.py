@@ -51,3 +51,18 @@ def test_report_command(tmp_path, capsys):
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results()))
     assert cli.main(["report", str(tmp_path), "--reproducers", str(tmp_path / "none")]) == 0
     assert (tmp_path / "report.html").exists()
+
+
+def test_both_reports_say_what_the_run_was_and_harness_report_says_it_again(tmp_path):
+    about = {"tilelang": "0.1.15", "target": "sm_90a", "gpu": None, "compile_only": True, "families": ["fwd", "bwd"],
+             "seed": 3, "cases_from": None, "peer": False, "shard": "2/4"}
+    line = "Run: TileLang 0.1.15, compile-only for sm_90a (no GPU: numerics not run), seed 3, shard 2/4, families fwd, bwd"
+    assert report.describe(about) == line
+    assert report.describe(dict(about, compile_only=False, target="sm_90", gpu="NVIDIA H100 x1", seed=None,
+                                cases_from="c.jsonl", shard=None)) == \
+        "Run: TileLang 0.1.15, on NVIDIA H100 x1 (sm_90), cases from c.jsonl, families fwd, bwd"
+    assert report.write(tmp_path, results(), about=about).startswith(line + "\n\n## Verdicts")
+    assert line in (tmp_path / "report.html").read_text()
+    report.write(tmp_path, results())  # harness report: the run as run.json recorded it
+    assert (tmp_path / "summary.md").read_text().startswith(line + "\n")
+    assert report.summary(results()).startswith("Run: not recorded (no run.json)\n")
