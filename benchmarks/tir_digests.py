@@ -5,12 +5,13 @@
     python benchmarks/tir_digests.py compare before.json after.json
 
 `cases` writes each family's covering array (harness.pairwise, seed 0, lengths drawn as `harness run`
-draws them) with the program forms left at their defaults, so an older tree without forms can build every row. `digest` traces every case's
-kernels in the harness of `--tree` (e.g. `git archive <commit> harness | tar -x -C DIR`; default: this
-one) with the installed TileLang, nothing compiled: harness.compat.compile is replaced by a recorder of
-the prim_funcs it is handed, and their TVMScript is hashed. `compare` prints how many match and names
-those that do not. The same TIR gives the same CUDA from one release, so this stands in for the
-compiled code's digest at a fraction of the time (no nvcc, no GPU; TileLang must import).
+draws them) with the program forms left at their defaults, so an older tree without forms can build
+every row. `digest` traces every case's kernels in the harness of `--tree` (e.g. `git archive
+<commit> harness | tar -x -C DIR`; default: this one) with the installed TileLang, nothing compiled:
+harness.compat.compile is replaced by a recorder of the prim_funcs it is handed, and their TVMScript
+is hashed. `compare` prints how many match and names those that do not. The same TIR gives the same
+CUDA from one release, so this stands in for the compiled code's digest at a fraction of the time
+(no nvcc, no GPU; TileLang must import).
 """
 from __future__ import annotations
 
