@@ -386,6 +386,10 @@ def cmd_upstream(args) -> int:
     rep, _ = _load(args, "upstream")
     if rep is None:
         return 2
+    covering = upstream.primary(rep, Path(args.dir))  # one root cause, one report
+    if covering.id != rep.id:
+        print(f"{rep.id} shares its root cause with {covering.id}: one report, {covering.id}'s, lists it")
+        rep = covering
     unavailable = None
     try:
         _examples(args, (rep.case.family,))

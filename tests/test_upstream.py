@@ -147,7 +147,8 @@ def test_same_root_cause_from_links_either_way_and_from_titles(tmp_path, exporte
         "- https://github.com/tile-ai/tilelang/issues/1 (open) (recorded on aaaaaaaaaaaa)"
 
 
-def test_one_root_cause_one_report_the_one_the_others_name(tmp_path, exported):
+def test_one_root_cause_one_report_the_one_the_others_name(tmp_path, exported, monkeypatch):
+    monkeypatch.setattr(upstream, "environment", lambda: NOT_HERE)
     main = _save(tmp_path, id="aaaaaaaaaaaa", links=["reproducers/bbbbbbbbbbbb.json (its head-dim-128 face)"])
     face = _save(tmp_path, id="bbbbbbbbbbbb", title="fake: aaaaaaaaaaaa at head dim 128",
                  links=["reproducers/aaaaaaaaaaaa.json", "reproducers/aaaaaaaaaaaa.standalone.py"])
@@ -156,6 +157,8 @@ def test_one_root_cause_one_report_the_one_the_others_name(tmp_path, exported):
     assert upstream.primary(face, directory).id == upstream.primary(main, directory).id == "aaaaaaaaaaaa"
     assert upstream.primary(alone, directory).id == "cccccccccccc"
     assert "its own program: `harness export bbbbbbbbbbbb`" in _section(_report(main, tmp_path).text, "Same root cause")
+    assert cli.main(["upstream", face.id, "--dir", str(directory), "--envs", str(tmp_path)]) == 0
+    assert (directory / "upstream" / "aaaaaaaaaaaa.md").is_file() and not (directory / "upstream" / "bbbbbbbbbbbb.md").exists()
 
 
 def _state(path, rep, good, bad, order, steps):
