@@ -38,9 +38,23 @@ def example_program(builder, *args, **kwargs):
     """The prim_func an example's builder (`@tilelang.jit`, under `@autotune` or not) makes for these
     arguments, and the pass configs its decorator sets. Built this way, nothing is tuned or run."""
     impl = getattr(builder, "jit_impl", builder)
-    if not hasattr(impl, "get_tir"):  # a plain function that returns its prim_func (a user's file)
-        return builder(*args, **kwargs), {}
-    return impl.get_tir(*args, **kwargs), dict(impl.pass_configs or {})
+    if hasattr(impl, "get_tir"):
+        return impl.get_tir(*args, **kwargs), dict(impl.pass_configs or {})
+    # Before 0.1.7 `@tilelang.jit` (and `@autotune` above it) was a functools wrapper that compiles
+    # when called: the function it wraps returns the prim_func, and the innermost wrapper's closure
+    # holds the jit settings (out_idx, pass_configs). Anything else is called as it is: a plain
+    # function returning its prim_func (a user's file).
+    wrapper, func = None, builder
+    while hasattr(func, "__wrapped__"):
+        wrapper, func = func, func.__wrapped__
+    for cell in getattr(wrapper, "__closure__", None) or ():
+        try:
+            jit = cell.cell_contents
+        except ValueError:  # a cell not yet filled
+            continue
+        if hasattr(jit, "out_idx") and hasattr(jit, "pass_configs"):
+            return func(*args, **kwargs), dict(jit.pass_configs or {})
+    return builder(*args, **kwargs), {}
 
 
 def compile(func, target, knobs=(), kernel=None, pass_configs=None):

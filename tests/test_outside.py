@@ -1,5 +1,6 @@
 """Outside kernels without TileLang or a GPU: where examples come from, the contract rules, the draws
 inside and just outside a contract, and an adapter's I/O mapping run on the CPU with a fake kernel."""
+import functools
 import math
 import os
 import subprocess
@@ -200,3 +201,155 @@ def test_a_peer_run_of_kernels_without_test_shapes_is_a_one_line_error(tmp_path)
                        env={k: v for k, v in os.environ.items() if k != source.ENV})
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip() == "harness run: no test shapes declared for tl_gqa_bwd_tma_reduce (Family.peer)"
+
+
+# --- older releases' examples: files they lack or keep under another name, builders renamed or unfit ---
+
+def _release_tree(tmp_path, monkeypatch, release, files):
+    """A fake source tree of TileLang `release` holding `files` ({path under examples/: source})."""
+    top = tmp_path / f"tilelang-{release}"
+    (top / "examples").mkdir(parents=True, exist_ok=True)
+    for relative, text in files.items():
+        (top / "examples" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (top / "examples" / relative).write_text(text)
+    (top / "VERSION").write_text(release + "\n")
+    monkeypatch.setenv(source.ENV, str(top))
+    return top / "examples"
+
+
+def test_an_older_tree_keeps_a_moved_example_under_its_old_name(tmp_path, monkeypatch):
+    bwd = "def flashattn_fwd(batch, heads, seq_len, dim, is_causal, block_M, block_N):\n    return 'bshd'\n"
+    ex = _release_tree(tmp_path, monkeypatch, "0.1.6.post2", {"flash_attention/example_mha_bwd.py": bwd})
+    assert source.module_path("flash_attention/example_mha_bwd_bshd.py") == ex / "flash_attention/example_mha_bwd.py"
+    assert source.load("flash_attention/example_mha_bwd_bshd.py").flashattn_fwd(1, 1, 8, 64, False, 64, 64) == "bshd"
+    assert len(source.digest("flash_attention/example_mha_bwd_bshd.py")) == 16
+    _release_tree(tmp_path, monkeypatch, "0.1.7", {"flash_attention/example_mha_bwd.py": bwd})  # renamed by then
+    with pytest.raises(source.ExamplesError, match="has no flash_attention/example_mha_bwd_bshd.py"):
+        source.module_path("flash_attention/example_mha_bwd_bshd.py")
+
+
+def test_an_example_a_release_predates_is_unsupported_there_and_missing_elsewhere(tmp_path, monkeypatch):
+    _release_tree(tmp_path, monkeypatch, "0.1.6.post2", {})
+    varlen = "attention_sink/example_gqa_sink_fwd_varlen.py"
+    source.module_path(varlen)  # no error: the run goes on (the CLI checks every family's file so)
+    reason = "TileLang 0.1.6.post2's examples have no attention_sink/example_gqa_sink_fwd_varlen.py (added in 0.1.7.post2)"
+    assert source.lacks(varlen) == reason
+    with pytest.raises(source.ExamplesError, match="have no attention_sink"):
+        source.load(varlen)
+    case = strategies.draw("tl_gqa_sink_fwd_varlen", 1, seed=0, per_kernel=1)[0].replace(knobs=())
+    from harness import worker
+    result = worker.run_case(case, "sm_90a", {})
+    assert (result["verdict"], result["message"]) == ("UNSUPPORTED", f"Unbuildable: {reason}"), result
+    assert "added in 0.1.9" in source.lacks("flash_attention_sm100/mha_fwd_bshd.py")
+    _release_tree(tmp_path, monkeypatch, "0.1.10", {})
+    assert source.lacks(varlen) is None  # 0.1.10 shipped it: a tree without it is refused
+    with pytest.raises(source.ExamplesError, match="has no attention_sink/example_gqa_sink_fwd_varlen.py"):
+        source.module_path(varlen)
+
+
+@pytest.mark.parametrize("name, release, message", [
+    ("tl_gqa_decode", "0.1.6.post2", "flash_decoding/example_gqa_decode.py of TileLang 0.1.6.post2: its kernel takes "
+                                     "glse and Output_partial as arguments; the adapter passes Q, K, V, mask and Output "
+                                     "only (changed in 0.1.9)"),
+    ("tl_gqa_bwd_tma_reduce_varlen", "0.1.6.post2", "example_gqa_bwd_tma_reduce_varlen.py of TileLang 0.1.6.post2: "
+                                                    "its builders take no N_CTX"),
+    ("tl_gqa_bwd_tma_reduce_varlen", "0.1.7.post1", "of TileLang 0.1.7.post1: its atomic variant keeps dQ, dK and dV "
+                                                    "as [heads, total, dim]"),
+])
+def test_an_adapter_that_does_not_fit_an_older_example_is_unsupported_there(tmp_path, monkeypatch, name, release,
+                                                                            message):
+    fam = kernels.family(name)
+    _release_tree(tmp_path, monkeypatch, release, {fam.module: "raise AssertionError('never imported')\n"})
+    case = strategies.draw(name, 1, seed=0, per_kernel=1)[0]
+    with pytest.raises(kernels.Unbuildable, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        fam.build(case, "sm_90a")
+
+
+def _builders(*names):
+    """An example file whose builders are plain functions returning their own name."""
+    return "".join(f"def {n}(*args, **kwargs):\n    return {n!r}\n" for n in names)
+
+
+@pytest.mark.parametrize("name, release, file, bwd", [
+    ("tl_gqa_bwd_tma_reduce", "0.1.6.post2", "flash_attention/example_gqa_bwd_tma_reduce.py", "flashattn_bwd_split"),
+    ("tl_gqa_bwd_tma_reduce", "0.1.7", "flash_attention/example_gqa_bwd_tma_reduce.py", "flashattn_bwd_split_novarlen"),
+    ("tl_mha_bwd_bshd", "0.1.6.post2", "flash_attention/example_mha_bwd.py", "flashattn_bwd"),
+    ("tl_mha_bwd_bshd", "0.1.10", "flash_attention/example_mha_bwd_bshd.py", "flashattn_bwd"),
+])
+def test_an_adapter_builds_an_older_release_by_its_file_and_builder_names(tmp_path, monkeypatch, name, release, file,
+                                                                          bwd):
+    """tma_reduce's split builder was flashattn_bwd_split before 0.1.7 (same arguments and buffers);
+    example_mha_bwd_bshd.py was example_mha_bwd.py."""
+    compat = pytest.importorskip("harness.compat")  # the builder imports it (and so TileLang)
+    monkeypatch.setattr(compat, "compile", lambda func, target, knobs, kernel, pass_configs: func)
+    _release_tree(tmp_path, monkeypatch, release, {file: _builders(
+        "flashattn_fwd", "flashattn_bwd_preprocess", "flashattn_bwd_postprocess", bwd)})
+    case = next(c for c in strategies.draw(name, 4, seed=0, per_kernel=1) if c.variant in ("split", "default"))
+    assert kernels.family(name).build(case, "sm_90a") == {"fwd": "flashattn_fwd", "preprocess": "flashattn_bwd_preprocess",
+                                                          "bwd": bwd, "postprocess": "flashattn_bwd_postprocess"}
+
+
+class _Jit:
+    """The shape of TileLang 0.1.6.post2's @tilelang.jit: a functools wrapper that compiles when called,
+    its settings in the wrapper's closure."""
+
+    def __init__(self, out_idx=None, pass_configs=None):
+        self.out_idx, self.pass_configs = out_idx, pass_configs
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            raise AssertionError(f"compiled {func.__name__} with out_idx {self.out_idx}")
+        return wrapper
+
+
+def _autotune(fn):
+    """0.1.6.post2's @autotune(...) above it: one more functools wrapper, which tunes when called."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        raise AssertionError(f"tuned {fn.__name__}")
+    return wrapper
+
+
+def test_a_pre_0_1_7_builder_gives_its_prim_func_and_pass_configs_without_compiling():
+    compat = pytest.importorskip("harness.compat")  # it imports TileLang
+
+    @_autotune
+    @_Jit(out_idx=[3], pass_configs={"tl.enable_fast_math": True})
+    def flashattn(batch, heads, block_M=64):
+        return ("prim_func", batch, heads, block_M)
+
+    assert compat.example_program(flashattn, 2, 4, block_M=128) == (("prim_func", 2, 4, 128),
+                                                                     {"tl.enable_fast_math": True})
+    assert compat.example_program(_Jit()(lambda n: ("prim_func", n)), 3) == (("prim_func", 3), {})
+    assert compat.example_program(lambda n: ("mine", n), 5) == (("mine", 5), {})  # a user's plain builder
+
+
+@pytest.mark.parametrize("release, posted", [("0.1.6.post2", True), ("0.1.7.post1", True), ("0.1.7.post2", False),
+                                             ("0.1.10", False)])
+def test_the_tma_reduce_atomic_variant_is_postprocessed_where_its_release_lays_dk_dv_out_so(tmp_path, monkeypatch,
+                                                                                          release, posted):
+    """Before 0.1.7.post2 its atomic variant kept dQ, dK and dV as [b, h, l, d] and its own backward ran
+    the postprocess on all three; later ones accumulate in plain layout and need none."""
+    _release_tree(tmp_path, monkeypatch, release, {})
+    fam = kernels.family("tl_gqa_bwd_tma_reduce")
+    case = Case(family=fam.name, variant="atomic", batch=1, heads=4, kv_heads=2, seqlen_q=8, seqlen_k=8, layout="bshd")
+    calls = []
+
+    def fill(*values):
+        def kernel(*args):
+            calls.append(values)
+            for out, value in zip(args[-len(values):], values):
+                out.fill_(value)
+        return kernel
+
+    def postprocess(dq, dk, dv, dq_out, dk_out, dv_out):
+        calls.append("postprocess")
+        for acc, out in ((dq, dq_out), (dk, dk_out), (dv, dv_out)):
+            out.copy_(acc + 100)
+
+    kernels_ = {"fwd": fill(0.0, 0.0), "preprocess": fill(0.0), "bwd": fill(1.0, 2.0, 3.0), "postprocess": postprocess}
+    out = fam.run(kernels_, case, fam.make_inputs(case, "cpu"))
+    assert ("postprocess" in calls) == posted
+    assert [out[n].float().unique().tolist() for n in ("dQ", "dK", "dV")] == ([[101.0], [102.0], [103.0]] if posted
+                                                                             else [[1.0], [2.0], [3.0]])

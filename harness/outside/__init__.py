@@ -7,7 +7,8 @@ which arguments a Case gives it (`Program`), the contract the example states (`R
 (through harness.bands: guarded when a guard is active). The judging is ours: the same float64
 autograd references and tolerance rule as every family; the example's own `ref_program` is never the
 oracle. Examples take lengths and batch as Python ints, so every length is its own compile
-(`Family.compiled`).
+(`Family.compiled`). An adapter is written for the current examples; `Before` records how an older
+release's differs: a builder's old name, or why the adapter cannot drive it (UNSUPPORTED there).
 """
 from __future__ import annotations
 
@@ -33,14 +34,41 @@ class Program:
     kwargs: Callable[[Case], dict] = field(default=lambda case: {})
 
 
+@dataclass(frozen=True)
+class Before:
+    """The example as releases before `release` ship it: its builders under other names (`renamed`:
+    (name now, name then) pairs), or why the adapter cannot drive it (`unfit`, one line: its cases
+    are UNSUPPORTED on such a tree)."""
+    release: str
+    renamed: tuple[tuple[str, str], ...] = ()
+    unfit: str | None = None
+
+
+def released(module: str, before: tuple[Before, ...] = ()) -> dict[str, str]:
+    """{builder name now: its name in the examples tree's release}; Unbuildable when that release
+    lacks the example or the adapter does not fit it."""
+    lacking = source.lacks(module)
+    if lacking:
+        raise Unbuildable(lacking)
+    names = {}
+    for b in before:
+        release = source.before(b.release)
+        if release and b.unfit:
+            raise Unbuildable(f"{module} of TileLang {release}: {b.unfit} (changed in {b.release})")
+        if release:
+            names.update(b.renamed)
+    return names
+
+
 def tile(case: Case) -> dict:
     """The tile parameters every tunable builder takes: passing them all skips the autotuner."""
     return {"block_M": case.block_m, "block_N": case.block_n, "num_stages": case.num_stages, "threads": case.threads}
 
 
-def builder(module: str, programs: Callable[[Case], dict[str, Program]]):
+def builder(module: str, programs: Callable[[Case], dict[str, Program]], before: tuple[Before, ...] = ()):
     """build(case, target) for the example file `module`: {kernel name: compiled kernel}."""
     def build(case: Case, target: str) -> dict:
+        names = released(module, before)  # before TileLang is imported: an old release's gaps need none
         from harness import compat
 
         try:
@@ -50,7 +78,8 @@ def builder(module: str, programs: Callable[[Case], dict[str, Program]]):
         out = {}
         for name, p in programs(case).items():
             try:
-                func, configs = compat.example_program(getattr(example, p.builder), *p.args(case), **p.kwargs(case))
+                func, configs = compat.example_program(getattr(example, names.get(p.builder, p.builder)),
+                                                       *p.args(case), **p.kwargs(case))
             except (TypeError, AttributeError, NameError) as e:
                 # The example calls TileLang's language in a way this release does not take (an API
                 # of another release): nothing reached the compiler.
@@ -82,10 +111,11 @@ def rows_of_8() -> Rule:
                 ("seqlen_q", "seqlen_k"), lambda c: c.seqlen_q % 8 == 0 and c.seqlen_k % 8 == 0)
 
 
-def family(name: str, module: str, programs, run, **declared) -> Family:
-    """An outside kernel as a family: `declared` are Family fields (references, tensors, offer, rules)."""
+def family(name: str, module: str, programs, run, before: tuple[Before, ...] = (), **declared) -> Family:
+    """An outside kernel as a family: `declared` are Family fields (references, tensors, offer, rules);
+    `before`: how older releases' example differs."""
     declared = {"compiled": COMPILED, "fits": lambda *tile_and_dims: None, **declared}
-    return Family(name=name, build=builder(module, programs), run=run, module=module, **declared)
+    return Family(name=name, build=builder(module, programs, before), run=run, module=module, **declared)
 
 
 def canonical(case: Case, out: dict) -> dict:

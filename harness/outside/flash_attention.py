@@ -12,6 +12,7 @@ from harness import layout, reference
 from harness.kernels import Rule, bwd_family, launch, varlen_bwd_family, varlen_family
 from harness.outside import (
     LN2,
+    Before,
     Program,
     buffers,
     canonical,
@@ -22,6 +23,7 @@ from harness.outside import (
     padded,
     rows_of_8,
     same_lengths,
+    source,
     tile,
     v_at_most_128,
 )
@@ -95,10 +97,12 @@ def _grad_buffers(case, device, kv: str) -> dict:
     return buffers(device, dQ_acc=(_shape(case, case.seqlen_q, case.heads, case.head_dim), F32, 0.0), **kv)
 
 
-def backward_run(post_all: bool = False, kv=lambda case: case.variant):
+def backward_run(post_all: bool = False, kv=lambda case: case.variant, post_atomic_before: str | None = None):
     """run(kernels, case, inputs) for fwd/preprocess/bwd/postprocess examples. `post_all`: its
     postprocess converts dQ, dK and dV together (the TMA-reduce example; its atomic variant
-    accumulates in plain fp32 layout and needs none); else dQ alone. `kv(case)`: how it keeps dK/dV."""
+    accumulates in plain fp32 layout and needs none, except in releases before `post_atomic_before`,
+    whose atomic accumulators are laid out as the postprocess reads them); else dQ alone.
+    `kv(case)`: how it keeps dK/dV."""
     def run(kernels, case, inputs) -> dict:
         q, k, v, do = (inputs[n] for n in ("q", "k", "v", "do"))
         rows, dt = (case.batch, case.heads, case.seqlen_q), _dtype(case)
@@ -110,14 +114,17 @@ def backward_run(post_all: bool = False, kv=lambda case: case.variant):
         g = _grad_buffers(case, q.device, kv(case))
         launch("bwd", kernels["bwd"], q, k, v, do, b["LSE"], b["Delta"], g["dQ_acc"], g["dK_acc"], g["dV_acc"])
         dk, dv = (g[n].sum(0) if case.variant == "split" else g[n] for n in ("dK_acc", "dV_acc"))
-        if post_all and case.variant == "atomic":
+        atomic_laid_out = case.variant == "atomic" and post_atomic_before and source.before(post_atomic_before)
+        if post_all and case.variant == "atomic" and not atomic_laid_out:
             dq = g["dQ_acc"]
         elif post_all:
             z = buffers(q.device, dK_zero=(dk.shape, F32, 0.0), dV_zero=(dv.shape, F32, 0.0),
                         dK_out=(dk.shape, dt, NAN), dV_out=(dv.shape, dt, NAN))
-            launch("postprocess", kernels["postprocess"], g["dQ_acc"], z["dK_zero"], z["dV_zero"], b["dQ"],
-                   z["dK_out"], z["dV_out"])
+            dk_in, dv_in = (g["dK_acc"], g["dV_acc"]) if atomic_laid_out else (z["dK_zero"], z["dV_zero"])
+            launch("postprocess", kernels["postprocess"], g["dQ_acc"], dk_in, dv_in, b["dQ"], z["dK_out"], z["dV_out"])
             dq = b["dQ"]
+            if atomic_laid_out:
+                dk, dv = z["dK_out"], z["dV_out"]
         else:
             launch("postprocess", kernels["postprocess"], g["dQ_acc"], b["dQ"])
             dq = b["dQ"]
@@ -147,7 +154,7 @@ MHA_BWD_BHSD = _mha_backward("tl_mha_bwd_bhsd", "flash_attention/example_mha_bwd
 MHA_BWD_BSHD = _mha_backward("tl_mha_bwd_bshd", "flash_attention/example_mha_bwd_bshd.py", "bshd")
 
 
-def _gqa_backward(name, module, split_builder, post_all, rules, peer):
+def _gqa_backward(name, module, split_builder, post_all, rules, peer, before=(), post_atomic_before=None):
     def programs(c):
         groups = c.heads // c.kv_heads
         dims = (c.batch, c.heads, c.seqlen_q, c.head_dim, c.head_dim_v)
@@ -159,7 +166,8 @@ def _gqa_backward(name, module, split_builder, post_all, rules, peer):
                 "bwd": Program(main, lambda c: (*dims, c.causal, c.block_m, c.block_n),
                                lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
                 "postprocess": Program("flashattn_bwd_postprocess", lambda c: post)}
-    return family(name, module, programs, backward_run(post_all), variants=("atomic", "split"),
+    return family(name, module, programs, backward_run(post_all, post_atomic_before=post_atomic_before),
+                  before=before, variants=("atomic", "split"),
                   head_dims=(64, 128, 192), fits=v_at_most_128,
                   tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("bshd",), takes=("causal",),
                   dtypes=("float16",), lengths="same", rules=(same_lengths(), *rules),
@@ -169,9 +177,12 @@ def _gqa_backward(name, module, split_builder, post_all, rules, peer):
 
 GQA_BWD = _gqa_backward("tl_gqa_bwd", "flash_attention/example_gqa_bwd.py", "flashattn_bwd_split", False,
                         (rows_of_8(),), ({**dense(1, 256), **heads(32, 2, 192, 128)},))
-# Its dQ layout is plain [b, h, l, d]: no row tiling to respect.
+# Its dQ layout is plain [b, h, l, d]: no row tiling to respect. Its split builder had another name
+# before 0.1.7; its atomic variant kept dQ, dK, dV as [b, h, l, d] (postprocessed) before 0.1.7.post2.
 GQA_BWD_TMA_REDUCE = _gqa_backward("tl_gqa_bwd_tma_reduce", "flash_attention/example_gqa_bwd_tma_reduce.py",
-                                   "flashattn_bwd_split_novarlen", True, (), ())  # no test runs it
+                                   "flashattn_bwd_split_novarlen", True, (), (),  # no test runs it
+                                   (Before("0.1.7", renamed=(("flashattn_bwd_split_novarlen", "flashattn_bwd_split"),)),),
+                                   post_atomic_before="0.1.7.post2")
 
 
 # --- varlen forward: O = kernel(Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q) -----------------------
@@ -254,7 +265,12 @@ VARLEN_BACKWARD = (("O", "forward"), ("dQ", "gradient"), ("dK", "gradient"), ("d
 
 GQA_BWD_TMA_REDUCE_VARLEN = family(
     "tl_gqa_bwd_tma_reduce_varlen", "flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
-    _varlen_backward_programs, _varlen_backward_run, variants=("atomic", "split"), head_dims=(64, 128, 192),
+    _varlen_backward_programs, _varlen_backward_run,
+    before=(Before("0.1.7", unfit="its builders take no N_CTX and keep LSE and Delta as [total_q, heads], "
+                                  "not the [batch, heads, N_CTX] the adapter passes"),
+            Before("0.1.7.post2", unfit="its atomic variant keeps dQ, dK and dV as [heads, total, dim] for its "
+                                        "postprocess, which the adapter does not run")),
+    variants=("atomic", "split"), head_dims=(64, 128, 192),
     fits=v_at_most_128, peer=({**padded(1, 256, 256, equal=True), **heads(32, 2, 192, 128)},),
     tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("thd",), locate=varlen_family.locate, takes=("causal",),
     dtypes=("float16",),

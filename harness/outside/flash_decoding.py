@@ -11,7 +11,7 @@ import torch
 
 from harness import layout, reference
 from harness.kernels import Rule, launch
-from harness.outside import Program, buffers, dense, family, heads, one_head_dim
+from harness.outside import Before, Program, buffers, dense, family, heads, one_head_dim
 
 SPLITS = {"no_split": 1, "split": 8}  # its heuristic config: 8 splits on every GPU but sm_89
 
@@ -41,6 +41,8 @@ GQA_DECODE = family(
                                             "num_split": SPLITS[c.variant], "num_stages": c.num_stages,
                                             "threads": c.threads})},
     _run, variants=tuple(SPLITS), head_dims=(64, 128),
+    before=(Before("0.1.9", unfit="its kernel takes glse and Output_partial as arguments; the adapter passes "
+                                  "Q, K, V, mask and Output only"),),
     tiles=((64, 128, 2, 128), (64, 64, 1, 128)),  # (block_H, block_N, num_stages, threads): its configs
     layouts=("bshd",), lengths="decode", takes=(), dtypes=("float16",),
     rules=(one_head_dim(),

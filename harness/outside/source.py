@@ -6,7 +6,9 @@ processes find the same tree; `harness examples fetch` downloads the installed r
 package from the package index (0.1.7 to 0.1.14 have one) and unpacks its examples/.
 
 A tree belongs to a release: its VERSION file (beside examples/) must be the installed TileLang's,
-except where a release published no examples (NEWEST_EXAMPLES: 0.1.15 takes 0.1.14's).
+except where a release published no examples (NEWEST_EXAMPLES: 0.1.15 takes 0.1.14's). The adapters
+name each example by its current path; an older tree keeps some under another name (MOVED) or lacks
+them (ADDED): there, their cases are UNSUPPORTED with the reason (`lacks`), not the run refused.
 """
 from __future__ import annotations
 
@@ -20,12 +22,21 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from harness.case import CaseError
 
 ENV = "HARNESS_EXAMPLES"
 INDEX = "https://pypi.org/simple/tilelang/"
 # Releases with no source package, nor a tag in the stored checkout: the newest examples that run on them.
 NEWEST_EXAMPLES = {"0.1.15": "0.1.14"}
+# Example files by the release that first shipped them (read off TileLang's tags): older trees lack them.
+ADDED = {"attention_sink/example_gqa_sink_fwd_varlen.py": "0.1.7.post2",
+         "attention_sink/example_gqa_sink_bwd_varlen.py": "0.1.7.post2",
+         **{f"flash_attention_sm100/{name}.py": "0.1.9"
+            for name in ("mha_fwd_bshd", "gqa_fwd_bshd", "mha_bwd_bshd", "gqa_bwd_bshd")}}
+# Example files renamed in a release: {path now: (that release, the path before it)}.
+MOVED = {"flash_attention/example_mha_bwd_bshd.py": ("0.1.7", "flash_attention/example_mha_bwd.py")}
 
 
 class ExamplesError(CaseError):
@@ -63,6 +74,29 @@ def check_release(examples: Path, installed: str) -> str:
     return found
 
 
+def older(release: str, than: str) -> bool:
+    """Whether TileLang `release` came before `than` (False for a version string that does not parse)."""
+    try:
+        return Version(release) < Version(than)
+    except InvalidVersion:
+        return False
+
+
+def before(than: str) -> str | None:
+    """The examples tree's release when it came before `than`, else None (also for a tree without VERSION)."""
+    release = version(root())
+    return release if release and older(release, than) else None
+
+
+def lacks(relative: str) -> str | None:
+    """Why the tree has no `relative` when its release predates that example (ADDED), else None."""
+    added = ADDED.get(relative)
+    release = added and before(added)
+    if release and not (root() / relative).is_file():
+        return f"TileLang {release}'s examples have no {relative} (added in {added})"
+    return None
+
+
 def use(path: str, installed: str) -> str:
     """Point this process and its workers at the examples under `path`; returns their release."""
     os.environ[ENV] = str(Path(path).resolve())
@@ -80,15 +114,26 @@ def use_file(path: str) -> Path:
 
 
 def module_path(relative: str) -> Path:
-    path = root() / relative
+    """Where the tree keeps the example the adapters call `relative` (under its old name in a release
+    before a MOVED one). ExamplesError when it is missing, except from a release that predates it
+    (`lacks`): that adapter's cases are UNSUPPORTED, the run goes on."""
+    moved = MOVED.get(relative)
+    path = root() / (moved[1] if moved and before(moved[0]) else relative)
+    if not path.is_file() and lacks(relative) is None:
+        raise ExamplesError(f"{root()} has no {path.relative_to(root())} (another release's examples?)")
+    return path
+
+
+def _file(relative: str) -> Path:
+    path = module_path(relative)
     if not path.is_file():
-        raise ExamplesError(f"{root()} has no {relative} (another release's examples?)")
+        raise ExamplesError(lacks(relative))
     return path
 
 
 def digest(relative: str) -> str:
     """sha256 (16 hex digits) of one example file: a reproducer names the program it ran."""
-    return hashlib.sha256(module_path(relative).read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(_file(relative).read_bytes()).hexdigest()[:16]
 
 
 _loaded: dict[Path, object] = {}
@@ -96,7 +141,7 @@ _loaded: dict[Path, object] = {}
 
 def load(relative: str):
     """Import one example file (its directory first on sys.path: examples import their siblings)."""
-    path = module_path(relative)
+    path = _file(relative)
     if path not in _loaded:
         if str(path.parent) not in sys.path:
             sys.path.insert(0, str(path.parent))
