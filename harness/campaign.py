@@ -24,7 +24,7 @@ from harness import case as case_mod
 from harness import kernels, oracle, record, report
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
-from harness.pool import Pool, Timeouts, default_size
+from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
 
 
 class CampaignError(ValueError):
@@ -52,6 +52,7 @@ class Options:
     stop_after: int = 0              # stop starting cases after this many new failures (0: never)
     sanitize: str | None = None      # rerun each new reproducer once under this compute-sanitizer tool
     peer: bool = False               # the kernels' own test shapes (Family.peer) instead of drawn cases
+    max_worker_restarts: int | None = None  # dead or hung workers replaced, then the run stops (None: 4 per worker)
 
 
 def _err(*lines):
@@ -169,7 +170,8 @@ def read_results(path: Path, resume: bool = True) -> tuple[list[dict], list[str]
 
 # ----------------------------------------------------------------------------- the campaign
 def run(opts: Options) -> int:
-    """0 nothing new failed, 1 a new failure or a harness error, 125 TileLang does not import."""
+    """0 nothing new failed, 1 a new failure or a harness error (or workers died or hung past
+    max_worker_restarts: the run stopped), 125 TileLang does not import."""
     if opts.out.exists() and not opts.out.is_dir():
         raise CampaignError(f"--out {opts.out} is a file, not a directory")
     results_path = opts.out / "results.jsonl"
@@ -182,7 +184,9 @@ def run(opts: Options) -> int:
     gpus = gpu_count()
     target = "auto" if gpus else opts.arch
     workers = opts.workers or default_size()
-    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None) as pool:
+    restarts = default_max_restarts(workers) if opts.max_worker_restarts is None else opts.max_worker_restarts
+    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None,
+              max_restarts=restarts) as pool:
         # First the workers (each imports torch and TileLang: seconds), then everything else while
         # they start: the environment probe (a child importing TileLang; the first result waits
         # for it), and the cases to draw. cases/s counts from the workers' start.
@@ -206,6 +210,10 @@ def run(opts: Options) -> int:
         except Untestable as e:  # every case would fail the same way: not a finding about kernels
             _err(f"harness run: cannot test here: tilelang {e}")
             return 125
+        except RestartsExhausted as e:  # workers that keep dying or hanging: a stop, not a loop of restarts
+            _err(f"harness run: stopped: {e} (--max-worker-restarts {restarts}); the results so far are in "
+                 f"{results_path}, and the same command continues the run")
+            return 1
         elapsed = time.monotonic() - t0
     # The pool is closed: its workers held the GPUs, and minimizing starts its own.
     everything = previous + results

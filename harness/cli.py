@@ -209,7 +209,7 @@ def _campaign(args, families) -> int:
                             reproducers=Path(args.reproducers), minimize=args.minimize,
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
                             shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures,
-                            peer=args.peer)
+                            peer=args.peer, max_worker_restarts=args.max_worker_restarts)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -564,6 +564,9 @@ def _campaign_args(p):
                    help="run the I-th of N disjoint parts of the cases, split by kernel (several runners)")
     p.add_argument("--stop-after-failures", type=_nonnegative_int, default=0, metavar="N",
                    help="stop starting cases after N new failures (not a recorded bug; 0: run them all)")
+    p.add_argument("--max-worker-restarts", type=_nonnegative_int, metavar="N",
+                   help="replace workers that died or hung N times in all, then stop the run (exit 1; the same "
+                        "command continues it; default: 4 per worker)")
     p.add_argument("--no-pairwise", action="store_true",
                    help="draw every kernel at random (default: first a covering array of static feature pairs)")
     p.add_argument("--out", type=_out_dir, default="reports/run", help="results directory (the same one resumes)")

@@ -1,9 +1,15 @@
-"""The pool side of the process boundary: worker processes, timeouts, scheduling.
+"""The pool side of the process boundary: worker processes, their protocol, timeouts.
 
 An illegal memory access poisons a CUDA context and a barrier bug hangs forever, so every case
 runs in a worker process (harness.worker): the pool gives each stage a deadline, kills a worker
-that misses it (HANG), replaces one that dies (CRASH), and goes on. Cases that share a compiled
-kernel go to the worker that compiled it; one kernel is never compiled twice at once.
+that misses it (HANG), replaces one that dies (CRASH), and goes on, up to a budget of
+replacements if one is given (max_restarts). Which case goes to which worker is harness.schedule's
+policy: cases that share a compiled kernel go to the worker that compiled it; one kernel is never
+compiled twice at once.
+
+Each worker event (a JSON line, harness.worker) has one handler (Pool.handlers); a line that is
+no known event is the harness's error for that case, and the worker, out of step, is ended. Every
+worker that goes down (hung, dead, out of step, or abandoned) goes through Pool._down.
 """
 from __future__ import annotations
 
@@ -14,13 +20,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import kernels, oracle
+from harness import kernels, oracle, schedule
+from harness.schedule import Job, Scheduler, Timeouts
 from harness.worker import BUILD, SPAWNED_AT
+
+WORKER = [sys.executable, "-m", "harness.worker"]  # the worker's command line, less its --target
 
 
 def _xdist_processes() -> int:
@@ -47,10 +54,22 @@ def device_names(gpus, env) -> list[str]:
     return [visible[g] if visible else str(g) for g in gpus]
 
 
-@dataclass
-class Timeouts:
-    compile: float = 600.0  # worker start + compile
-    run: float = 60.0       # inputs + kernel + judge
+def default_max_restarts(workers: int) -> int:
+    """A campaign's budget of worker replacements: pytest-xdist's default (--max-worker-restart),
+    4 per worker. A kernel that hangs or crashes costs a replacement per case of it (--per-kernel,
+    4 by default), so 4 per worker lets a campaign go on past a bad kernel on every worker; a worker
+    that dies whatever its case (a broken install, a lost GPU, memory) would otherwise make every
+    remaining case a CRASH, each after a worker start. A campaign resumes (results.jsonl), so one
+    stopped by the budget loses nothing: the same command continues it, a larger budget further."""
+    return 4 * workers
+
+
+class PoolError(Exception):
+    """The pool cannot go on; the message is one line."""
+
+
+class RestartsExhausted(PoolError):
+    """Workers died or hung more often than the pool may replace them (Pool's max_restarts)."""
 
 
 class _Worker:
@@ -62,21 +81,21 @@ class _Worker:
             env["CUDA_VISIBLE_DEVICES"] = device
         env[SPAWNED_AT] = repr(time.time())
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--target", target],
+        self.proc = subprocess.Popen([*WORKER, "--target", target],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      env=env, start_new_session=True)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.buf = b""
-        self.case = None
-        self.stage = None
+        self.job: Job | None = None
         self.found = {}  # the compiled kernel's hazards and code digest, for a case that never answers
-        self.deadline = None
+        self.down = False     # Pool._down ended it
+        self.retired = False  # ended by the pool's choice (a run abandoned, close()), not lost
 
-    def assign(self, case, timeouts, build=False):
-        """Send `case` to run, or with `build` its kernel only to build (Pool.prepare)."""
-        self.case, self.stage, self.found = case, "compile", {}
-        self.deadline = time.monotonic() + timeouts.compile
-        self.proc.stdin.write(((BUILD if build else "") + case_mod.to_json(case) + "\n").encode())
+    def assign(self, job: Job, timeouts: Timeouts):
+        """Send the job's case to run, or for a build its kernel only to build (Pool.prepare)."""
+        self.job, self.found = job, {}
+        job.start(time.monotonic(), timeouts)
+        self.proc.stdin.write(((BUILD if job.build else "") + case_mod.to_json(job.case) + "\n").encode())
         self.proc.stdin.flush()
 
     def signal(self):
@@ -105,9 +124,13 @@ class Pool:
     Workers outlive a call to run() (their compiled kernels stay warm); close() ends them.
     prepare() queues kernels to build ahead: workers that no case of a run() is waiting for
     build them, and a later case of the same kernel goes to the worker that built it.
+    With `max_restarts`, a worker that died or hung is replaced at most that many times in all:
+    the next replacement raises RestartsExhausted instead, and the pool runs nothing more
+    (None: always replaced).
     """
 
-    def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts | None = None, gpus=None, env=None):
+    def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts | None = None, gpus=None, env=None,
+                 max_restarts: int | None = None):
         self.n, self.target, self.timeouts = workers, target, timeouts or Timeouts()
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -115,12 +138,21 @@ class Pool:
         self.devices = device_names(gpus, self.env) if gpus else [None]
         self.env.setdefault("OMP_NUM_THREADS", str(threads_per_worker(workers)))
         self.started = 0  # worker processes started, replacements included
+        self.max_restarts = max_restarts
+        self.restarts = 0       # workers that died or hung, replaced
+        self.lost = None        # the last worker that died or hung: what it was doing
+        self.stopped = None     # why the pool stopped (RestartsExhausted's message), once it has
         self.workers: dict[int, _Worker] = {}
-        self.owners = {}  # static key -> slot that compiled it
-        self.compiled = set()  # static keys some worker has finished compiling (now on disk)
-        self.builds: list = []  # cases whose kernels prepare() queued, not yet handed to a worker
+        self.sched = Scheduler(workers, kernels.kernel_key)
         self.busy: dict[int, _Worker] = {}  # slot -> worker with a job out (a run()'s case or a build)
         self.sel = selectors.DefaultSelector()
+        # One handler per worker event (harness.worker's protocol): None while the job goes on, else its result.
+        self.handlers = {"stage": self._on_stage, "refused": self._on_refused, "result": self._on_result}
+
+    @property
+    def builds(self) -> list:
+        """Cases whose kernels prepare() queued, not yet handed to a worker."""
+        return self.sched.builds
 
     def __enter__(self):
         return self
@@ -131,43 +163,68 @@ class Pool:
     def close(self):
         for w in self.workers.values():  # all at once: a worker with a CUDA context takes a while to exit
             w.signal()
-        for w in self.workers.values():
-            w.kill()
+        for slot in list(self.workers):
+            self._down(slot, lost=False)
         self.workers.clear()
-        for w in self.busy.values():
-            self.sel.unregister(w.proc.stdout)
-        self.busy.clear()
-        self.builds.clear()
+        self.sched.builds.clear()
 
+    # ------------------------------------------------------------------ workers up and down
     def _fresh(self, slot) -> _Worker:
         """The worker in `slot`, started or replaced if it is missing or dead."""
         w = self.workers.get(slot)
         if w is None or w.proc.poll() is not None:
             if w is not None:
-                w.kill()
+                if not w.down:  # it died while idle
+                    self._down(slot)
+                if not w.retired:
+                    self._budget([slot])
+                    self.restarts += 1
             self.started += 1
             w = self.workers[slot] = _Worker(slot, self.target, self.devices[slot % len(self.devices)], self.log_dir, self.env)
         return w
 
-    def _end(self, slot, w):
-        """Kill `slot`'s worker (or reap a dead one): the kernels it compiled die with it."""
+    def _replacing(self, slot) -> bool:
+        """Whether a job for `slot` needs its worker, which died or hung, replaced."""
+        w = self.workers.get(slot)
+        return w is not None and w.proc.poll() is not None and not w.retired
+
+    def _budget(self, slots) -> None:
+        """RestartsExhausted if replacing the lost workers of `slots` passes max_restarts."""
+        if self.stopped is None:
+            wanted = sum(map(self._replacing, slots))
+            if not wanted or self.max_restarts is None or self.restarts + wanted <= self.max_restarts:
+                return
+            self.stopped = (f"a worker died or hung ({self.lost}) and {self.restarts} were replaced already, "
+                            f"the most allowed")
+        raise RestartsExhausted(self.stopped)
+
+    def _down(self, slot, result: dict | None = None, lost: bool = True) -> dict | None:
+        """The one place a worker goes down: `slot`'s worker is killed (or reaped) and its kernels
+        die with it. `lost`: it hung, died or went out of step (its replacement counts against
+        max_restarts), else the pool ended it (a run abandoned, close()). Returns `result`, the
+        verdict of the case it had, if any, as run() yields it."""
+        w = self._drop(slot) if slot in self.busy else self.workers[slot]
         w.kill()
-        self.owners = {k: s for k, s in self.owners.items() if s != slot}
+        w.down, w.retired = True, not lost
+        self.sched.forget(slot)
+        if lost:
+            self.lost = (f"{result.get('verdict')} at {result.get('stage')} of case {result.get('case_id')}" if result
+                         else f"worker {slot} exited with status {w.proc.returncode} while idle")
+        return None if result is None else self._tagged(result, w)
 
     def start(self, cases: int) -> None:
         """Start the workers `cases` cases will use now, so that their imports and warm-up overlap
         with what the caller does next (run() starts missing ones itself)."""
+        self._budget([])
         for slot in range(min(self.n, cases)):
-            self._fresh(slot)
+            if slot not in self.busy:
+                self._fresh(slot)
 
+    # ------------------------------------------------------------------ jobs
     def prepare(self, cases) -> None:
         """Queue the kernels of `cases` (one each, in order) to be built ahead, and start building."""
-        queued = {kernels.kernel_key(c) for c in self.builds}
-        for c in cases:
-            key = kernels.kernel_key(c)
-            if key not in queued and key not in self.owners and key not in self.compiled:
-                queued.add(key)
-                self.builds.append(c)
+        self._budget([])
+        self.sched.queue_builds(cases)
         self._dispatch({}, 0)
 
     def run_one(self, case) -> dict:
@@ -176,10 +233,10 @@ class Pool:
     def run(self, cases, deadline=None):
         """Yield one result dict per case, in completion order, until `deadline` (time.monotonic()):
         then the cases not yet answered are not run, and those in flight are abandoned (a cold
-        compile can outlast a time box by minutes)."""
-        groups = OrderedDict()
-        for c in cases:
-            groups.setdefault(kernels.kernel_key(c), []).append(c)
+        compile can outlast a time box by minutes). RestartsExhausted ends it the same way when the
+        next job would need a replacement past max_restarts (every result so far was yielded)."""
+        self._budget([])
+        groups = self.sched.group(cases)
         mine = set()  # slots running a case of this run
         try:
             while deadline is None or time.monotonic() < deadline:
@@ -192,72 +249,52 @@ class Pool:
                         yield r
         finally:
             for slot in mine:  # abandoned mid-case: their answers would be stale
-                self._end(slot, self._drop(slot))
+                self._down(slot, lost=False)
 
     def _dispatch(self, groups, wanted) -> set[int]:
-        """Hand out jobs to idle workers: the cases in `groups` first, then queued builds. Returns
-        the slots given a case. Workers are started up to `wanted` (or all, with builds queued)."""
-        limit = self.n if self.builds else min(self.n, wanted)
-        slots = set(range(limit)) | {s for s, w in self.workers.items() if w.proc.poll() is None}
-        idle = [s for s in sorted(slots) if s not in self.busy]
-        given = set()
-        for slot in list(idle):
-            key = self._pick(groups, slot, idle)
-            if key is None:
-                continue
-            self._assign(slot, groups[key].pop(0))
-            if not groups[key]:
-                del groups[key]
-            idle.remove(slot)
-            given.add(slot)
-        for slot in idle:
-            while self.builds:
-                case = self.builds.pop(0)
-                key = kernels.kernel_key(case)
-                if key not in self.owners and key not in self.compiled:
-                    self.owners[key] = slot
-                    self._assign(slot, case, build=True)
-                    break
-        return given
-
-    def _assign(self, slot, case, build=False):
-        w = self._fresh(slot)
-        w.assign(case, self.timeouts, build)
-        self.sel.register(w.proc.stdout, selectors.EVENT_READ, slot)
-        self.busy[slot] = w
+        """Hand out the scheduler's jobs to idle workers (harness.schedule), replacing lost ones
+        within the budget (checked for all the jobs before any is sent). Returns the slots given a
+        case of `groups`."""
+        alive = {s for s, w in self.workers.items() if w.proc.poll() is None}
+        jobs = self.sched.dispatch(groups, wanted, set(self.busy), alive)
+        self._budget([j.slot for j in jobs])
+        for job in jobs:
+            w = self._fresh(job.slot)
+            w.assign(job, self.timeouts)
+            self.sel.register(w.proc.stdout, selectors.EVENT_READ, job.slot)
+            self.busy[job.slot] = w
+        return {j.slot for j in jobs if not j.build}
 
     def _drop(self, slot) -> _Worker:
         """`slot`'s job is over: its worker is idle (or dead)."""
         w = self.busy.pop(slot)
         self.sel.unregister(w.proc.stdout)
-        w.case = None
+        w.job = None
         return w
 
     def _events(self, until=None):
         """Wait for the next answers or deadlines of the jobs out, or for `until`: (slot, result) for
         each job that ended. A build's result only marks its kernel built; a failure shows in the
         cases that use it."""
-        first = min([w.deadline for w in self.busy.values()] + ([until] if until is not None else []))
-        wait = max(0.0, first - time.monotonic())
+        wait = schedule.wait(time.monotonic(), [w.job for w in self.busy.values()], until)
         for key_obj, _ in self.sel.select(wait):
             slot = key_obj.data
             w = self.busy[slot]
-            done = self._read(w)
-            if done is None:
+            ended = self._read(w)
+            if ended is None:
                 continue
-            self.compiled.add(kernels.kernel_key(w.case))
-            self._drop(slot)
-            if done.pop("fatal", False) or w.proc.poll() is not None:  # a poisoned CUDA context, or dead
-                self._end(slot, w)
-            yield slot, self._tagged(done, w)
+            result, out_of_step = ended
+            self.sched.finished(w.job.case)
+            if result.pop("fatal", False) or out_of_step or w.proc.poll() is not None:  # a poisoned CUDA context, or dead
+                yield slot, self._down(slot, result)
+            else:
+                self._drop(slot)
+                yield slot, self._tagged(result, w)
         now = time.monotonic()
         for slot, w in list(self.busy.items()):
-            if now > w.deadline:
-                limit = self.timeouts.compile if w.stage == "compile" else self.timeouts.run
-                message = oracle.hang_message(limit, w.stage, w.found.get("hazards", ()))
-                r = {**oracle.result(w.case, "HANG", w.stage, message), **w.found}
-                self._end(slot, self._drop(slot))
-                yield slot, self._tagged(r, w)
+            if w.job.overdue(now):
+                message = oracle.hang_message(w.job.limit(self.timeouts), w.job.stage, w.found.get("hazards", ()))
+                yield slot, self._down(slot, {**oracle.result(w.job.case, "HANG", w.job.stage, message), **w.found})
 
     def _tagged(self, result, w) -> dict:
         """The result, naming the GPU it ran on when the pool spreads over several."""
@@ -265,22 +302,10 @@ class Pool:
             result["gpu"] = w.device
         return result
 
-    def _pick(self, groups, slot, idle):
-        """Prefer a group this worker compiled, then an unowned one, then the largest group whose
-        kernel is already compiled (a disk-cache load) and whose owner is busy; never compile one
-        kernel twice at once."""
-        mine = [k for k in groups if self.owners.get(k) == slot]
-        if mine:
-            return mine[0]
-        free = [k for k in groups if k not in self.owners]
-        if free:
-            self.owners[free[0]] = slot
-            return free[0]
-        ready = [k for k in groups if k in self.compiled and self.owners.get(k) not in idle]
-        return max(ready, key=lambda k: len(groups[k]), default=None)
-
+    # ------------------------------------------------------------------ the worker's protocol
     def _read(self, w):
-        """Consume worker output; return its result when the case ended, else None."""
+        """Consume worker output: (result, out_of_step) when the job ended, else None. A worker that
+        died, or sent a line that is no known event, ends its job (and, out of step, must go down)."""
         try:
             chunk = os.read(w.proc.stdout.fileno(), 1 << 16)
         except BlockingIOError:
@@ -289,21 +314,39 @@ class Pool:
             w.proc.wait()
             code = w.proc.returncode
             msg = w.log_tail() or f"worker exited with status {code}"
-            r = {**oracle.result(w.case, "CRASH", w.stage, f"worker died (status {code}): {msg}"), **w.found}
-            w.kill()
-            return r
+            return {**oracle.result(w.job.case, "CRASH", w.job.stage, f"worker died (status {code}): {msg}"), **w.found}, False
         w.buf += chunk
         result = None
         while b"\n" in w.buf:
             line, w.buf = w.buf.split(b"\n", 1)
-            msg = json.loads(line)
-            if msg["event"] == "stage":
-                w.stage = msg["stage"]
-                w.found = {k: msg[k] for k in ("hazards", "code") if k in msg}
-                w.deadline = time.monotonic() + self.timeouts.run
-            elif msg["event"] == "refused":
-                result = oracle.result(w.case, "HARNESS_ERROR", "protocol", msg["message"])
-            elif msg["event"] == "result":
-                msg.pop("event")
-                result = msg
-        return result
+            try:
+                msg = json.loads(line)
+                name = msg["event"] if isinstance(msg, dict) else None
+            except (ValueError, KeyError):
+                name = None
+            handler = self.handlers.get(name) if isinstance(name, str) else None
+            try:
+                if handler is not None:
+                    result = handler(w, msg) or result
+                    continue
+                what = f"an unknown event {name!r}" if isinstance(name, str) else "a line that is no event"
+            except (KeyError, TypeError, ValueError) as e:  # a known event without the fields its handler reads
+                what = f"a malformed {name!r} event ({type(e).__name__}: {e})"
+            text = line[:200].decode(errors="replace")
+            return oracle.result(w.job.case, "HARNESS_ERROR", "protocol", (
+                f"worker sent {what} (known events: {', '.join(self.handlers)}): {text}; pool and worker are out "
+                "of step, so the worker was ended")), True
+        return None if result is None else (result, False)
+
+    def _on_stage(self, w, msg) -> None:
+        """The kernel is compiled (and scanned: what the scan found is kept for a case that never answers)."""
+        w.job.reached(msg["stage"], time.monotonic(), self.timeouts)
+        w.found = {k: msg[k] for k in ("hazards", "code") if k in msg}
+
+    def _on_refused(self, w, msg) -> dict:
+        """The worker could not read the case (parent and worker disagree about the Case); it lives on."""
+        return oracle.result(w.job.case, "HARNESS_ERROR", "protocol", msg["message"])
+
+    def _on_result(self, w, msg) -> dict:
+        msg.pop("event")
+        return msg
