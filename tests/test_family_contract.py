@@ -55,3 +55,14 @@ def test_unsupported_says_why():
     assert "tile config" in fam.unsupported(c.replace(block_m=48))
     assert "shared memory" in fam.unsupported(c.replace(head_dim=256, head_dim_v=256, block_m=128, block_n=128,
                                                         num_stages=1, threads=256))
+
+
+def test_a_program_a_release_cannot_write_in_its_forms_is_unbuildable_in_the_default_forms_an_error():
+    def rejected():
+        raise SyntaxError("DiagnosticError: one or more error diagnostics were emitted")
+
+    with pytest.raises(kernels.Unbuildable, match="cannot write the program in forms p_operand=shared: SyntaxError"):
+        kernels.written(case_mod.Case(forms=("p_operand=shared",)), rejected)
+    with pytest.raises(SyntaxError):
+        kernels.written(case_mod.Case(), rejected)
+    assert kernels.written(case_mod.Case(forms=("q_load=loop",)), lambda: "prim_func") == "prim_func"

@@ -241,6 +241,21 @@ class Unbuildable(RuntimeError):
     Python builder failing on this release's API, or needing what this machine lacks. UNSUPPORTED."""
 
 
+def written(case: Case, write: Callable):
+    """write() -> the program's prim_func. A release whose parser rejects the program in the case's
+    non-default forms cannot express those forms (0.1.6.post2's TVMScript parser and P staged through
+    shared memory, say): Unbuildable, so UNSUPPORTED. In the default forms a rejection stays a
+    COMPILE_ERROR: every release must take them."""
+    try:
+        return write()
+    except Exception as e:
+        if not case.forms:
+            raise
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise Unbuildable(f"this TileLang cannot write the program in forms {', '.join(case.forms)}: "
+                          f"{type(e).__name__}: {first}") from e
+
+
 class LaunchError(RuntimeError):
     """A kernel launch failed, or the device faulted while it ran: "<kernel>: <first line>"."""
 

@@ -5,7 +5,7 @@ import torch
 
 from harness import bands, layout, reference
 from harness.case import FORMS
-from harness.kernels import Family, Rule, launch
+from harness.kernels import Family, Rule, launch, written
 
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per thread
@@ -43,8 +43,8 @@ def build(case, target: str):
     from harness.kernels import fwd
 
     left, right = case.bounds
-    func = fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                       left, right, case.sinks, case.layout, *case.tile, case.variant, case.forms)
+    func = written(case, lambda: fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
+                                             left, right, case.sinks, case.layout, *case.tile, case.variant, case.forms))
     return compat.compile(func, target, case.knobs, kernel="fwd")
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import torch
 
 from harness import layout, reference
-from harness.kernels import fwd_family
+from harness.kernels import fwd_family, written
 
 SOFTCAP = 5.0
 
@@ -22,8 +22,9 @@ def build(case, target: str):
     from harness.kernels import fwd
 
     left, right = case.bounds
-    func = fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                       left, right, case.sinks, case.layout, *case.tile, case.variant, case.forms, softcap=SOFTCAP)
+    func = written(case, lambda: fwd.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype, left,
+                                             right, case.sinks, case.layout, *case.tile, case.variant, case.forms,
+                                             softcap=SOFTCAP))
     return compat.compile(func, target, case.knobs, kernel="softcap_fwd")
 
 

@@ -11,7 +11,7 @@ import itertools
 import torch
 
 from harness import bands, layout, reference
-from harness.kernels import Family, fwd_family, launch
+from harness.kernels import Family, fwd_family, launch, written
 
 
 class PackingError(ValueError):
@@ -45,9 +45,9 @@ def build(case, target: str):
     from harness.kernels import varlen
 
     left, right = case.bounds
-    return compat.compile(varlen.forward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                                         left, right, case.sinks, *case.tile, case.forms), target, case.knobs,
-                          kernel="varlen_fwd")
+    func = written(case, lambda: varlen.forward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
+                                                left, right, case.sinks, *case.tile, case.forms))
+    return compat.compile(func, target, case.knobs, kernel="varlen_fwd")
 
 
 def make_inputs(case, device) -> dict:

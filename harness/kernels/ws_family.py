@@ -6,7 +6,7 @@ kernel: a producer warpgroup, consumer warpgroups and a ring of `num_stages` K/V
 from __future__ import annotations
 
 from harness import reference
-from harness.kernels import Family, fwd_family
+from harness.kernels import Family, fwd_family, written
 
 PRODUCER_THREADS = 128      # ws.PRODUCER_THREADS (ws.py imports TileLang, this module must not)
 # The explicit barrier and TMA language ws.py is written in (older releases lack some of it).
@@ -24,8 +24,9 @@ def build(case, target: str, primed=None):
     from harness.kernels import ws
 
     left, right = case.bounds
-    func = ws.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
-                      left, right, case.sinks, case.layout, *case.tile, case.variant, primed=primed, forms=case.forms)
+    func = written(case, lambda: ws.program(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype, left,
+                                            right, case.sinks, case.layout, *case.tile, case.variant, primed=primed,
+                                            forms=case.forms))
     return compat.compile(func, target, case.knobs, kernel="ws")
 
 
