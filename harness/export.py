@@ -54,6 +54,10 @@ def record_build(case) -> list[Call]:
     calls, made, frames = [], {}, {}
 
     def profile(frame, event, arg):
+        # Pass-throughs are no builders: a lambda handing a builder call on, and harness.kernels' own
+        # helpers (kernels.written, which only turns a parser's refusal into UNSUPPORTED).
+        if frame.f_code.co_name == "<lambda>" or frame.f_globals.get("__name__") == kernels.__name__:
+            return
         if event == "call" and frame.f_code.co_filename.startswith(root):
             code = frame.f_code
             frames[id(frame)] = {n: frame.f_locals[n] for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]}
