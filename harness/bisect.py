@@ -392,6 +392,29 @@ class Bisect:
         return report(self, self.order, lo, hi, skipped)
 
 
+def at_commit(reproducer: Path, provider: Commits, ref: str, runs: int, envs: Path, fresh=False) -> tuple[int, str]:
+    """One step, as `git bisect run` calls it: build `ref` (cached), replay there -> (status, evidence);
+    SKIP when it does not build."""
+    sha = provider.resolve(ref, "--at")
+    target, why = provider.ensure(sha)
+    if target is None:
+        return SKIP, f"CANNOT TEST: {why}"
+    return replay_in(target, reproducer, runs, envs / "logs" / sha, fresh)
+
+
+def start(reproducer: Path, rep_id: str, good: str, bad: str, provider, state: Path | None, envs: Path, runs: int,
+          fresh: bool, log=print) -> Bisect:
+    """A bisect ready to run: resumed from its state file (default under `envs`, named by the reproducer
+    and the endpoints), else walking the releases or first-parent commits from `good` to `bad`."""
+    tag = f"{rep_id}-{good}-{bad}".replace("/", "_")
+    state = state or envs / f"bisect-{tag}.json"
+    run = Bisect(reproducer, good, bad, provider, state, runs, fresh, log=log)
+    if not run.order:  # a resumed bisect walks its saved order: no index needed
+        run.order = (provider.order(good, bad) if isinstance(provider, Commits) else
+                     [str(v) for v in between(available(provider.wheels), good, bad)])
+    return run
+
+
 def report(b: Bisect, order, lo, hi, skipped) -> str:
     """A ready-to-paste markdown report."""
     from harness import record

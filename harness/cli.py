@@ -7,7 +7,6 @@ command 2 for bad input, with one line on stderr and nothing recorded.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from harness import case as case_mod
-from harness import kernels, oracle, record, sanitizer
+from harness import kernels, record, sanitizer
 from harness.environment import environment
 from harness.worker import ARCHES
 
@@ -408,36 +407,14 @@ def cmd_upstream(args) -> int:
 
 def cmd_minimize(args) -> int:
     from harness import replay
-    from harness.minimize import Evaluator, shrink
-    from harness.pool import Pool
 
     rep, path = _load(args, "minimize")
     if rep is None:
         return 2
-    env = environment()
-    target, reason = replay.target(rep, env, args.arch)
-    if target is None:
-        print(f"CANNOT TEST: {reason}")
-        return replay.SKIP
-    timeouts = _timeouts(args)
-    view = (lambda r: oracle.as_predicted(r, rep.scan_checks, timeouts.run)) if target != "auto" else (lambda r: r)
-    with Pool(1, target, Path(args.logs) / rep.id, timeouts) as pool:
-        evaluate = Evaluator(pool, args.confirm, rep.signature, view)
-        first = evaluate(rep.case)
-        if oracle.signature(first) != rep.signature:
-            print(f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}")
-            return 1
-        small, result, flaky = shrink(first, evaluate, args.budget, args.runs,
-                                      log=lambda line: print(line, file=sys.stderr))
-    if small == rep.case:
-        print(f"already minimal: {path}")
-        return 0
-    recorded = {"case": case_mod.to_dict(rep.case), **rep.observed}
-    title = None if rep.title == record.default_title(recorded) else rep.title
-    new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
-    out = record.save(dataclasses.replace(new, links=rep.links), path.parent)
-    print(f"minimized: {out}")
-    return 0
+    status, line = replay.minimize(rep, path, Path(args.logs) / rep.id, _timeouts(args), args.arch, args.confirm,
+                                   args.budget, args.runs, log=lambda text: print(text, file=sys.stderr))
+    print(line)
+    return status
 
 
 def cmd_bisect(args) -> int:
@@ -458,33 +435,24 @@ def cmd_bisect(args) -> int:
         if args.repo:
             provider = bisect.Commits(envs, Path(args.repo).resolve(), args.build)
             if args.at:  # one step, as `git bisect run` calls it
-                sha = provider.resolve(args.at, "--at")
-                target, why = provider.ensure(sha)
-                if target is None:
-                    print(f"CANNOT TEST: {why}")
-                    return bisect.SKIP
-                status, evidence = bisect.replay_in(target, path.resolve(), args.runs, envs / "logs" / sha, args.fresh)
+                status, evidence = bisect.at_commit(path.resolve(), provider, args.at, args.runs, envs, args.fresh)
                 print(evidence)
                 return status
         else:
             provider = bisect.Releases(envs, args.wheels and Path(args.wheels))
-        tag = f"{rep.id}-{args.good}-{args.bad}".replace("/", "_")
-        state = Path(args.state) if args.state else envs / f"bisect-{tag}.json"
-        run = bisect.Bisect(path.resolve(), args.good, args.bad, provider, state, args.runs, args.fresh, log=log)
-        if not run.order:  # a resumed bisect walks its saved order: no index needed
-            run.order = (provider.order(args.good, args.bad) if args.repo else
-                         [str(v) for v in bisect.between(bisect.available(provider.wheels), args.good, args.bad)])
+        run = bisect.start(path.resolve(), rep.id, args.good, args.bad, provider, args.state and Path(args.state), envs,
+                           args.runs, args.fresh, log=log)
         text = run.run()
     except bisect.Pending as e:
         done = ", ".join(f"{v} {bisect.WORDS[s['status']]}" for v, s in run.steps.items()) or "none"
-        print(f"harness bisect: paused: {e}\nsteps so far: {done}; state: {state}\n"
+        print(f"harness bisect: paused: {e}\nsteps so far: {done}; state: {run.state_path}\n"
               "run the same command where that step can run", file=sys.stderr)
         return 3
     except bisect.BisectError as e:
         print(f"harness bisect: {e}", file=sys.stderr)
         return 2
     print(text)
-    print(f"installed this run: {', '.join(run.releases.installs) or 'nothing (all cached)'}; state: {state}",
+    print(f"installed this run: {', '.join(run.releases.installs) or 'nothing (all cached)'}; state: {run.state_path}",
           file=sys.stderr)
     return 0
 

@@ -1,6 +1,7 @@
 """Replay a reproducer and answer as `git bisect run` wants: 0 good, 1 bad, 125 cannot test.
 
-Used by `harness repro`, by every generated reproducers/test_repro_<id>.py, and by bisect.
+Used by `harness repro`, by every generated reproducers/test_repro_<id>.py, by bisect, and by
+`harness minimize` (`minimize`: shrink a recorded case and save it in place).
 1 means the recorded bug is here: some run fails the way a compiler bug fails (MISMATCH,
 NONFINITE, COMPILE_ERROR, CRASH, HANG). Without a GPU a compile error replays, and so does a hang
 whose recorded message names the code-scan check that explains it (the check is then the evidence).
@@ -15,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import case as case_mod
 from harness import oracle, record
 from harness.environment import environment, gpu_count, importable
 from harness.pool import Pool, Timeouts
@@ -128,3 +130,31 @@ def replay_test(json_path, tmp_path) -> None:
     if out.status == SKIP:
         pytest.skip(out.verdict)
     assert out.status == GOOD, "\n".join([out.verdict, *out.evidence])
+
+
+def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", confirm=2, budget=600.0, runs=3,
+             log=print) -> tuple[int, str]:
+    """Shrink `rep`'s case while its signature stays (harness.minimize) and save the smaller reproducer
+    over `path`, keeping its id, links and a title written by hand: (status, the line to print).
+    SKIP where it cannot be tested here; BAD when the bug no longer reproduces (nothing to shrink)."""
+    import dataclasses
+
+    from harness.minimize import Evaluator, shrink
+
+    env = environment()
+    tgt, reason = target(rep, env, arch)
+    if tgt is None:
+        return SKIP, f"CANNOT TEST: {reason}"
+    view = (lambda r: oracle.as_predicted(r, rep.scan_checks, timeouts.run)) if tgt != "auto" else (lambda r: r)
+    with Pool(1, tgt, logs, timeouts) as pool:
+        evaluate = Evaluator(pool, confirm, rep.signature, view)
+        first = evaluate(rep.case)
+        if oracle.signature(first) != rep.signature:
+            return BAD, f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}"
+        small, result, flaky = shrink(first, evaluate, budget, runs, log=log)
+    if small == rep.case:
+        return GOOD, f"already minimal: {path}"
+    recorded = {"case": case_mod.to_dict(rep.case), **rep.observed}
+    title = None if rep.title == record.default_title(recorded) else rep.title
+    new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
+    return GOOD, f"minimized: {record.save(dataclasses.replace(new, links=rep.links), path.parent)}"
