@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from harness import case as case_mod  # noqa: E402
 from harness import oracle, record  # noqa: E402
 from harness.report import markdown  # noqa: E402
+from harness.result import Result  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,8 @@ def campaign(tree: Path, out: Path, args, family, *extra) -> tuple[list[dict], f
     if done.returncode not in (0, 1):  # 2 bad input, 125 no TileLang: no evidence either way, so no score
         raise SystemExit(f"harness run in {tree.name} exited {done.returncode}:\n{done.stderr[-2000:]}")
     path = out / "results.jsonl"
-    return ([json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []), seconds
+    return ([Result.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+            if path.exists() else []), seconds
 
 
 def known_here() -> set:
@@ -234,9 +236,9 @@ def known_here() -> set:
 KNOWN: set = set()
 
 
-def failed(r: dict) -> bool:
+def failed(r: Result) -> bool:
     """A failure that detects a mutant: any but a compiler bug recorded on this release."""
-    return (r["verdict"] in oracle.FAILURES and oracle.signature(r) not in KNOWN) or r["verdict"] == "HARNESS_ERROR"
+    return (r.verdict in oracle.FAILURES and r.signature not in KNOWN) or r.verdict == "HARNESS_ERROR"
 
 
 def main() -> int:
@@ -269,7 +271,7 @@ def main() -> int:
         def baseline(family: str) -> Path:
             results, seconds = campaign(base, tmp / f"base-{family}", args, family, "--cases", str(args.cases),
                                         "--seed", str(args.seed))
-            bad = {r["case_id"] for r in results if failed(r)}
+            bad = {r.case_id for r in results if failed(r)}
             lines = (tmp / f"base-{family}" / "cases.jsonl").read_text().splitlines()
             keep = [line for line in lines if case_mod.from_json(line).id not in bad]
             if not keep:
@@ -293,11 +295,11 @@ def main() -> int:
             first = next((i for i, r in enumerate(results) if failed(r)), None)
             hit = results[first] if first is not None else None
             row = {"mutant": m.name, "family": m.family, "detected": "yes" if hit else "NO",
-                   "first failure": (f"{hit['verdict']} {hit.get('tensor', '')} {hit.get('region', '')}".strip()
+                   "first failure": (f"{hit.verdict} {hit.tensor} {hit.region}".strip()
                                      if hit else ""),
                    "cases run": len(results), "cases to detect": first + 1 if hit else "",
                    "seconds": round(seconds), "why": m.why, "equivalent": m.equivalent,
-                   "message": hit["message"].splitlines()[0][:300] if hit and hit.get("message") else ""}
+                   "message": hit.message.splitlines()[0][:300] if hit and hit.message else ""}
             print(f"{m.name}: {row['detected']} {row['first failure']} after "
                   f"{row['cases to detect'] or len(results)} cases, {seconds:.0f} s {row['message'][:120]}", flush=True)
             return row

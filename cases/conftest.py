@@ -23,6 +23,7 @@ from harness import case as case_mod
 from harness import oracle, record
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, default_size
+from harness.result import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,7 @@ class _Logged:
             f.write("".join(case_mod.to_json(c) + "\n" for c in cases))
         return self.pool.run(cases, *args, **kwargs)
 
-    def run_one(self, case) -> dict:
+    def run_one(self, case) -> Result:
         return next(iter(self.run([case])))
 
 
@@ -136,15 +137,15 @@ def known_bugs(request):
 
 @pytest.fixture
 def expect(request, known_bugs, tilelang_error):
-    """expect(results, verdict): every result (one dict, or an example's suite of them) has the
+    """expect(results, verdict): every result (one Result, or an example's suite of them) has the
     verdict of correct behaviour or a known bug's signature; else the first other one fails, or
     the test skips if TileLang does not import here (conftest.py's probe)."""
     def check(results, verdict):
-        results = [results] if isinstance(results, dict) else sorted(results, key=lambda r: r["case_id"])
+        results = [results] if isinstance(results, Result) else sorted(results, key=lambda r: r.case_id)
         for result in results:
-            if result["verdict"] == verdict:
+            if result.verdict == verdict:
                 continue
-            known = known_bugs.get(oracle.signature(result))
+            known = known_bugs.get(result.signature)
             if known is not None:
                 request.node.known_hits = getattr(request.node, "known_hits", Counter())
                 request.node.known_hits[Path(known).stem] += 1
@@ -166,7 +167,7 @@ def pytest_runtest_makereport(item, call):
     if report.when == "call":  # user_properties reach the xdist controller and JUnit XML
         report.user_properties += [("known_bug", f"{rid} x{n}") for rid, n in getattr(item, "known_hits", {}).items()]
     result = getattr(item, "harness_failure", None)
-    if report.when == "call" and report.failed and result is not None and result["verdict"] in oracle.FAILURES:
+    if report.when == "call" and report.failed and result is not None and result.verdict in oracle.FAILURES:
         from harness.environment import environment
         path = record.write(result, environment(), item.config.getoption("--record-dir"))
         report.sections.append(("reproducer", f"recorded {path}"))

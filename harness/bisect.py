@@ -30,6 +30,7 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from harness.environment import gpu_count
+from harness.result import Result
 
 GOOD, BAD, SKIP = 0, 1, 125
 # Linked by TileLang's libraries through relative rpaths (0.1.10: "libz3.so.4.15: cannot open
@@ -514,7 +515,7 @@ def campaign_in(target: Path, cases: Path, out: Path) -> str:
     if p.returncode not in (0, 1):  # 2 bad input, 125 TileLang does not import: no verdicts
         return f"cannot test (exit {p.returncode}): {_last(p.stderr)}"
     done = out / "results.jsonl"
-    verdicts = [json.loads(line)["verdict"] for line in done.read_text().splitlines() if line.strip()]
+    verdicts = [Result.from_dict(json.loads(line)).verdict for line in done.read_text().splitlines() if line.strip()]
     return ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
 
 

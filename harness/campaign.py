@@ -25,6 +25,7 @@ from harness import kernels, oracle, record, report
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
+from harness.result import Result
 
 
 class CampaignError(ValueError):
@@ -130,7 +131,7 @@ def plan(opts: Options) -> list[case_mod.Case]:
                                 f"resume it with --cases-from {path}, or choose another --out")
     path, ids = opts.out / "results.jsonl", {c.id for c in cases}
     results = read_results(path, resume=False)[0]
-    foreign = [r["case_id"] for r in results if r["case_id"] not in ids]
+    foreign = [r.case_id for r in results if r.case_id not in ids]
     if foreign:
         raise CampaignError(f"{opts.out} holds results of another campaign ({path}: {len(foreign)} of {len(results)} "
                             f"are of cases not in this one, e.g. {foreign[0]}): choose another --out")
@@ -138,7 +139,7 @@ def plan(opts: Options) -> list[case_mod.Case]:
 
 
 # ----------------------------------------------------------------------------- results
-def read_results(path: Path, resume: bool = True) -> tuple[list[dict], list[str]]:
+def read_results(path: Path, resume: bool = True) -> tuple[list[Result], list[str]]:
     """(results, notes). An unreadable line is skipped. A last line cut short (a kill mid-write,
     a full disk) is too; to `resume`, it is also removed from the file, and its case runs again
     (as any skipped line's). Notes say so."""
@@ -164,7 +165,7 @@ def read_results(path: Path, resume: bool = True) -> tuple[list[dict], list[str]
         except ValueError:
             notes.append(f"{path}: line {n} is not a result: skipped{again}")
             continue
-        results.append(r)
+        results.append(Result.from_dict(r))
     return results, notes
 
 
@@ -197,7 +198,7 @@ def run(opts: Options) -> int:
         if not (opts.out / "cases.jsonl").exists():
             write_cases(opts.out / "cases.jsonl", cases)
         previous, notes = read_results(results_path)
-        done = {r["case_id"] for r in previous}
+        done = {r.case_id for r in previous}
         todo = [c for c in cases if c.id not in done]
         if not gpus:
             _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
@@ -220,16 +221,16 @@ def run(opts: Options) -> int:
     print(report.write(opts.out, everything, known, about=about(opts, target, probed.result(), cases)))
     print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
           f"{pool.started} worker processes; results in {results_path}")
-    ours = [r for r in everything if r["verdict"] == "HARNESS_ERROR"]
+    ours = [r for r in everything if r.verdict == "HARNESS_ERROR"]
     if ours:
         print(f"HARNESS_ERROR in {len(ours)} cases: the harness's own bug, not recorded "
-              f"(first: {ours[0]['case_id']}: {ours[0]['message']})")
+              f"(first: {ours[0].case_id}: {ours[0].message})")
     for path in record_failures(everything, opts, target, known):
         if opts.sanitize:
             print(f"{path.stem} under compute-sanitizer {opts.sanitize}: {sanitized(path, opts)}")
     # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
     # says whether this run found something new, or the harness itself went wrong.
-    new = [r for r in everything if r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known]
+    new = [r for r in everything if r.verdict in oracle.FAILURES and r.signature not in known]
     return 1 if new or ours else 0
 
 
@@ -256,7 +257,7 @@ def _tested_on(probe: Future) -> dict:
 
 
 def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Path,
-               deadline: float | None) -> tuple[list[dict], dict]:
+               deadline: float | None) -> tuple[list[Result], dict]:
     """Run `todo`, appending each result to `results_path` and recording each new failure
     signature as it comes (a run killed midway keeps its reproducers): (results, known).
     Untestable, with nothing written, if the environment `probe` finds no TileLang."""
@@ -274,15 +275,15 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
             if sink is None:  # the first result: the probe, run meanwhile, must have found TileLang
                 env = _tested_on(probe)
                 sink = stack.enter_context(open(results_path, "a"))
-            sink.write(json.dumps(r) + "\n")
+            sink.write(json.dumps(r.to_dict()) + "\n")
             sink.flush()
             results.append(r)
-            counts[r["verdict"]] += 1
+            counts[r.verdict] += 1
             bar.set_postfix_str(" ".join(f"{k} {v}" for k, v in sorted(counts.items())), refresh=False)
             bar.update()
-            new = r["verdict"] in oracle.FAILURES and oracle.signature(r) not in known
-            if new and oracle.signature(r) not in recorded:
-                recorded.add(oracle.signature(r))
+            new = r.verdict in oracle.FAILURES and r.signature not in known
+            if new and r.signature not in recorded:
+                recorded.add(r.signature)
                 bar.write(f"reproducer (new, not yet minimized): {record.write(r, env, opts.reproducers)}",
                           file=sys.stderr)
             new_failures += new
@@ -313,8 +314,8 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
     run), minimized when asked (replacing the unminimized one written when it failed); print the paths."""
     firsts = {}
     for r in results:
-        if r["verdict"] in oracle.FAILURES:
-            firsts.setdefault(oracle.signature(r), r)
+        if r.verdict in oracle.FAILURES:
+            firsts.setdefault(r.signature, r)
     new = {sig: r for sig, r in firsts.items() if sig not in known}
     for sig in firsts.keys() & known.keys():
         print(f"reproducer (already recorded): {known[sig]}")
@@ -328,25 +329,25 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
         for sig, r in new.items():
             original = None
             if opts.minimize:
-                _err(f"minimizing {r['case_id']}: {' '.join(sig[2:6])}")
+                _err(f"minimizing {r.case_id}: {' '.join(sig[2:6])}")
                 r = _minimized(r, sig, pool, scan, opts)
-                original = case_mod.from_dict(firsts[sig]["case"]) if r["case_id"] != firsts[sig]["case_id"] else None
+                original = case_mod.from_dict(firsts[sig].case) if r.case_id != firsts[sig].case_id else None
             paths.append(record.write(r, env, opts.reproducers, minimized_from=original))
             print(f"reproducer (new): {paths[-1]}")
     return paths
 
 
-def _minimized(r, sig, pool, scan, opts: Options) -> dict:
+def _minimized(r: Result, sig, pool, scan, opts: Options) -> Result:
     """The failure's smallest case's result. A hang that its code scan explains shrinks compile-only
     (a step takes a compile, not a run timeout), then runs once here: the shrunk case is kept only
     if it hangs the same way."""
-    checks = oracle.predicted_by(r["message"]) if r["verdict"] == "HANG" and pool.target == "auto" else []
+    checks = oracle.predicted_by(r.message) if r.verdict == "HANG" and pool.target == "auto" else []
     if not checks:
         return shrink(r, Evaluator(pool, 2, sig), opts.minimize_budget, 0, log=_err)[1]
     view = partial(oracle.as_predicted, checks=checks, limit=(opts.timeouts or Timeouts()).run)
     small, _, _ = shrink(r, Evaluator(scan, 1, sig, view), opts.minimize_budget, 0, log=_err)
-    if small.id == r["case_id"]:
+    if small.id == r.case_id:
         return r
     ran = pool.run_one(small)
     _err(f"  the shrunk case on the GPU: {record.describe(ran)}")
-    return ran if oracle.signature(ran) == sig else r
+    return ran if ran.signature == sig else r

@@ -303,7 +303,7 @@ def cmd_repro(args) -> int:
     env = environment()
     if not args.json:
         print(f"reproducer {rep.id} ({path}): {rep.title}")
-        print(f"recorded:  {record.describe({'case': case_mod.to_dict(rep.case), **rep.observed})}  "
+        print(f"recorded:  {record.describe(rep.result)}  "
               f"[{replay.where(rep.environment)}]")
     out = replay.replay(rep, args.logs, args.runs, args.arch, _timeouts(args), env, fresh=args.fresh)
     if args.json:  # what bisect and matrix read: one object on one line

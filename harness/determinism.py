@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
+from harness.result import Result
 
 
-def run_seed(cases: Path, seed: int, out: Path, arch: str, workers: int | None) -> list[dict]:
+def run_seed(cases: Path, seed: int, out: Path, arch: str, workers: int | None) -> list[Result]:
     """The campaign's results with PYTHONHASHSEED=seed, compiled from an empty kernel cache."""
     env = dict(os.environ, PYTHONHASHSEED=str(seed), TILELANG_CACHE_DIR=str(out / f"cache-{seed}"))
     cmd = [sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases), "--out", str(out / f"seed-{seed}"),
@@ -26,21 +27,21 @@ def run_seed(cases: Path, seed: int, out: Path, arch: str, workers: int | None) 
     if done.returncode not in (0, 1):
         raise RuntimeError(f"harness run with PYTHONHASHSEED={seed} exited {done.returncode}: {done.stderr[-500:]}")
     path = out / f"seed-{seed}" / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [Result.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
-def kernels_of(by_seed: dict[int, list[dict]]) -> list[dict]:
+def kernels_of(by_seed: dict[int, list[Result]]) -> list[dict]:
     """One row per kernel (static fields): its code digest and hazards under each seed."""
     kernels: dict[tuple, dict] = {}
     for seed, results in by_seed.items():
         for r in results:
-            if "code" not in r:
+            if r.code is None:
                 continue
-            case = case_mod.from_dict(r["case"])
-            row = kernels.setdefault(case_mod.static_key(case), {"case_id": r["case_id"], "family": case.family,
+            case = case_mod.from_dict(r.case)
+            row = kernels.setdefault(case_mod.static_key(case), {"case_id": r.case_id, "family": case.family,
                                                                  "variant": case.variant, "code": {}, "hazards": {}})
-            row["code"][seed] = r["code"]
-            row["hazards"][seed] = r.get("hazards", [])
+            row["code"][seed] = r.code
+            row["hazards"][seed] = r.hazards if r.hazards is not None else []
     return list(kernels.values())
 
 

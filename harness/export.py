@@ -168,7 +168,8 @@ def _stdlib() -> tuple[str, ...]:
 # ----------------------------------------------------------------------------- the file
 def source(rep, calls) -> str:
     """The standalone file's text."""
-    verdict = rep.observed["verdict"]
+    seen = rep.result
+    verdict = seen.verdict
     if verdict != "COMPILE_ERROR" and rep.case.family not in RUNS:
         raise ExportError(f"{rep.case.family}: only compile errors export yet (the file carries the run of "
                           f"{', '.join(RUNS)}); recorded {verdict}")
@@ -181,7 +182,7 @@ def source(rep, calls) -> str:
             "tensors": [list(t) for t in kernels.family(rep.case.family).tensors(rep.case)]}
     values = {
         "ID": rep.id, "TITLE": rep.title, "RUN": RUNS.get(rep.case.family, ""), "PACKAGE": package,
-        "CASE": case, "RECORDED": {k: rep.observed[k] for k in ("verdict", "stage", "tensor", "message")},
+        "CASE": case, "RECORDED": {"verdict": seen.verdict, "stage": seen.stage, "tensor": seen.tensor, "message": seen.message},
         "RECORDED_ON": {k: rep.environment.get(k, "?") for k in ("tilelang", "gpu")},
         "BUILDS": [{"kernel": c.kernel, "module": c.module.rsplit(".", 1)[-1], "function": c.function,
                     "args": c.args, "knobs": c.knobs} for c in calls],
@@ -194,8 +195,8 @@ def source(rep, calls) -> str:
 
 
 def _docstring(rep) -> str:
-    on, seen = rep.environment, rep.observed
-    recorded = f"Recorded on TileLang {on.get('tilelang', '?')} ({on.get('gpu', '?')}): {seen['verdict']} {seen['message']}"
+    on, seen = rep.environment, rep.result
+    recorded = f"Recorded on TileLang {on.get('tilelang', '?')} ({on.get('gpu', '?')}): {seen.verdict} {seen.message}"
     return ('"""' + _wrap(f"{rep.id} without the harness: {rep.title}.") + "\n\n" + _wrap(recorded) + "\n\n"
             "    python THIS_FILE [--timeout SECONDS]\n\n"
             "Exit 1: the recorded failure is here; 0: it is not; 125: cannot test here (a numerical failure needs\n"

@@ -11,6 +11,7 @@ import time
 
 from harness import kernels, oracle
 from harness.case import FEATURES, CaseError
+from harness.result import Result
 
 
 def _toward(value: int, target: int) -> list[int]:
@@ -94,7 +95,7 @@ def minimize(case, signature, evaluate, budget_s: float, log=lambda step: None):
                 c.validate()
             except CaseError:
                 return False
-            verdicts[c] = fam.unsupported(c) is None and oracle.signature(evaluate(c)) == target
+            verdicts[c] = fam.unsupported(c) is None and evaluate(c).signature == target
         return verdicts[c]
 
     steps = []
@@ -119,7 +120,7 @@ def minimize(case, signature, evaluate, budget_s: float, log=lambda step: None):
 def triage(case, evaluate, runs: int = 3, signature=None) -> dict:
     """Run `case` `runs` times: how often the failure (`signature`, or any failure verdict)
     shows, and whether every run gave the same signature."""
-    seen = [oracle.signature(evaluate(case)) for _ in range(runs)]
+    seen = [evaluate(case).signature for _ in range(runs)]
     hit = (lambda s: s == tuple(signature)) if signature else (lambda s: s[2] in oracle.FAILURES)
     return {"runs": runs, "reproduced": sum(map(hit, seen)), "deterministic": len(set(seen)) <= 1}
 
@@ -136,23 +137,23 @@ class Evaluator:
     def __init__(self, pool, confirm=1, target=None, view=lambda result: result):
         self.pool, self.results, self.confirm, self.target, self.view = pool, [], confirm, target, view
 
-    def __call__(self, case) -> dict:
+    def __call__(self, case) -> Result:
         for _ in range(self.confirm):
             self.results.append(self.view(self.pool.run_one(case)))
-            if self.target is None or oracle.signature(self.results[-1]) != self.target:
+            if self.target is None or self.results[-1].signature != self.target:
                 break
         return self.results[-1]
 
-    def last(self, case, signature) -> dict:
+    def last(self, case, signature) -> Result:
         """The latest result of `case` that showed `signature`."""
-        return next(r for r in reversed(self.results) if r["case_id"] == case.id and oracle.signature(r) == signature)
+        return next(r for r in reversed(self.results) if r.case_id == case.id and r.signature == signature)
 
 
 def shrink(result, evaluate, budget, runs, log=lambda line: None):
     """Minimize a failing result's case, then triage it: (case, its result, flaky or None)."""
     from harness import case as case_mod
 
-    case, sig = case_mod.from_dict(result["case"]), oracle.signature(result)
+    case, sig = case_mod.from_dict(result.case), result.signature
     small, steps = minimize(case, sig, evaluate, budget, log=lambda s: log(f"  {s}"))
     flaky = triage(small, evaluate, runs, sig) if runs else None
     log(f"  {len(steps)} steps" + (f"; flaky {flaky}" if flaky else ""))

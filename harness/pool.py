@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, oracle, schedule
+from harness.result import Result
 from harness.schedule import Job, Scheduler, Timeouts
 from harness.worker import BUILD, SPAWNED_AT
 
@@ -198,7 +199,7 @@ class Pool:
                             f"the most allowed")
         raise RestartsExhausted(self.stopped)
 
-    def _down(self, slot, result: dict | None = None, lost: bool = True) -> dict | None:
+    def _down(self, slot, result: Result | None = None, lost: bool = True) -> Result | None:
         """The one place a worker goes down: `slot`'s worker is killed (or reaped) and its kernels
         die with it. `lost`: it hung, died or went out of step (its replacement counts against
         max_restarts), else the pool ended it (a run abandoned, close()). Returns `result`, the
@@ -208,7 +209,7 @@ class Pool:
         w.down, w.retired = True, not lost
         self.sched.forget(slot)
         if lost:
-            self.lost = (f"{result.get('verdict')} at {result.get('stage')} of case {result.get('case_id')}" if result
+            self.lost = (f"{result.verdict} at {result.stage} of case {result.case_id}" if result
                          else f"worker {slot} exited with status {w.proc.returncode} while idle")
         return None if result is None else self._tagged(result, w)
 
@@ -227,11 +228,11 @@ class Pool:
         self.sched.queue_builds(cases)
         self._dispatch({}, 0)
 
-    def run_one(self, case) -> dict:
+    def run_one(self, case) -> Result:
         return next(iter(self.run([case])))
 
     def run(self, cases, deadline=None):
-        """Yield one result dict per case, in completion order, until `deadline` (time.monotonic()):
+        """Yield one Result per case, in completion order, until `deadline` (time.monotonic()):
         then the cases not yet answered are not run, and those in flight are abandoned (a cold
         compile can outlast a time box by minutes). RestartsExhausted ends it the same way when the
         next job would need a replacement past max_restarts (every result so far was yielded)."""
@@ -285,7 +286,8 @@ class Pool:
                 continue
             result, out_of_step = ended
             self.sched.finished(w.job.case)
-            if result.pop("fatal", False) or out_of_step or w.proc.poll() is not None:  # a poisoned CUDA context, or dead
+            fatal, result = result.fatal, result.without("fatal")
+            if fatal or out_of_step or w.proc.poll() is not None:  # a poisoned CUDA context, or dead
                 yield slot, self._down(slot, result)
             else:
                 self._drop(slot)
@@ -294,13 +296,11 @@ class Pool:
         for slot, w in list(self.busy.items()):
             if w.job.overdue(now):
                 message = oracle.hang_message(w.job.limit(self.timeouts), w.job.stage, w.found.get("hazards", ()))
-                yield slot, self._down(slot, {**oracle.result(w.job.case, "HANG", w.job.stage, message), **w.found})
+                yield slot, self._down(slot, Result.of(w.job.case, "HANG", w.job.stage, message, **w.found))
 
-    def _tagged(self, result, w) -> dict:
+    def _tagged(self, result: Result, w) -> Result:
         """The result, naming the GPU it ran on when the pool spreads over several."""
-        if len(self.devices) > 1:
-            result["gpu"] = w.device
-        return result
+        return result.replace(gpu=w.device) if len(self.devices) > 1 else result
 
     # ------------------------------------------------------------------ the worker's protocol
     def _read(self, w):
@@ -314,7 +314,7 @@ class Pool:
             w.proc.wait()
             code = w.proc.returncode
             msg = w.log_tail() or f"worker exited with status {code}"
-            return {**oracle.result(w.job.case, "CRASH", w.job.stage, f"worker died (status {code}): {msg}"), **w.found}, False
+            return Result.of(w.job.case, "CRASH", w.job.stage, f"worker died (status {code}): {msg}", **w.found), False
         w.buf += chunk
         result = None
         while b"\n" in w.buf:
@@ -333,7 +333,7 @@ class Pool:
             except (KeyError, TypeError, ValueError) as e:  # a known event without the fields its handler reads
                 what = f"a malformed {name!r} event ({type(e).__name__}: {e})"
             text = line[:200].decode(errors="replace")
-            return oracle.result(w.job.case, "HARNESS_ERROR", "protocol", (
+            return Result.of(w.job.case, "HARNESS_ERROR", "protocol", (
                 f"worker sent {what} (known events: {', '.join(self.handlers)}): {text}; pool and worker are out "
                 "of step, so the worker was ended")), True
         return None if result is None else (result, False)
@@ -343,10 +343,10 @@ class Pool:
         w.job.reached(msg["stage"], time.monotonic(), self.timeouts)
         w.found = {k: msg[k] for k in ("hazards", "code") if k in msg}
 
-    def _on_refused(self, w, msg) -> dict:
+    def _on_refused(self, w, msg) -> Result:
         """The worker could not read the case (parent and worker disagree about the Case); it lives on."""
-        return oracle.result(w.job.case, "HARNESS_ERROR", "protocol", msg["message"])
+        return Result.of(w.job.case, "HARNESS_ERROR", "protocol", msg["message"])
 
-    def _on_result(self, w, msg) -> dict:
+    def _on_result(self, w, msg) -> Result:
         msg.pop("event")
-        return msg
+        return Result.from_dict(msg)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, oracle
+from harness.result import Result
 
 SCHEMA = 1
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -35,19 +36,25 @@ class Reproducer:
     minimized_from: case_mod.Case | None = None
 
     @property
+    def result(self) -> Result:
+        """What was observed, as the Result of the case (its keys those of `observed`)."""
+        return Result.from_dict({"case": case_mod.to_dict(self.case), **self.observed})
+
+    @property
     def signature(self) -> tuple:
-        """Recomputed from the case and what was observed, so it follows oracle.normalize."""
-        return oracle.signature({"case": case_mod.to_dict(self.case), **self.observed})
+        """Recomputed from the case and what was observed, so it follows harness.result.normalize."""
+        return self.result.signature
 
     @property
     def scan_checks(self) -> list[str]:
         """The code-scan checks that explain a recorded hang: without a GPU they are its evidence."""
-        return oracle.predicted_by(self.observed["message"]) if self.observed["verdict"] == "HANG" else []
+        seen = self.result
+        return oracle.predicted_by(seen.message) if seen.verdict == "HANG" else []
 
     @property
     def needs_gpu(self) -> bool:
         """Replaying needs a GPU: all but a compile error and a hang that the code scan explains."""
-        return self.observed["verdict"] != "COMPILE_ERROR" and not self.scan_checks
+        return self.result.verdict != "COMPILE_ERROR" and not self.scan_checks
 
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "id": self.id, "title": self.title, "case": case_mod.to_dict(self.case),
@@ -75,27 +82,28 @@ def _feature(name, value) -> str:
     return value if isinstance(value, str) else f"{name}={list(value) if isinstance(value, tuple) else value}"
 
 
-def default_title(result: dict) -> str:
-    c = case_mod.from_dict(result["case"])
-    what = " ".join(x for x in (result["verdict"], result.get("tensor", ""), result.get("region", "")) if x)
+def default_title(result: Result) -> str:
+    c = case_mod.from_dict(result.case)
+    what = " ".join(x for x in (result.verdict, result.tensor, result.region) if x)
     feats = [_feature(name, value) for name, value in case_mod.features_on(c, static_only=True).items()]
     shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "
              f"d={c.head_dim}/{c.head_dim_v} tile={c.block_m}x{c.block_n}/{c.num_stages}/{c.threads}")
-    return f"{c.family}/{c.variant}: {what} at stage {result['stage']} ({', '.join(feats + [shape])})"
+    return f"{c.family}/{c.variant}: {what} at stage {result.stage} ({', '.join(feats + [shape])})"
 
 
-def observed(result: dict, flaky: dict | None = None) -> dict:
-    return {"verdict": result["verdict"], "stage": result.get("stage", ""), "tensor": result.get("tensor", ""),
-            "region": result.get("region", ""), "message": result.get("message", ""),
-            "kernel": result.get("kernel"), "traceback": result.get("traceback", ""),
-            "signature": list(oracle.signature(result)), "checks": result.get("checks", []), "flaky": flaky}
+def observed(result: Result, flaky: dict | None = None) -> dict:
+    """A reproducer's `observed` section."""
+    return {"verdict": result.verdict, "stage": result.stage, "tensor": result.tensor, "region": result.region,
+            "message": result.message, "kernel": result.kernel, "traceback": result.traceback,
+            "signature": list(result.signature), "checks": result.checks if result.checks is not None else [],
+            "flaky": flaky}
 
 
-def build(result: dict, env: dict, title=None, flaky=None, minimized_from=None, id=None) -> Reproducer:
-    if result["verdict"] not in oracle.FAILURES:  # a HARNESS_ERROR is ours, never the compiler's
-        raise ValueError(f"only compiler failures {oracle.FAILURES} are recorded, not {result['verdict']}")
-    case = case_mod.from_dict(result["case"])
-    return Reproducer(id or signature_id(oracle.signature(result)), title or default_title(result), case,
+def build(result: Result, env: dict, title=None, flaky=None, minimized_from=None, id=None) -> Reproducer:
+    if result.verdict not in oracle.FAILURES:  # a HARNESS_ERROR is ours, never the compiler's
+        raise ValueError(f"only compiler failures {oracle.FAILURES} are recorded, not {result.verdict}")
+    case = case_mod.from_dict(result.case)
+    return Reproducer(id or signature_id(result.signature), title or default_title(result), case,
                       expected_text(case), observed(result, flaky), {**env, **program_of(case)}, [], minimized_from)
 
 
@@ -121,9 +129,9 @@ def save(rep: Reproducer, directory) -> Path:
     return path
 
 
-def write(result: dict, env: dict, directory, title=None, flaky=None, minimized_from=None) -> Path:
+def write(result: Result, env: dict, directory, title=None, flaky=None, minimized_from=None) -> Path:
     """Record a failure, unless its signature is already recorded: then return that file."""
-    sig = oracle.signature(result)
+    sig = result.signature
     known = known_signatures(directory).get(sig)
     if known:
         return known
@@ -283,10 +291,10 @@ def test_repro_{name}(tmp_path):
 '''
 
 
-def describe(result: dict) -> str:
+def describe(result: Result) -> str:
     """One line: verdict, where, and every tensor's error against its tolerance."""
-    where = " ".join(x for x in (result.get("stage", ""), result.get("tensor", ""), result.get("region", "")) if x)
+    where = " ".join(x for x in (result.stage, result.tensor, result.region) if x)
     checks = "; ".join(f"{c['tensor']} error {c['error']:.4g} {'<=' if c['ok'] else '>'} tolerance {c['tolerance']:.4g}"
-                       for c in result.get("checks") or [])
-    message = result.get("message", "") if result["verdict"] != "PASS" else ""
-    return " | ".join(x for x in (f"{result['verdict']} ({where})" if where else result["verdict"], checks, message) if x)
+                       for c in result.checks or [])
+    message = result.message if result.verdict != "PASS" else ""
+    return " | ".join(x for x in (f"{result.verdict} ({where})" if where else result.verdict, checks, message) if x)

@@ -16,10 +16,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import case as case_mod
 from harness import oracle, record
 from harness.environment import environment, gpu_count, importable
 from harness.pool import Pool, Timeouts
+from harness.result import Result
 
 GOOD, BAD, SKIP = 0, 1, 125
 
@@ -29,7 +29,7 @@ class Replay:
     status: int                   # GOOD, BAD or SKIP
     verdict: str                  # REPRODUCED, NOT REPRODUCED or CANNOT TEST, with the reason
     evidence: list[str] = field(default_factory=list)  # one line per run
-    results: list[dict] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
 
 
 def target(rep, env, arch="sm_90a", compile_only=False) -> tuple[str | None, str]:
@@ -49,14 +49,14 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
     explains it (a deadlock predicted, not run)."""
     checks, n = set(rep.scan_checks), len(results)
     shown = [r for r in results if oracle.shows(r, checks)]
-    evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r["hazards"] if oracle.checks_of([h]) & checks})
+    evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r.hazards if oracle.checks_of([h]) & checks})
     if shown:
         return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, the recorded hang's "
                       "cause (compile-only: predicted, not run)", evidence, results)
-    failing = [r for r in results if r["verdict"] in oracle.FAILURES]
+    failing = [r for r in results if r.verdict in oracle.FAILURES]
     if failing:
         return Replay(BAD, f"REPRODUCED: {len(failing)}/{n} compiles fail; signature differs", evidence, results)
-    other = next((r for r in results if r["verdict"] != "COMPILED"), None)
+    other = next((r for r in results if r.verdict != "COMPILED"), None)
     if other:
         return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)
     return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(sorted(checks))} (recorded HANG; "
@@ -67,7 +67,7 @@ def where(env) -> str:
     return f"tilelang {env.get('tilelang', '?')} {env.get('tilelang_commit', '')}".rstrip() + f", {env.get('gpu', '?')}"
 
 
-def runs_of(case, tgt, logs, runs, timeouts, fresh=False) -> list[dict]:
+def runs_of(case, tgt, logs, runs, timeouts, fresh=False) -> list[Result]:
     """`runs` results of `case`: one worker compiles once and runs it each time (races at run
     time), or, `fresh`, every run compiles in a new worker with an empty kernel cache (bugs in
     which code a compile emits: 80929a5b6a72, bb5de5939ba0). A crash or hang is a verdict."""
@@ -105,19 +105,19 @@ def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, e
         return _judge_by_scan(rep, results, evidence)
     n = len(results)
     good = "PASS" if tgt == "auto" else "COMPILED"
-    failing = [r for r in results if r["verdict"] in oracle.FAILURES]
+    failing = [r for r in results if r.verdict in oracle.FAILURES]
     if failing:
-        same = sum(oracle.signature(r) == tuple(rep.signature) for r in results)
+        same = sum(r.signature == tuple(rep.signature) for r in results)
         verdict = (f"REPRODUCED: {len(failing)}/{n} runs fail; signature "
                    + (f"matches in {same}/{n} runs" if same else "differs"))
         if same < n:
             evidence.append(f"  recorded signature: {list(rep.signature)}")
-            evidence += [f"  now:                {list(oracle.signature(r))}" for r in results]
+            evidence += [f"  now:                {list(r.signature)}" for r in results]
         return Replay(BAD, verdict, evidence, results)
-    other = next((r for r in results if r["verdict"] != good), None)
+    other = next((r for r in results if r.verdict != good), None)
     if other:  # UNSUPPORTED here, or our own HARNESS_ERROR: no evidence either way
         return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)
-    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} runs {good} (recorded {rep.observed['verdict']})",
+    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} runs {good} (recorded {rep.result.verdict})",
                   evidence, results)
 
 
@@ -149,12 +149,11 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
     with Pool(1, tgt, logs, timeouts) as pool:
         evaluate = Evaluator(pool, confirm, rep.signature, view)
         first = evaluate(rep.case)
-        if oracle.signature(first) != rep.signature:
+        if first.signature != rep.signature:
             return BAD, f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}"
         small, result, flaky = shrink(first, evaluate, budget, runs, log=log)
     if small == rep.case:
         return GOOD, f"already minimal: {path}"
-    recorded = {"case": case_mod.to_dict(rep.case), **rep.observed}
-    title = None if rep.title == record.default_title(recorded) else rep.title
+    title = None if rep.title == record.default_title(rep.result) else rep.title
     new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
     return GOOD, f"minimized: {record.save(dataclasses.replace(new, links=rep.links), path.parent)}"

@@ -9,22 +9,22 @@ import pandas as pd
 
 from harness import case as case_mod
 from harness import oracle, pairwise
+from harness.result import Result, normalize
 
 STAGES = ("start", "compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker; start: its first case only)
 COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message",
            *(f"{s}_s" for s in STAGES), "seqlen_q", "seqlen_k", "head_dim", "error_ratio", "gpu"]
 
 
-def frame(results: list[dict]) -> pd.DataFrame:
+def frame(results: list[Result]) -> pd.DataFrame:
     """One row per case; error_ratio is the largest error / tolerance over its judged tensors."""
-    rows = [{"case_id": r["case_id"], "family": r["case"]["family"], "variant": r["case"]["variant"],
-             "verdict": r["verdict"], "stage": r["stage"], "tensor": r.get("tensor", ""),
-             "region": r.get("region", ""), "message": r.get("message", ""),
-             **{f"{s}_s": (r.get("seconds") or {}).get(s) for s in STAGES},
-             "seqlen_q": r["case"]["seqlen_q"], "seqlen_k": r["case"]["seqlen_k"], "head_dim": r["case"]["head_dim"],
-             "error_ratio": max((c["error"] / c["tolerance"] for c in r.get("checks") or [] if c["tolerance"] > 0),
+    rows = [{"case_id": r.case_id, "family": r.case["family"], "variant": r.case["variant"],
+             "verdict": r.verdict, "stage": r.stage, "tensor": r.tensor, "region": r.region, "message": r.message,
+             **{f"{s}_s": (r.seconds or {}).get(s) for s in STAGES},
+             "seqlen_q": r.case["seqlen_q"], "seqlen_k": r.case["seqlen_k"], "head_dim": r.case["head_dim"],
+             "error_ratio": max((c["error"] / c["tolerance"] for c in r.checks or [] if c["tolerance"] > 0),
                                 default=None),
-             "gpu": r.get("gpu")}  # set when the pool spread its workers over several GPUs
+             "gpu": r.gpu}  # set when the pool spread its workers over several GPUs
             for r in results]
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -47,33 +47,33 @@ def time_table(df: pd.DataFrame, by: str = "family") -> pd.DataFrame:
     return t.reset_index()
 
 
-def failures(results: list[dict]) -> list[dict]:
-    return [r for r in results if r["verdict"] in oracle.FAILURES or r["verdict"] == "HARNESS_ERROR"]
+def failures(results: list[Result]) -> list[Result]:
+    return [r for r in results if r.verdict in oracle.FAILURES or r.verdict == "HARNESS_ERROR"]
 
 
-def failure_table(results: list[dict], known: dict | None = None) -> pd.DataFrame:
+def failure_table(results: list[Result], known: dict | None = None) -> pd.DataFrame:
     """One row per distinct failure signature: count, one example case, and the reproducer
     already recorded for it (`known`: signature -> path), if any."""
     rows = {}
     for r in failures(results):
-        sig = oracle.signature(r)
+        sig = r.signature
         # A shared kernel's signature names no family: the first case's family stands for it.
-        row = rows.setdefault(sig, {"family": sig[0] or r["case"]["family"], "variant": sig[1], "verdict": sig[2],
+        row = rows.setdefault(sig, {"family": sig[0] or r.case["family"], "variant": sig[1], "verdict": sig[2],
                                     "stage": sig[3],
-                                    "tensor": sig[4], "region": sig[5], "message": r.get("message", "")[:120],
-                                    "count": 0, "example": r["case_id"],
+                                    "tensor": sig[4], "region": sig[5], "message": r.message[:120],
+                                    "count": 0, "example": r.case_id,
                                     "known": Path((known or {})[sig]).stem if sig in (known or {}) else ""})
         row["count"] += 1
     return pd.DataFrame(list(rows.values()))
 
 
-def hazard_table(results: list[dict]) -> pd.DataFrame:
+def hazard_table(results: list[Result]) -> pd.DataFrame:
     """Distinct generated-code hazards (compile-only checks), with how many cases showed each."""
     rows = {}
     for r in results:
-        for h in r.get("hazards") or []:
-            text = oracle.normalize(h)
-            row = rows.setdefault(text, {"hazard": h[:160], "cases": 0, "example": r["case_id"]})
+        for h in r.hazards or []:
+            text = normalize(h)
+            row = rows.setdefault(text, {"hazard": h[:160], "cases": 0, "example": r.case_id})
             row["cases"] += 1
     return pd.DataFrame(list(rows.values()))
 
@@ -88,12 +88,12 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def coverage_table(results: list[dict]) -> pd.DataFrame:
+def coverage_table(results: list[Result]) -> pd.DataFrame:
     """Pairwise coverage of the static features the run's cases reached (harness.pairwise)."""
-    return pairwise.summary([case_mod.from_dict(r["case"]) for r in results])
+    return pairwise.summary([case_mod.from_dict(r.case) for r in results])
 
 
-def tables(results: list[dict], known: dict | None = None) -> list[tuple[str, pd.DataFrame]]:
+def tables(results: list[Result], known: dict | None = None) -> list[tuple[str, pd.DataFrame]]:
     """The report's tables, titled, in order (the markdown summary and the HTML page show the same)."""
     df = frame(results)
     by_gpu = [("Worker seconds by GPU", time_table(df, "gpu"))] if df["gpu"].nunique() > 1 else []
@@ -115,14 +115,14 @@ def describe(about: dict | None) -> str:
             f"families {', '.join(about.get('families') or ())}")
 
 
-def summary(results: list[dict], known: dict | None = None, about: dict | None = None) -> str:
+def summary(results: list[Result], known: dict | None = None, about: dict | None = None) -> str:
     return "\n".join([f"{describe(about)}\n", *(f"## {title}\n\n{markdown(t)}" for title, t in tables(results, known))])
 
 
 RUN = "run.json"  # in a run's directory: campaign.about, the report's first line (harness report reads it again)
 
 
-def write(out_dir, results: list[dict], known: dict | None = None, about: dict | None = None) -> str:
+def write(out_dir, results: list[Result], known: dict | None = None, about: dict | None = None) -> str:
     """summary.md, results.csv and report.html in `out_dir`, and run.json with `about`, the run
     they report (without it, the one run.json holds, if any); returns the markdown."""
     out_dir = Path(out_dir)
@@ -202,7 +202,7 @@ def plots(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def html(results: list[dict], known: dict | None = None, about: dict | None = None) -> str:
+def html(results: list[Result], known: dict | None = None, about: dict | None = None) -> str:
     df = frame(results)
     body = "".join(f"<h2>{title}</h2>" + (t.to_html(index=False, border=0) if not t.empty else "<p>(none)</p>")
                    for title, t in tables(results, known))
@@ -214,11 +214,11 @@ def html(results: list[dict], known: dict | None = None, about: dict | None = No
             "</body></html>\n")
 
 
-def explain(result: dict) -> str:
+def explain(result: Result) -> str:
     """A failed result in a few lines: verdict, where, and each tensor's error against its tolerance."""
-    lines = [f"{result['verdict']} at {result['stage']}: {result.get('message', '')}",
-             f"case {result['case_id']}: {json.dumps(result['case'], sort_keys=True)}"]
-    for c in result.get("checks") or []:
+    lines = [f"{result.verdict} at {result.stage}: {result.message}",
+             f"case {result.case_id}: {json.dumps(result.case, sort_keys=True)}"]
+    for c in result.checks or []:
         lines.append(f"  {c['tensor']:6} {'ok ' if c['ok'] else 'BAD'} error {c['error']:.4g} "
                      f"tolerance {c['tolerance']:.4g} (baseline {c['base_error']:.4g}, atol {c['atol']:.4g})"
                      + (f" region {c['region']} {c['where']}" if not c["ok"] else ""))

@@ -241,7 +241,7 @@ def heading(rep) -> list[str]:
     if short != title:
         lines += [f"> {title}", ""]
     return lines + [f"Reproducer `{rep.id}` of a correctness harness for TileLang attention kernels: "
-                    f"{rep.observed['verdict']}.", ""]
+                    f"{rep.result.verdict}.", ""]
 
 
 def environment_section(rep) -> list[str]:
@@ -292,14 +292,15 @@ def program_section(rep, program: Path, other_links: list[str]) -> tuple[list[st
 
 
 def outcome_section(rep) -> list[str]:
-    seen = rep.observed
-    where = ", ".join(f"{k} {seen[k]}" for k in ("stage", "tensor", "region", "kernel") if seen.get(k))
-    lines = ["## Expected", "", rep.expected, "", "## Observed", "", f"{seen['verdict']}" + (f" ({where})" if where else "")
-             + ":", "", *_fence(seen["message"] or "(no message recorded)", "text"), ""]
+    seen = rep.result
+    where = ", ".join(f"{k} {v}" for k, v in (("stage", seen.stage), ("tensor", seen.tensor), ("region", seen.region),
+                                                ("kernel", seen.kernel)) if v)
+    lines = ["## Expected", "", rep.expected, "", "## Observed", "", f"{seen.verdict}" + (f" ({where})" if where else "")
+             + ":", "", *_fence(seen.message or "(no message recorded)", "text"), ""]
     lines += [f"- {c['tensor']}: {c['verdict']}, error {c['error']:.4g} against tolerance {c['tolerance']:.4g}"
-              for c in seen.get("checks") or []]
-    if seen.get("flaky"):
-        f = seen["flaky"]
+              for c in seen.checks or []]
+    if rep.observed.get("flaky"):
+        f = rep.observed["flaky"]
         lines.append(f"- reproduced {f['reproduced']} of {f['runs']} runs"
                      + (" (deterministic)" if f.get("deterministic") else " (not deterministic)"))
     if lines[-1] != "":
@@ -373,7 +374,7 @@ def same_cause_section(why: dict[str, str], known: dict) -> list[str]:
         o = known.get(other)
         title = " ".join(o.title.split()) if o else "(no such reproducer here)"
         title = title if len(title) <= 160 else title[:159].rsplit(" ", 1)[0] + "…"
-        verdict = f"{o.observed['verdict']}, TileLang {o.environment.get('tilelang', '?')}: " if o else ""
+        verdict = f"{o.result.verdict}, TileLang {o.environment.get('tilelang', '?')}: " if o else ""
         lines.append(f"- `{other}` ({verdict}{title}); {reason}; its own program: `harness export {other}`")
     return lines + [""]
 

@@ -17,8 +17,9 @@ import sys
 import tempfile
 import time
 
+from harness import blame, kernels, oracle
 from harness import case as case_mod
-from harness import kernels, oracle
+from harness.result import Result
 
 SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it started this worker
 # Compile targets without a GPU (--arch): Hopper, every family's; Blackwell, what the sm100 outside
@@ -26,8 +27,8 @@ SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it starte
 ARCHES = ("sm_90a", "sm_100a")
 
 
-def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, build_only=False) -> dict:
-    """Compile (cached, a compile error too), scan the generated code, run, and judge: one result dict. on_stage("run")
+def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, build_only=False) -> Result:
+    """Compile (cached, a compile error too), scan the generated code, run, and judge: one Result. on_stage("run")
     also carries what the scan found, so a run that hangs or kills the worker keeps it. Compiling
     for another target, or asked to build only, it stops at COMPILED."""
     fam = kernels.family(case.family)
@@ -38,27 +39,27 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         from harness import compat
         reason = compat.missing_knobs(case.knobs) or compat.missing_language(fam.needs)
     if reason:
-        return oracle.result(case, "UNSUPPORTED", "plan", reason)
+        return Result.of(case, "UNSUPPORTED", "plan", reason)
     key = kernels.kernel_key(case)
     seconds = {}
     if isinstance(cache.get(key), Exception):  # a kernel that failed to compile: the same error, not a second compile
-        return oracle.failed(case, "compile", cache[key], fam, seconds={})
+        return blame.failed(case, "compile", cache[key], fam, seconds={})
     if key not in cache:
         t0 = time.perf_counter()
         try:
             kernel = build(fam, case, target)
         except Exception as e:
             cache[key] = e
-            return oracle.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
+            return blame.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
         seconds["compile"] = time.perf_counter() - t0
         try:
             found, code = scan(fam, case, kernel)
         except Exception as e:
-            return oracle.failed(case, "hazards", e, seconds=seconds)
+            return blame.failed(case, "hazards", e, seconds=seconds)
         cache[key] = (kernel, found, code)
     kernel, found, code = cache[key]
     if target != "auto" or build_only:
-        return oracle.result(case, "COMPILED", "compile", seconds=seconds, hazards=found, code=code)
+        return Result.of(case, "COMPILED", "compile", seconds=seconds, hazards=found, code=code)
     on_stage("run", hazards=found, code=code)
     stage = "inputs"
     try:
@@ -82,25 +83,25 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         stage = "judge"
         t0 = time.perf_counter()
         result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs, seconds)
-        if result["verdict"] == "PASS" and case.forms:
+        if result.verdict == "PASS" and case.forms:
             stage = "forms"
             result = unlike_default_forms(fam, case, target, cache, inputs, fam.canonical(case, outputs)) or result
-        if result["verdict"] in ("MISMATCH", "NONFINITE") and bands.enabled():
+        if result.verdict in ("MISMATCH", "NONFINITE") and bands.enabled():
             stage = "reread"
             changed = reads_outside(fam, kernel, case, fam.canonical(case, outputs))
             if changed:
-                result = oracle.result(case, "OOB_READ", "run", f"{changed} changes with the guard bands' contents, "
-                                       "and not from run to run: a read outside a buffer", tensor=changed,
-                                       region="band contents")
-        result["seconds"] = {**seconds, "judge": time.perf_counter() - t0}  # the references and the comparison
+                result = Result.of(case, "OOB_READ", "run", f"{changed} changes with the guard bands' contents, "
+                                   "and not from run to run: a read outside a buffer", tensor=changed,
+                                   region="band contents")
+        result = result.replace(seconds={**seconds, "judge": time.perf_counter() - t0})  # the references and the comparison
     except Exception as e:
         # A device fault is the kernel's wherever it surfaces: a sticky fault can escape the
         # launch's synchronize and hit the next torch call.
-        return {**oracle.failed(case, stage, e, fam, seconds=seconds), "hazards": found, "code": code}
-    return {**result, "hazards": found, "code": code}
+        return blame.failed(case, stage, e, fam, seconds=seconds).replace(hazards=found, code=code)
+    return result.replace(hazards=found, code=code)
 
 
-def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> dict | None:
+def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> Result | None:
     """A MISMATCH if an output differs in any bit from the default forms' kernel on the same inputs
     (harness.case.FORMS: forms move data, never the arithmetic), else None. The reference check forgives
     rounding; this sees it. A default kernel that does not compile, or whose own runs differ, proves nothing."""
@@ -126,9 +127,9 @@ def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> dict |
             return None
         differ = _words(t) != _words(theirs[name])
         gap = (t.double() - theirs[name].double()).abs()[differ].max()
-        return oracle.result(case, "MISMATCH", "judge", f"{name} differs from the default forms' kernel on the same "
-                             f"inputs in {int(differ.sum())} elements (max |difference| {float(gap):.3g}, "
-                             f"first at {differ.nonzero()[0].tolist()})", tensor=name, region="forms")
+        return Result.of(case, "MISMATCH", "judge", f"{name} differs from the default forms' kernel on the same "
+                         f"inputs in {int(differ.sum())} elements (max |difference| {float(gap):.3g}, "
+                         f"first at {differ.nonzero()[0].tolist()})", tensor=name, region="forms")
     return None
 
 
@@ -235,7 +236,7 @@ def judge_small_cases(device: str) -> list[str]:
         case = case_mod.Case(family=name, variant=fam.variants[0], heads=2, kv_heads=1, seqlen_q=70, seqlen_k=130,
                              sinks=True)
         inputs = fam.make_inputs(case, device)
-        verdicts.append(oracle.judge(case, fam, inputs, fam.reference(case, inputs, reference.DTYPES[case.dtype]))["verdict"])
+        verdicts.append(oracle.judge(case, fam, inputs, fam.reference(case, inputs, reference.DTYPES[case.dtype])).verdict)
     return verdicts
 
 
@@ -268,10 +269,10 @@ def main(target: str) -> None:
         result = run_case(case, target, cache, on_stage=lambda s, **found: send({"event": "stage", "stage": s, **found}),
                           build_only=build_only)
         if start and not build_only:
-            result["seconds"] = {**start, **(result.get("seconds") or {})}
+            result = result.replace(seconds={**start, **(result.seconds or {})})
             start = None
-        send({"event": "result", **result})
-        if result.get("fatal"):
+        send({"event": "result", **result.to_dict()})
+        if result.fatal:
             return  # the CUDA context is poisoned: the parent starts a fresh worker
 
 

@@ -12,7 +12,7 @@ from packaging.version import Version
 from harness import bisect, record
 from harness.bisect import BAD, GOOD, SKIP, BisectError
 from harness.case import Case, to_json
-from harness.oracle import result
+from harness.result import Result
 
 RELEASES = [Version(v) for v in ("0.1.6.post2", "0.1.7", "0.1.7.post3", "0.1.8", "0.1.10", "0.1.12", "0.1.15")]
 
@@ -94,7 +94,7 @@ class FakeReleases(bisect.Releases):
 
 @pytest.fixture
 def reproducer(tmp_path):
-    r = result(Case(seqlen_q=130, seqlen_k=77, causal=True), "COMPILE_ERROR", "compile", "InternalError: boom")
+    r = Result.of(Case(seqlen_q=130, seqlen_k=77, causal=True), "COMPILE_ERROR", "compile", "InternalError: boom")
     return record.write(r, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
 
 
@@ -209,7 +209,7 @@ def test_a_bisect_continues_one_release_per_machine_from_its_state_file(tmp_path
 def test_a_numerical_bisect_pauses_on_a_machine_without_a_gpu(tmp_path, monkeypatch, capsys):
     from harness import cli
 
-    r = result(Case(seqlen_q=130, seqlen_k=77), "MISMATCH", "judge", "O: max error 1 > tolerance 0.01")
+    r = Result.of(Case(seqlen_q=130, seqlen_k=77), "MISMATCH", "judge", "O: max error 1 > tolerance 0.01")
     rep = record.write(r, {"tilelang": "0.1.12"}, tmp_path / "reproducers")
     monkeypatch.setattr(bisect, "gpu_count", lambda: 0)
     (tmp_path / "wheels").mkdir()
@@ -362,7 +362,7 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
                                                                                                 capsys):
     from harness import cli
 
-    reps = [record.write(result(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
+    reps = [record.write(Result.of(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
                          {"tilelang": "0.1.15"}, tmp_path / "reproducers") for message in ("InternalError", "ValueError")]
     for v in ("0.1.12", "0.1.15"):
         (tmp_path / "envs" / f"tilelang-{v}").mkdir(parents=True)

@@ -12,7 +12,7 @@ import pytest
 from harness import campaign, cli, record
 from harness import case as case_mod
 from harness.case import Case
-from harness.oracle import result
+from harness.result import Result
 
 
 def harness(*argv, cwd=None):
@@ -29,7 +29,7 @@ def one_line_error(code, err, *, prefix, contains):
 
 @pytest.fixture
 def reproducer(tmp_path):
-    failing = result(Case(heads=4, kv_heads=2, seqlen_q=130, seqlen_k=77), "MISMATCH", "judge",
+    failing = Result.of(Case(heads=4, kv_heads=2, seqlen_q=130, seqlen_k=77), "MISMATCH", "judge",
                      "O: max error 0.5 > tolerance 0.004", tensor="O", region="interior", checks=[])
     return record.write(failing, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
 
@@ -165,7 +165,7 @@ def test_an_out_holding_another_campaigns_results_is_refused(tmp_path):
     a run of it, and resumes). Nothing is written: not even its cut-short last line is dropped."""
     out = tmp_path / "out"
     out.mkdir()
-    theirs = [json.dumps(result(Case(family="fake", heads=1, seqlen_q=q), "COMPILED", "compile")) for q in (5, 6)]
+    theirs = [json.dumps(Result.of(Case(family="fake", heads=1, seqlen_q=q), "COMPILED", "compile").to_dict()) for q in (5, 6)]
     (out / "results.jsonl").write_text(theirs[0] + "\n" + theirs[1][:20])
     fake_cases(tmp_path / "mine.jsonl", 3)
     for argv in (["--cases-from", tmp_path / "mine.jsonl"], ["--families", "fake", "--cases", "2"]):
@@ -242,7 +242,7 @@ def test_report_of_results_none_of_which_can_be_read(tmp_path):
 def test_report_in_a_directory_that_cannot_be_written(tmp_path, read_only):
     d = tmp_path / "run"
     d.mkdir()
-    (d / "results.jsonl").write_text(json.dumps(result(Case(), "PASS", "judge")) + "\n")
+    (d / "results.jsonl").write_text(json.dumps(Result.of(Case(), "PASS", "judge").to_dict()) + "\n")
     read_only(d)
     code, out, err = harness("report", d)
     one_line_error(code, err, prefix=f"harness report: cannot write in {d}: ", contains="")
@@ -251,10 +251,10 @@ def test_report_in_a_directory_that_cannot_be_written(tmp_path, read_only):
 
 def test_read_results_drops_a_line_cut_short(tmp_path):
     path = tmp_path / "results.jsonl"
-    whole = [json.dumps(result(Case(seqlen_q=n), "PASS", "judge")) for n in (1, 2)]
+    whole = [json.dumps(Result.of(Case(seqlen_q=n), "PASS", "judge").to_dict()) for n in (1, 2)]
     path.write_text(whole[0] + "\n" + whole[1] + "\n" + whole[1][:40])
     results, notes = campaign.read_results(path)
-    assert [r["case"]["seqlen_q"] for r in results] == [1, 2]
+    assert [r.case["seqlen_q"] for r in results] == [1, 2]
     assert notes == [f"{path}: last line cut short (40 bytes): dropped, its case runs again"]
     assert path.read_text() == whole[0] + "\n" + whole[1] + "\n"  # appending goes on after a whole line
     path.write_text(whole[0] + "\n{oops\n" + whole[1] + "\n")
@@ -364,7 +364,7 @@ def test_a_new_failure_is_recorded_while_the_campaign_still_runs(tmp_path):
 def test_repro_statuses_follow_git_bisect_run(tmp_path):
     """A recorded compile error replays on the CPU: 1 while it reproduces, 0 once the case
     compiles, 125 when the harness itself fails on it."""
-    rejected = result(Case(family="fake", heads=9), "COMPILE_ERROR", "compile",
+    rejected = Result.of(Case(family="fake", heads=9), "COMPILE_ERROR", "compile",
                       "InternalError: Check failed: (continuous % (vector_size * 2) == 0) is false")
     path = record.write(rejected, {"tilelang": "0.1.15"}, tmp_path / "r")
     code, out, _ = harness("repro", path, "--logs", tmp_path / "logs")

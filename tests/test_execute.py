@@ -6,6 +6,7 @@ import pytest
 from harness.case import Case
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, threads_per_worker
+from harness.result import Result
 
 
 def fake(behaviour, **kw):
@@ -14,16 +15,16 @@ def fake(behaviour, **kw):
 
 def run_all(cases, target, tmp_path, workers=2):
     with Pool(workers, target, tmp_path, Timeouts(compile=10, run=3)) as pool:
-        results = {r["case"]["heads"]: r for r in pool.run(cases)}
+        results = {r.case["heads"]: r for r in pool.run(cases)}
         return results, pool.started
 
 
 def test_compile_hang_and_crash_become_verdicts(tmp_path):
     results, _ = run_all([fake(1), fake(2), fake(3)], "sm_90a", tmp_path)
-    assert results[1]["verdict"] == "COMPILED"
-    assert (results[2]["verdict"], results[2]["stage"]) == ("HANG", "compile")
-    assert (results[3]["verdict"], results[3]["stage"]) == ("CRASH", "compile")
-    assert "status 3" in results[3]["message"]
+    assert results[1].verdict == "COMPILED"
+    assert (results[2].verdict, results[2].stage) == ("HANG", "compile")
+    assert (results[3].verdict, results[3].stage) == ("CRASH", "compile")
+    assert "status 3" in results[3].message
 
 
 def test_workers_spread_over_the_gpus_this_process_may_use(tmp_path):
@@ -32,9 +33,9 @@ def test_workers_spread_over_the_gpus_this_process_may_use(tmp_path):
     with Pool(2, "sm_90a", tmp_path, Timeouts(compile=10, run=3), gpus=[0, 1],
               env=dict(os.environ, CUDA_VISIBLE_DEVICES="5,7")) as pool:
         results = list(pool.run([fake(1), fake(1, variant="other")]))
-    assert sorted((r["gpu"], r["verdict"]) for r in results) == [("5", "COMPILED"), ("7", "COMPILED")]
+    assert sorted((r.gpu, r.verdict) for r in results) == [("5", "COMPILED"), ("7", "COMPILED")]
     with Pool(1, "sm_90a", tmp_path, Timeouts(compile=10, run=3)) as pool:
-        assert "gpu" not in pool.run_one(fake(1))  # one GPU (or none): nothing to tell apart
+        assert "gpu" not in pool.run_one(fake(1)).to_dict()  # one GPU (or none): nothing to tell apart
 
 
 def test_run_hang_death_and_cuda_fault_do_not_stop_the_run(tmp_path):
@@ -42,14 +43,14 @@ def test_run_hang_death_and_cuda_fault_do_not_stop_the_run(tmp_path):
     cases = [fake(4), fake(1, batch=2), fake(5), fake(1, batch=3), fake(6), fake(1, batch=4)]
     with Pool(1, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
         results = list(pool.run(cases))
-    verdicts = sorted((r["case"]["heads"], r["case"]["batch"], r["verdict"], r["stage"]) for r in results)
+    verdicts = sorted((r.case["heads"], r.case["batch"], r.verdict, r.stage) for r in results)
     assert verdicts == [(1, 2, "PASS", "judge"), (1, 3, "PASS", "judge"), (1, 4, "PASS", "judge"),
                         (4, 1, "HANG", "run"), (5, 1, "CRASH", "run"), (6, 1, "CRASH", "run")]
     # A kernel that hangs or kills its worker keeps what the generated-code scan found.
     for r in results:
-        assert len(r["code"]) == 16 and r["hazards"] == [], r
-    fault = next(r for r in results if r["case"]["heads"] == 6)
-    assert fault["message"] == "LaunchError: fake_kernel: CUDA error: an illegal memory access was encountered"
+        assert len(r.code) == 16 and r.hazards == [], r
+    fault = next(r for r in results if r.case["heads"] == 6)
+    assert fault.message == "LaunchError: fake_kernel: CUDA error: an illegal memory access was encountered"
     # Cases run grouped by kernel (4, 1 1 1, 5, 6): the first worker, one after the hang and one
     # after the death; the faulting worker was killed and, with nothing left to run, not replaced.
     assert pool.started == 3
@@ -58,8 +59,8 @@ def test_run_hang_death_and_cuda_fault_do_not_stop_the_run(tmp_path):
 def test_a_fault_surfacing_in_the_judge_is_a_crash(tmp_path):
     with Pool(1, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
         r = pool.run_one(fake(7))
-        assert (r["verdict"], r["stage"], r["message"]) == ("CRASH", "judge", "RuntimeError: CUDA error: misaligned address")
-        assert pool.run_one(fake(1))["verdict"] == "PASS"
+        assert (r.verdict, r.stage, r.message) == ("CRASH", "judge", "RuntimeError: CUDA error: misaligned address")
+        assert pool.run_one(fake(1)).verdict == "PASS"
         assert pool.started == 2  # the faulted worker was not reused
 
 
@@ -84,12 +85,12 @@ def test_workers_outlive_a_run(tmp_path):
     with Pool(1, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
         first = pool.run_one(fake(1))
         again = pool.run_one(fake(1, batch=2))
-        assert (first["verdict"], again["verdict"]) == ("PASS", "PASS") and pool.started == 1
+        assert (first.verdict, again.verdict) == ("PASS", "PASS") and pool.started == 1
         # Each stage is timed (benchmarks/campaign.py adds them up); the worker's start (spawn to
         # ready) goes with its first case; the second case compiles nothing.
-        assert set(first["seconds"]) == {"start", "compile", "inputs", "run", "judge"}
-        assert set(again["seconds"]) == {"inputs", "run", "judge"}
-        assert 0 < first["seconds"]["start"] < 60
+        assert set(first.seconds) == {"start", "compile", "inputs", "run", "judge"}
+        assert set(again.seconds) == {"inputs", "run", "judge"}
+        assert 0 < first.seconds["start"] < 60
 
 
 def test_workers_started_ahead_are_the_ones_that_run(tmp_path):
@@ -97,7 +98,7 @@ def test_workers_started_ahead_are_the_ones_that_run(tmp_path):
         pool.start(5)
         assert pool.started == 2
         results = list(pool.run([fake(1), fake(1, batch=2), fake(1, batch=3)]))
-        assert [r["verdict"] for r in results] == ["COMPILED"] * 3 and pool.started == 2
+        assert [r.verdict for r in results] == ["COMPILED"] * 3 and pool.started == 2
 
 
 def test_kernels_built_ahead_serve_the_cases_that_come_later(tmp_path):
@@ -106,9 +107,9 @@ def test_kernels_built_ahead_serve_the_cases_that_come_later(tmp_path):
         assert len(pool.busy) == 2 and not pool.builds  # both building at once, before any run()
         r = pool.run_one(fake(1, batch=5))
         # The worker that built the kernel ran the case: nothing compiled for it.
-        assert r["verdict"] == "PASS" and "compile" not in r["seconds"] and "start" in r["seconds"]
+        assert r.verdict == "PASS" and "compile" not in r.seconds and "start" in r.seconds
         # A failed build is reported by the cases that need the kernel, not by prepare().
-        assert pool.run_one(fake(9))["verdict"] == "COMPILE_ERROR"
+        assert pool.run_one(fake(9)).verdict == "COMPILE_ERROR"
         assert pool.started == 2
 
 
@@ -116,20 +117,20 @@ def test_a_build_ahead_that_hangs_is_killed_and_the_case_reports_it(tmp_path):
     # The compile deadline covers the worker's start too: 10 s, as elsewhere here, for a loaded machine.
     with Pool(2, "sm_90a", tmp_path, Timeouts(compile=10, run=3)) as pool:
         pool.prepare([fake(2)])  # hangs while compiling
-        assert pool.run_one(fake(1))["verdict"] == "COMPILED"  # the other worker is free meanwhile
+        assert pool.run_one(fake(1)).verdict == "COMPILED"  # the other worker is free meanwhile
         r = pool.run_one(fake(2, batch=2))
-        assert (r["verdict"], r["stage"]) == ("HANG", "compile")
+        assert (r.verdict, r.stage) == ("HANG", "compile")
 
 
 def test_a_deadline_ends_the_run_and_abandons_the_cases_in_flight(tmp_path):
     """A time box bounds the run: a compile still going at the deadline is killed, not awaited."""
     import time
     with Pool(2, "sm_90a", tmp_path, Timeouts(compile=60, run=60)) as pool:
-        assert pool.run_one(fake(1))["verdict"] == "COMPILED"  # worker 0 ready, its kernel built
+        assert pool.run_one(fake(1)).verdict == "COMPILED"  # worker 0 ready, its kernel built
         t0 = time.monotonic()
         results = list(pool.run([fake(2), fake(1, batch=2)], deadline=t0 + 5))  # 2 hangs while compiling
         assert time.monotonic() - t0 < 8
-        assert [(r["case"]["heads"], r["verdict"]) for r in results] == [(1, "COMPILED")]
+        assert [(r.case["heads"], r.verdict) for r in results] == [(1, "COMPILED")]
         assert not pool.busy and pool.workers[1].proc.poll() is not None  # the hung worker was killed
 
 
@@ -142,9 +143,9 @@ def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch)
     monkeypatch.setattr(case_mod, "to_json", lambda c: real(c).replace('"block_m": 64, ', "") if c.heads == 7 else real(c))
     with Pool(1, "sm_90a", tmp_path, Timeouts(compile=10, run=3)) as pool:
         r = pool.run_one(fake(7))
-        assert (r["verdict"], r["stage"]) == ("HARNESS_ERROR", "protocol")
-        assert "worker cannot read the case: missing case field(s): block_m" in r["message"]
-        assert pool.run_one(fake(1))["verdict"] == "COMPILED" and pool.started == 1
+        assert (r.verdict, r.stage) == ("HARNESS_ERROR", "protocol")
+        assert "worker cannot read the case: missing case field(s): block_m" in r.message
+        assert pool.run_one(fake(1)).verdict == "COMPILED" and pool.started == 1
 
 
 def test_a_fresh_replay_compiles_every_run(tmp_path):
@@ -153,9 +154,9 @@ def test_a_fresh_replay_compiles_every_run(tmp_path):
     timeouts = Timeouts(compile=30, run=10)
     once = runs_of(fake(1), "sm_90a", tmp_path / "once", 3, timeouts)
     fresh = runs_of(fake(1), "sm_90a", tmp_path / "fresh", 3, timeouts, fresh=True)
-    assert [r["verdict"] for r in once + fresh] == ["COMPILED"] * 6
-    assert ["compile" in r["seconds"] for r in once] == [True, False, False]
-    assert ["compile" in r["seconds"] for r in fresh] == [True, True, True]
+    assert [r.verdict for r in once + fresh] == ["COMPILED"] * 6
+    assert ["compile" in r.seconds for r in once] == [True, False, False]
+    assert ["compile" in r.seconds for r in fresh] == [True, True, True]
 
 
 @pytest.mark.skipif(gpu_count() > 0, reason="judges the compile-only replay (a GPU would run the fake kernel)")
@@ -164,8 +165,8 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
     what lets `harness bisect` place 0.1.10's setmaxnreg hang (835c5df46cb3) on a CPU machine."""
     from harness import oracle, record
     from harness.replay import BAD, GOOD, replay
-    hang = {**oracle.result(fake(15), "HANG", "run", oracle.hang_message(60, "run", ["register_budget: x"])),
-            "hazards": ["register_budget: x"]}
+    hang = Result.of(fake(15), "HANG", "run", oracle.hang_message(60, "run", ["register_budget: x"]),
+                     hazards=["register_budget: x"])
     rep = record.build(hang, {})
     bad = replay(rep, tmp_path / "bad", timeouts=Timeouts(compile=30, run=10))
     assert bad.status == BAD and "1/1 compiles show register_budget" in bad.verdict, bad
@@ -174,7 +175,7 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
     good = replay(rep, tmp_path / "good", timeouts=Timeouts(compile=30, run=10))
     assert (good.status, good.verdict) == (GOOD, "NOT REPRODUCED: 1/1 compiles without register_budget "
                                                  "(recorded HANG; compile-only)")
-    plain = record.build({**hang, "message": oracle.hang_message(60, "run")}, {})
+    plain = record.build(hang.replace(message=oracle.hang_message(60, "run")), {})
     assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"
 
 
@@ -183,8 +184,8 @@ def test_a_hang_the_code_scan_explains_minimizes_without_a_gpu(tmp_path, capsys)
     """`harness minimize` without a GPU: a compile showing the recorded hang's cause counts as that
     hang (replay.as_predicted), so the case shrinks while the deadlock stays predicted."""
     from harness import cli, oracle, record
-    hang = {**oracle.result(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
-                            oracle.hang_message(60, "run", ["register_budget: x"])), "hazards": ["register_budget: x"]}
+    hang = Result.of(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
+                     oracle.hang_message(60, "run", ["register_budget: x"]), hazards=["register_budget: x"])
     path = record.save(record.build(hang, {}), tmp_path / "reps")
     assert cli.main(["minimize", str(path), "--budget", "60", "--runs", "0", "--logs", str(tmp_path / "logs")]) == 0
     rep = record.load(path)
@@ -197,14 +198,14 @@ def test_a_campaign_shrinks_a_hang_its_scan_explains_compile_only(tmp_path, monk
     """On a GPU a hang costs a run timeout per step; one the code scan explains shrinks compile-only,
     and the shrunk case is kept only if it then hangs the same way when run."""
     from harness import campaign, oracle, record
-    hang = oracle.result(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
-                         oracle.hang_message(3, "run", ["register_budget: x"]))
+    hang = Result.of(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
+                     oracle.hang_message(3, "run", ["register_budget: x"]))
     opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "reps", minimize=True, minimize_budget=60,
                             timeouts=Timeouts(compile=30, run=3))
     [path] = campaign.record_failures([hang], opts, "auto", known={})
     rep = record.load(path)
     assert (rep.case.batch, rep.case.seqlen_q, rep.case.heads) == (1, 1, 15) and rep.minimized_from.batch == 3
-    assert rep.signature == oracle.signature(hang) and rep.observed["stage"] == "run"
+    assert rep.signature == hang.signature and rep.observed["stage"] == "run"
     assert (tmp_path / "logs" / "minimize" / "compile-only").is_dir()  # the steps compiled only
     # A shrunk case that does not hang when run (the scan predicted wrongly) is not kept.
     monkeypatch.setenv("FAKE_GRANTED", "1")

@@ -13,7 +13,7 @@ import torch
 from harness import export, kernels, oracle, record
 from harness import reference as ref
 from harness.case import Case
-from harness.oracle import result
+from harness.result import Result
 
 FWD = Case(family="fwd", heads=4, kv_heads=2, seqlen_q=70, seqlen_k=93, head_dim=64, head_dim_v=64, window=(40, 5),
            sinks=True, layout="bshd", seed=11)
@@ -31,7 +31,7 @@ def _program_call(case):
 
 
 def _reproducer(case, verdict, tmp_path, tensor="O"):
-    failing = result(case, verdict, "judge" if verdict != "COMPILE_ERROR" else "compile", "recorded message",
+    failing = Result.of(case, verdict, "judge" if verdict != "COMPILE_ERROR" else "compile", "recorded message",
                      tensor=tensor if verdict != "COMPILE_ERROR" else "", checks=[])
     return record.load(record.write(failing, {"tilelang": "0.1.15", "gpu": "H100"}, tmp_path / "reproducers"))
 

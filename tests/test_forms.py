@@ -93,8 +93,8 @@ def test_a_one_ulp_difference_is_a_mismatch_naming_the_tensor_and_region():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0, 2.0], dtype=torch.float16)})
     mine = {"O": torch.tensor([1.0, 2.0], dtype=torch.float16).nextafter(torch.tensor(3.0, dtype=torch.float16))}
     r = worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, mine)
-    assert (r["verdict"], r["tensor"], r["region"]) == ("MISMATCH", "O", "forms")
-    assert "in 2 elements" in r["message"] and "first at [0]" in r["message"]
+    assert (r.verdict, r.tensor, r.region) == ("MISMATCH", "O", "forms")
+    assert "in 2 elements" in r.message and "first at [0]" in r.message
 
 
 def test_a_default_kernel_whose_own_runs_differ_proves_nothing():

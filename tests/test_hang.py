@@ -18,8 +18,8 @@ PRIMED = UNPRIMED.replace(family="ws")
                          ids=["unprimed", "primed", "unprimed_one_stage"])
 def test_the_barrier_check_sees_the_deadlock(case, deadlock):
     result = worker.run_case(case, "sm_90a", {})
-    assert result["verdict"] == "COMPILED"
-    found = [h for h in result["hazards"] if h.startswith("mbarrier_protocol")]
+    assert result.verdict == "COMPILED"
+    found = [h for h in result.hazards if h.startswith("mbarrier_protocol")]
     assert bool(found) == deadlock, found
     if deadlock:
         assert "deadlock" in found[0] and "empty[1]" in found[0]
@@ -30,5 +30,5 @@ def test_an_unprimed_ring_hangs_and_the_next_case_passes(tmp_path):
     with Pool(1, "auto", tmp_path, Timeouts(compile=600, run=30)) as pool:
         hung = pool.run_one(UNPRIMED)
         after = pool.run_one(PRIMED)
-    assert (hung["verdict"], hung["stage"]) == ("HANG", "run"), hung
-    assert after["verdict"] == "PASS", after
+    assert (hung.verdict, hung.stage) == ("HANG", "run"), hung
+    assert after.verdict == "PASS", after

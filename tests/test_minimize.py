@@ -1,10 +1,10 @@
 """minimize() keeps the failure signature while shrinking; triage() counts reproductions."""
 import time
 
-from harness import oracle
 from harness.case import Case
 from harness.kernels.fwd_family import FAMILY
 from harness.minimize import minimize, triage
+from harness.result import Result
 
 BIG = Case(batch=4, heads=8, kv_heads=2, seqlen_q=300, seqlen_k=500, head_dim=128, head_dim_v=128,
            dtype="bfloat16", causal=True, sinks=True, layout="bshd", block_m=128, block_n=64, num_stages=2,
@@ -18,19 +18,19 @@ def fake(fails, region=lambda c: "tail_q_tile"):
         assert FAMILY.unsupported(c) is None, "minimize evaluated an unsupported case"
         evaluate.calls.append(c)
         if not fails(c):
-            return oracle.result(c, "PASS", "judge")
+            return Result.of(c, "PASS", "judge")
         message = f"O: max error 0.{c.seqlen_q} > tolerance 0.001 at [0, 0, {c.seqlen_q - 1}, 3]"
-        return oracle.result(c, "MISMATCH", "judge", message, tensor="O", region=region(c))
+        return Result.of(c, "MISMATCH", "judge", message, tensor="O", region=region(c))
     evaluate.calls = []
     return evaluate
 
 
 def shrink(case, evaluate, budget=60):
     log = []
-    target = oracle.signature(evaluate(case))
+    target = evaluate(case).signature
     small, steps = minimize(case, target, evaluate, budget, log.append)
     assert steps == log and all("\n" not in s for s in steps)
-    assert oracle.signature(evaluate(small)) == target
+    assert evaluate(small).signature == target
     return small, steps
 
 
@@ -62,19 +62,19 @@ def test_budget_is_respected():
         time.sleep(0.05)
         return evaluate(c)
     evaluate = fake(lambda c: c.seqlen_q > 100)
-    target = oracle.signature(evaluate(BIG))
+    target = evaluate(BIG).signature
     evaluate.calls.clear()
     t0 = time.monotonic()
     small, steps = minimize(BIG, target, slow, 0.3)
     assert time.monotonic() - t0 < 0.3 + 0.2  # at most one evaluation past the budget
     assert 1 <= len(evaluate.calls) <= 8
-    assert small != BIG and oracle.signature(evaluate(small)) == target
+    assert small != BIG and evaluate(small).signature == target
     assert minimize(BIG, target, slow, 0) == (BIG, [])
 
 
 def test_triage():
     always = fake(lambda c: True)
-    sig = oracle.signature(always(BIG))
+    sig = always(BIG).signature
     assert triage(BIG, always, 3, sig) == {"runs": 3, "reproduced": 3, "deterministic": True}
     flip = iter(range(100))
     flaky = fake(lambda c: next(flip) % 2 == 0)

@@ -1,8 +1,9 @@
 import torch
 
+from harness import blame, oracle
 from harness import case as case_mod
-from harness import oracle
 from harness.case import Case
+from harness.result import Result
 
 
 def locate_nowhere(name, index):
@@ -87,11 +88,11 @@ def test_regions():
 
 
 def test_signature_ignores_numbers_and_paths():
-    r1 = {"case": {"family": "fwd", "variant": "default"}, "verdict": "COMPILE_ERROR", "stage": "compile",
-          "message": "InternalError: /tmp/a/b.cu:12: block_K (72) at 0x7f00"}
-    r2 = dict(r1, message="InternalError: /opt/x.cu:99: block_K (104) at 0xdead")
-    assert oracle.signature(r1) == oracle.signature(r2)
-    assert oracle.signature(r1) != oracle.signature(dict(r1, verdict="CRASH"))
+    r1 = Result.from_dict({"case": {"family": "fwd", "variant": "default"}, "verdict": "COMPILE_ERROR",
+                           "stage": "compile", "message": "InternalError: /tmp/a/b.cu:12: block_K (72) at 0x7f00"})
+    r2 = r1.replace(message="InternalError: /opt/x.cu:99: block_K (104) at 0xdead")
+    assert r1.signature == r2.signature
+    assert r1.signature != r1.replace(verdict="CRASH").signature
 
 
 def test_a_failure_pinned_on_a_shared_kernel_has_one_signature_across_families():
@@ -99,11 +100,11 @@ def test_a_failure_pinned_on_a_shared_kernel_has_one_signature_across_families()
     packed = Case(family="varlen_bwd", variant="split", sinks=True, layout="thd", seqlens=((3, 4),), seqlen_q=3,
                   seqlen_k=4)
     msg = "LaunchError: sink_grad: CUDA error: misaligned address"
-    pinned = [oracle.result(c, "CRASH", "run", msg, kernel="sink_grad") for c in (dense, packed)]
-    assert oracle.signature(pinned[0]) == oracle.signature(pinned[1])
-    assert oracle.signature(pinned[0])[:2] == ("", "kernel:sink_grad")
-    own = [oracle.result(c, "CRASH", "run", msg) for c in (dense, packed)]
-    assert oracle.signature(own[0]) != oracle.signature(own[1])  # not pinned: each family's own
+    pinned = [Result.of(c, "CRASH", "run", msg, kernel="sink_grad") for c in (dense, packed)]
+    assert pinned[0].signature == pinned[1].signature
+    assert pinned[0].signature[:2] == ("", "kernel:sink_grad")
+    own = [Result.of(c, "CRASH", "run", msg) for c in (dense, packed)]
+    assert own[0].signature != own[1].signature  # not pinned: each family's own
 
 
 def test_a_hang_names_the_code_scan_finding_that_explains_it():
@@ -116,7 +117,7 @@ def test_a_hang_names_the_code_scan_finding_that_explains_it():
     registers = oracle.hang_message(60, "run", ["register_budget: setmaxnreg asks ..."])
     assert plain == "no answer within 60 s (run)"
     assert barrier == "no answer within 20 s (run); the code scan predicts it: named_barrier_counts"
-    sigs = {oracle.signature({"case": case, "verdict": "HANG", "stage": "run", "message": m})
+    sigs = {Result.from_dict({"case": case, "verdict": "HANG", "stage": "run", "message": m}).signature
             for m in (plain, barrier, registers, oracle.hang_message(5, "run", ["register_budget: x"]))}
     assert len(sigs) == 3
 
@@ -124,5 +125,5 @@ def test_a_hang_names_the_code_scan_finding_that_explains_it():
 def test_a_launch_refused_for_shared_memory_is_a_resource_limit():
     from harness.kernels import LaunchError, Unbuildable
     e = LaunchError("bwd", "Failed to set the allowed dynamic shared memory size to 239616")
-    assert oracle.classify(e, "run") == ("UNSUPPORTED", f"LaunchError: {e}")
-    assert oracle.classify(Unbuildable("x.py: flashattn does not build on this TileLang"), "compile")[0] == "UNSUPPORTED"
+    assert blame.classify(e, "run") == ("UNSUPPORTED", f"LaunchError: {e}")
+    assert blame.classify(Unbuildable("x.py: flashattn does not build on this TileLang"), "compile")[0] == "UNSUPPORTED"

@@ -110,10 +110,10 @@ def test_an_adapter_maps_the_case_to_the_kernel_and_bands_catch_a_spill(spill):
     assert guard.names == ("O",)
     result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs)
     if spill:
-        assert (result["verdict"], result["tensor"], result["region"]) == ("OOB_WRITE", "O", "after the tensor")
-        assert "5 elements written after the end" in result["message"]
+        assert (result.verdict, result.tensor, result.region) == ("OOB_WRITE", "O", "after the tensor")
+        assert "5 elements written after the end" in result.message
     else:
-        assert result["verdict"] == "PASS", result
+        assert result.verdict == "PASS", result
 
 
 def test_the_backward_lse_is_converted_from_log2():
@@ -239,7 +239,7 @@ def test_an_example_a_release_predates_is_unsupported_there_and_missing_elsewher
     case = strategies.draw("tl_gqa_sink_fwd_varlen", 1, seed=0, per_kernel=1)[0].replace(knobs=())
     from harness import worker
     result = worker.run_case(case, "sm_90a", {})
-    assert (result["verdict"], result["message"]) == ("UNSUPPORTED", f"Unbuildable: {reason}"), result
+    assert (result.verdict, result.message) == ("UNSUPPORTED", f"Unbuildable: {reason}"), result
     assert "added in 0.1.9" in source.lacks("flash_attention_sm100/mha_fwd_bshd.py")
     _release_tree(tmp_path, monkeypatch, "0.1.10", {})
     assert source.lacks(varlen) is None  # 0.1.10 shipped it: a tree without it is refused

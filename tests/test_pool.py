@@ -23,9 +23,10 @@ def fake(behaviour, **kw):
 OUT_OF_STEP = r"""
 import json, sys
 from harness import oracle, worker
+from harness.result import Result
 for line in sys.stdin:
     case, _ = worker.request(line)
-    reply = {1: {"event": "result", **oracle.result(case, "COMPILED", "compile")},
+    reply = {1: {"event": "result", **Result.of(case, "COMPILED", "compile").to_dict()},
              2: {"event": "progress", "percent": 50},
              3: "half a line of something",
              4: {"event": "stage"}}[case.heads]
@@ -38,15 +39,15 @@ def test_a_worker_event_the_pool_does_not_know_is_a_harness_error(tmp_path, monk
     with Pool(1, "sm_90a", tmp_path, Timeouts(compile=20, run=3)) as pool:
         results = list(pool.run([fake(2), fake(1), fake(3), fake(4), fake(1, variant="other")]))
         started = pool.started
-    by = {(r["case"]["heads"], r["case"]["variant"]): r for r in results}
+    by = {(r.case["heads"], r.case["variant"]): r for r in results}
     assert len(results) == 5
-    assert [by[1, v]["verdict"] for v in ("default", "other")] == ["COMPILED", "COMPILED"]
+    assert [by[1, v].verdict for v in ("default", "other")] == ["COMPILED", "COMPILED"]
     for heads, what in [(2, "an unknown event 'progress'"), (3, "a line that is no event"),
                         (4, "a malformed 'stage' event (KeyError: 'stage')")]:
         r = by[heads, "default"]
-        assert (r["verdict"], r["stage"]) == ("HARNESS_ERROR", "protocol"), r
-        assert r["message"].startswith(f"worker sent {what} (known events: stage, refused, result): "), r
-        assert r["message"].endswith("pool and worker are out of step, so the worker was ended")
+        assert (r.verdict, r.stage) == ("HARNESS_ERROR", "protocol"), r
+        assert r.message.startswith(f"worker sent {what} (known events: stage, refused, result): "), r
+        assert r.message.endswith("pool and worker are out of step, so the worker was ended")
     # A worker out of step is ended (its later lines would answer the wrong case); one that answered lives on.
     assert started == 4
 
@@ -61,7 +62,7 @@ def test_workers_lost_past_the_budget_stop_the_pool(tmp_path):
         with pytest.raises(RestartsExhausted) as stop:
             for r in pool.run(cases):
                 results.append(r)
-        assert [(r["case"]["heads"], r["verdict"]) for r in results] == [(5, "CRASH"), (4, "HANG"), (1, "PASS"),
+        assert [(r.case["heads"], r.verdict) for r in results] == [(5, "CRASH"), (4, "HANG"), (1, "PASS"),
                                                                          (1, "PASS"), (6, "CRASH")]
         assert (pool.started, pool.restarts) == (3, 2)
         assert str(stop.value) == (f"a worker died or hung (CRASH at run of case {fake(6).id}) and 2 were "
@@ -77,9 +78,9 @@ def test_the_budget_counts_replacements_not_losses_nor_abandoned_workers(tmp_pat
         # A worker that a time box abandoned was ended by the pool, not lost: replacing it is free.
         t0 = time.monotonic()
         assert list(pool.run([fake(2)], deadline=t0 + 3)) == []  # hangs compiling until the deadline
-        assert pool.run_one(fake(1))["verdict"] == "COMPILED"
+        assert pool.run_one(fake(1)).verdict == "COMPILED"
         # A loss with nothing left to run replaces nothing; the next case needs a replacement.
-        assert pool.run_one(fake(3))["verdict"] == "CRASH"
+        assert pool.run_one(fake(3)).verdict == "CRASH"
         with pytest.raises(RestartsExhausted, match=r"\(CRASH at compile of case .*\) and 0 were replaced"):
             pool.run_one(fake(1, batch=2))
         assert (pool.started, pool.restarts) == (2, 0)

@@ -9,7 +9,7 @@ import pytest
 
 from harness import campaign, cli, oracle, record
 from harness.case import Case
-from harness.oracle import result as result_of
+from harness.result import Result
 
 ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
        "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90"}
@@ -21,7 +21,7 @@ def failure(case=CASE, region="tail_q_tile", verdict="MISMATCH"):
                "atol": 0.002, "region": region, "where": {"index": [0, 1, 129, 3]}},
               {"tensor": "LSE", "ok": True, "verdict": "PASS", "error": 1e-6, "tolerance": 1e-5, "base_error": 1e-6,
                "atol": 1e-6, "region": "", "where": None}]
-    return result_of(case, verdict, "judge", "O: max error 0.5 > tolerance 0.004 at [0, 1, 129, 3]",
+    return Result.of(case, verdict, "judge", "O: max error 0.5 > tolerance 0.004 at [0, 1, 129, 3]",
                      tensor="O", region=region, checks=checks)
 
 
@@ -32,9 +32,9 @@ def written(tmp_path):
 
 def test_round_trip(written):
     rep = record.load(written)
-    assert written.name == f"{rep.id}.json" and rep.id == record.signature_id(oracle.signature(failure()))
+    assert written.name == f"{rep.id}.json" and rep.id == record.signature_id(failure().signature)
     assert rep.case == CASE and rep.minimized_from is None and rep.links == []
-    assert rep.signature == oracle.signature(failure())
+    assert rep.signature == failure().signature
     assert rep.observed["flaky"] == {"runs": 3, "reproduced": 3, "deterministic": True}
     assert rep.observed["checks"][0]["error"] == 0.5 and rep.environment == ENV
     assert "float64 reference" in rep.expected and "MISMATCH O tail_q_tile" in rep.title
@@ -121,7 +121,7 @@ def test_dedupe_by_signature(written, tmp_path):
     assert other != written
     (tmp_path / "broken.json").write_text("{")
     known = record.known_signatures(tmp_path)
-    assert set(known) == {oracle.signature(failure()), oracle.signature(failure(region="interior"))}
+    assert set(known) == {failure().signature, failure(region="interior").signature}
     assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted([written.name, other.name, "broken.json"])
 
 
@@ -134,7 +134,7 @@ def test_an_edited_reproducer_keeps_its_file(written, tmp_path):
     record.save(edited, tmp_path)
     again = record.write(failure(), ENV, tmp_path)
     assert again != written and record.load(written) == edited
-    assert record.load(again).signature == oracle.signature(failure())
+    assert record.load(again).signature == failure().signature
     assert record.write(failure(), ENV, tmp_path) == again  # and the new one dedupes as usual
 
 
@@ -172,7 +172,7 @@ def test_repro_exit_codes(written, tmp_path, capsys):
 def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
     opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "repro")
     results = [failure(), failure(CASE.replace(batch=3)), failure(region="empty_rows"),
-               result_of(CASE, "PASS", "judge"), result_of(CASE, "HARNESS_ERROR", "judge", "KeyError: x")]
+               Result.of(CASE, "PASS", "judge"), Result.of(CASE, "HARNESS_ERROR", "judge", "KeyError: x")]
     paths = campaign.record_failures(results, opts, "sm_90a", known={})
     assert len(paths) == 2 and all(p.exists() for p in paths)  # the HARNESS_ERROR is not recorded
     assert campaign.record_failures(results, opts, "sm_90a", record.known_signatures(opts.reproducers)) == []
@@ -197,7 +197,7 @@ def test_run_says_cannot_test_when_tilelang_does_not_import(tmp_path, monkeypatc
 def test_which_reproducers_need_a_gpu():
     """A compile error and a hang the code scan explains replay compile-only (bisect on a CPU)."""
     def rep(verdict, message):
-        return record.build({**failure(), "verdict": verdict, "stage": "run", "message": message}, {})
+        return record.build(failure().replace(verdict=verdict, stage="run", message=message), {})
     assert rep("MISMATCH", "O: max error 1").needs_gpu
     assert rep("HANG", oracle.hang_message(60, "run")).needs_gpu
     assert not rep("COMPILE_ERROR", "InternalError: x").needs_gpu

@@ -1,14 +1,14 @@
 """The run report: markdown, CSV and one self-contained HTML page with plots."""
 from harness import cli, report
 from harness.case import Case
-from harness.oracle import result
+from harness.result import Result
 
 
 def results():
     check = {"tensor": "O", "ok": True, "verdict": "PASS", "error": 1e-3, "tolerance": 1e-2}
-    return [result(Case(seqlen_q=n), "PASS", "judge", checks=[check], seconds={"compile": 2.0, "run": 0.1})
+    return [Result.of(Case(seqlen_q=n), "PASS", "judge", checks=[check], seconds={"compile": 2.0, "run": 0.1})
             for n in (1, 65, 300)] + [
-        result(Case(seqlen_q=70, causal=True), "MISMATCH", "judge", "O: max error 0.5 > tolerance 0.004",
+        Result.of(Case(seqlen_q=70, causal=True), "MISMATCH", "judge", "O: max error 0.5 > tolerance 0.004",
                tensor="O", region="tail_q_tile", checks=[dict(check, ok=False, verdict="MISMATCH", error=0.5)])]
 
 
@@ -28,7 +28,7 @@ def test_the_time_table_sums_each_stage_per_family():
 
 def test_a_run_over_several_gpus_has_their_time_table_in_both_reports(tmp_path):
     assert "by GPU" not in report.summary(results())  # one GPU: the pool names none
-    spread = [dict(r, gpu=str(i % 2)) for i, r in enumerate(results())]
+    spread = [r.replace(gpu=str(i % 2)) for i, r in enumerate(results())]
     t = report.time_table(report.frame(spread), "gpu")
     assert t[["gpu", "cases", "run_s"]].values.tolist() == [["0", 2, 0.2], ["1", 2, 0.1]]  # the mismatch (on 1) has no seconds
     report.write(tmp_path, spread)
@@ -48,7 +48,7 @@ def test_report_command(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"harness report: no {tmp_path / 'results.jsonl'}\n"
     import json
-    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results()))
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in results()))
     assert cli.main(["report", str(tmp_path), "--reproducers", str(tmp_path / "none")]) == 0
     assert (tmp_path / "report.html").exists()
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness import cli, export, record, replay, triage, upstream, worker
 from harness.case import Case
-from harness.oracle import result
+from harness.result import Result
 
 COMPILE = Case(family="fake", heads=9, kv_heads=9)
 NUMERIC = Case(family="fake", heads=1, kv_heads=1)
@@ -21,7 +21,7 @@ NOT_HERE = {"tilelang": "not importable: no module named tilelang"}
 def _save(tmp_path, case=COMPILE, links=(), title=None, env=ENV, id=None, message=ERROR):
     """A reproducer file in tmp_path/reproducers, as `harness run` records one, with these links."""
     compile_error = case.heads == 9
-    failing = result(case, "COMPILE_ERROR" if compile_error else "MISMATCH", "compile" if compile_error else "judge",
+    failing = Result.of(case, "COMPILE_ERROR" if compile_error else "MISMATCH", "compile" if compile_error else "judge",
                      message, tensor="" if compile_error else "O", checks=[] if compile_error else
                      [{"tensor": "O", "ok": False, "verdict": "MISMATCH", "error": 2.86, "tolerance": 0.00195}])
     rep = record.build(failing, env, title=title, id=id)

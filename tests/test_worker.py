@@ -4,10 +4,11 @@ import dataclasses
 
 import pytest
 
-from harness import kernels, oracle, record
+from harness import blame, kernels, record
 from harness.case import Case
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts
+from harness.result import Result
 
 
 def fake(behaviour, **kw):
@@ -16,44 +17,44 @@ def fake(behaviour, **kw):
 
 def run(cases, target, tmp_path):
     with Pool(1, target, tmp_path, Timeouts(compile=20, run=5)) as pool:
-        return {(r["case"]["heads"], r["case"]["variant"]): r for r in pool.run(cases)}, pool.started
+        return {(r.case["heads"], r.case["variant"]): r for r in pool.run(cases)}, pool.started
 
 
 def test_a_python_bug_in_a_program_builder_is_ours(tmp_path):
     results, _ = run([fake(8), fake(9), fake(12), fake(1)], "sm_90a", tmp_path)
-    assert (results[8, "default"]["verdict"], results[8, "default"]["stage"]) == ("HARNESS_ERROR", "compile")
-    assert results[8, "default"]["message"] == "KeyError: 'no such program'"
-    assert (results[9, "default"]["verdict"], results[9, "default"]["stage"]) == ("COMPILE_ERROR", "compile")
-    assert results[9, "default"]["message"].startswith("InternalError: Check failed")
+    assert (results[8, "default"].verdict, results[8, "default"].stage) == ("HARNESS_ERROR", "compile")
+    assert results[8, "default"].message == "KeyError: 'no such program'"
+    assert (results[9, "default"].verdict, results[9, "default"].stage) == ("COMPILE_ERROR", "compile")
+    assert results[9, "default"].message.startswith("InternalError: Check failed")
     # A broken generated-code scan is ours too, and the worker lives on to compile the next case.
-    assert (results[12, "default"]["verdict"], results[12, "default"]["stage"]) == ("HARNESS_ERROR", "hazards")
-    assert results[1, "default"]["verdict"] == "COMPILED"
+    assert (results[12, "default"].verdict, results[12, "default"].stage) == ("HARNESS_ERROR", "hazards")
+    assert results[1, "default"].verdict == "COMPILED"
 
 
 def test_an_nvcc_error_that_only_nvcc_printed_is_the_message(tmp_path):
     results, _ = run([fake(13), fake(1)], "sm_90a", tmp_path)
     r = results[13, "default"]
-    assert (r["verdict"], r["stage"]) == ("COMPILE_ERROR", "compile")
-    assert r["message"] == "InternalError: nvcc rejected the generated CUDA: line 63: too many arguments in function call"
+    assert (r.verdict, r.stage) == ("COMPILE_ERROR", "compile")
+    assert r.message == "InternalError: nvcc rejected the generated CUDA: line 63: too many arguments in function call"
     assert any("tmpab.cu(63): error" in p.read_text() for p in tmp_path.rglob("*") if p.is_file())  # still logged
-    assert results[1, "default"]["verdict"] == "COMPILED"
+    assert results[1, "default"].verdict == "COMPILED"
 
 
 def test_an_illegal_word_is_not_a_device_fault(tmp_path):
     results, started = run([fake(10), fake(1)], "auto", tmp_path)
-    assert results[10, "default"]["verdict"] == "HARNESS_ERROR"
-    assert results[10, "default"]["message"] == "ValueError: illegal value for argument 'q'"
-    assert results[1, "default"]["verdict"] == "PASS" and started == 1  # the worker was not thrown away
+    assert results[10, "default"].verdict == "HARNESS_ERROR"
+    assert results[10, "default"].message == "ValueError: illegal value for argument 'q'"
+    assert results[1, "default"].verdict == "PASS" and started == 1  # the worker was not thrown away
 
 
 def test_a_fault_in_a_shared_kernel_is_one_bug_whatever_the_variant(tmp_path):
     results, _ = run([fake(11), fake(11, variant="other"), fake(6), fake(6, variant="other")], "auto", tmp_path)
     shared = [results[11, v] for v in ("default", "other")]
-    assert all(r["verdict"] == "CRASH" and r["kernel"] == "common" for r in shared)
-    assert oracle.signature(shared[0]) == oracle.signature(shared[1])
-    assert oracle.signature(shared[0])[1] == "kernel:common"
+    assert all(r.verdict == "CRASH" and r.kernel == "common" for r in shared)
+    assert shared[0].signature == shared[1].signature
+    assert shared[0].signature[1] == "kernel:common"
     # fake_kernel is not shared: each variant is its own signature.
-    assert oracle.signature(results[6, "default"]) != oracle.signature(results[6, "other"])
+    assert results[6, "default"].signature != results[6, "other"].signature
 
 
 def _raise_in(filename, exc):
@@ -68,41 +69,41 @@ def _raise_in(filename, exc):
 
 def test_blame_follows_the_innermost_frame(monkeypatch, tmp_path):
     compiler = tmp_path / "tilelang"
-    monkeypatch.setattr(oracle, "_compiler_roots", lambda: [str(compiler)])
+    monkeypatch.setattr(blame, "_compiler_roots", lambda: [str(compiler)])
     inside = _raise_in(str(compiler / "op" / "gemm.py"), AssertionError("block_K (72) must be a multiple of 16"))
     outside = _raise_in(str(tmp_path / "harness" / "kernels" / "fwd.py"), NameError("name 'q_s' is not defined"))
     native = _raise_in("<unknown>", RuntimeError("Check failed: layout"))
     # 0.1.15's CUDA codegen with no_warp_specialize: a builtin TypeError raised in TVM's C++ header.
     header = _raise_in("/project/3rdparty/tvm/include/tvm/ir/cast.h", TypeError("Downcast from tirx.Sub to ir.IntImm failed."))
-    assert oracle.classify(inside, "compile") == ("COMPILE_ERROR",
+    assert blame.classify(inside, "compile") == ("COMPILE_ERROR",
                                                   "AssertionError: block_K (72) must be a multiple of 16")
-    assert oracle.classify(outside, "compile")[0] == "HARNESS_ERROR"
-    assert oracle.classify(native, "compile")[0] == "COMPILE_ERROR"
-    assert oracle.classify(header, "compile")[0] == "COMPILE_ERROR"
-    assert oracle.classify(inside, "run")[0] == "HARNESS_ERROR"  # at run time only a device fault is the compiler's
+    assert blame.classify(outside, "compile")[0] == "HARNESS_ERROR"
+    assert blame.classify(native, "compile")[0] == "COMPILE_ERROR"
+    assert blame.classify(header, "compile")[0] == "COMPILE_ERROR"
+    assert blame.classify(inside, "run")[0] == "HARNESS_ERROR"  # at run time only a device fault is the compiler's
     # 0.1.15's nvcc failure ends with the command line: the message is what ptxas said, and a
     # register file too small for the tile is a resource limit, not a bug.
     ptxas = _raise_in("<unknown>", RuntimeError("x.cu(142): warning #1046-D: inexact\nptxas fatal   : (C7602) "
                                                  "Insufficient registers (128) to compile instruction\nCommand: nvcc -o x"))
-    assert oracle.classify(ptxas, "compile") == (
+    assert blame.classify(ptxas, "compile") == (
         "UNSUPPORTED", "RuntimeError: nvcc rejected the generated CUDA: ptxas: (C7602) Insufficient registers (128) "
         "to compile instruction")
     syntax = _raise_in("<unknown>", RuntimeError("x.cu(63): error: too many arguments in function call\nCommand: nvcc"))
-    assert oracle.classify(syntax, "compile") == (
+    assert blame.classify(syntax, "compile") == (
         "COMPILE_ERROR", "RuntimeError: nvcc rejected the generated CUDA: line 63: too many arguments in function call")
     fault = RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with TORCH_USE_CUDA_DSA")
-    assert oracle.classify(fault, "judge") == ("CRASH", "RuntimeError: CUDA error: an illegal memory access was encountered")
-    assert oracle.classify(ValueError("illegal shape"), "run")[0] == "HARNESS_ERROR"
+    assert blame.classify(fault, "judge") == ("CRASH", "RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert blame.classify(ValueError("illegal shape"), "run")[0] == "HARNESS_ERROR"
     def faulting():
         raise fault
     with pytest.raises(kernels.LaunchError) as launched:
         kernels.launch("sink_grad", faulting)
-    assert oracle.classify(launched.value, "run") == (
+    assert blame.classify(launched.value, "run") == (
         "CRASH", "LaunchError: sink_grad: CUDA error: an illegal memory access was encountered")
 
 
 def test_a_harness_error_is_never_recorded(tmp_path):
-    r = oracle.result(fake(8), "HARNESS_ERROR", "compile", "KeyError: 'no such program'")
+    r = Result.of(fake(8), "HARNESS_ERROR", "compile", "KeyError: 'no such program'")
     with pytest.raises(ValueError, match="only compiler failures"):
         record.write(r, {}, tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -113,7 +114,7 @@ def test_a_release_without_the_language_a_family_needs_is_unsupported(monkeypatc
     fam = dataclasses.replace(kernels.family("fake"), needs=("no_such_language",))
     monkeypatch.setattr(kernels, "family", lambda name: fam)
     r = worker.run_case(Case(family="fake"), "sm_90a", {})
-    assert r["verdict"] == "UNSUPPORTED" and "has no T.no_such_language" in r["message"]
+    assert r.verdict == "UNSUPPORTED" and "has no T.no_such_language" in r.message
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
@@ -133,18 +134,18 @@ def test_a_kernel_that_failed_to_compile_fails_again_without_a_second_compile(mo
     monkeypatch.setattr(worker, "build", lambda *a: builds.append(1) or real(*a))
     cache = {}
     first, second = (worker.run_case(fake(9, seqlen_q=n), "sm_90a", cache) for n in (64, 77))
-    assert len(builds) == 1 and first["verdict"] == second["verdict"] == "COMPILE_ERROR"
-    assert second["message"] == first["message"] and second["case"]["seqlen_q"] == 77
-    assert "compile" in first["seconds"] and "compile" not in second["seconds"]
+    assert len(builds) == 1 and first.verdict == second.verdict == "COMPILE_ERROR"
+    assert second.message == first.message and second.case["seqlen_q"] == 77
+    assert "compile" in first.seconds and "compile" not in second.seconds
 
 
 def test_guard_bands_tell_writes_and_reads_outside_a_buffer_from_a_wrong_value(tmp_path):
     results, _ = run([fake(16), fake(17), fake(18), fake(1)], "auto", tmp_path)
     write, read, noisy = results[16, "default"], results[17, "default"], results[18, "default"]
-    assert (write["verdict"], write["tensor"], write["region"]) == ("OOB_WRITE", "O", "after the tensor")
-    assert write["message"] == "O: 3 elements written after the end (first at +0)"
-    assert (read["verdict"], read["tensor"]) == ("OOB_READ", "O")
+    assert (write.verdict, write.tensor, write.region) == ("OOB_WRITE", "O", "after the tensor")
+    assert write.message == "O: 3 elements written after the end (first at +0)"
+    assert (read.verdict, read.tensor) == ("OOB_READ", "O")
     # A wrong value that changes from run to run proves no read outside: it stays a mismatch.
-    assert noisy["verdict"] in ("MISMATCH", "NONFINITE")
-    assert results[1, "default"]["verdict"] == "PASS"
-    assert oracle.signature(write) != oracle.signature(read)
+    assert noisy.verdict in ("MISMATCH", "NONFINITE")
+    assert results[1, "default"].verdict == "PASS"
+    assert write.signature != read.signature

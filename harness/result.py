@@ -1,0 +1,106 @@
+"""One case's outcome (a Result) and its failure signature.
+
+A Result is what a results.jsonl line, the worker's `result` event and a reproducer's `observed`
+section hold: `to_dict()` gives the JSON object written today, key for key and in the same order,
+and `from_dict()` reads one back (an older line too: keys this version does not know stay in
+`extra`, and are written again where they stood).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from harness import case as case_mod
+
+VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "UNSUPPORTED",
+            "CRASH", "HANG", "HARNESS_ERROR")
+# The compiler's, recordable.
+FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "CRASH", "HANG")
+
+# The keys every Result has, first and in this order, as results have always been written.
+_FIRST = ("case_id", "case", "verdict", "stage", "message", "tensor", "region")
+
+
+@dataclass(frozen=True)
+class Result:
+    case_id: str
+    case: dict                      # the case as case.to_dict writes it (an old line's case as it was)
+    verdict: str
+    stage: str = ""
+    message: str = ""
+    tensor: str = ""                # the failing tensor, or ""
+    region: str = ""                # where it fails (oracle.region_locator), or ""
+    kernel: str | None = None       # a shared kernel the failure is pinned on (Family.shared)
+    traceback: str = ""             # an exception's, for a result blamed on one (harness.blame)
+    seconds: dict | None = None     # time per stage (start, compile, inputs, run, judge)
+    checks: list | None = None      # each judged tensor (oracle.Check as a dict)
+    hazards: list | None = None     # the code scan's findings, "check: message"
+    code: str | None = None         # digest of the generated code
+    fatal: bool = False             # the worker must exit (a poisoned CUDA context); on the pipe only
+    gpu: str | None = None          # the GPU it ran on, when the pool spreads over several
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # keys of other versions
+    keys: tuple[str, ...] = field(default=_FIRST, compare=False, repr=False)  # present keys, in written order
+
+    @classmethod
+    def of(cls, case, verdict, stage, message="", **extra) -> Result:
+        """A case's outcome (a Case, and the keyword fields present, in that order)."""
+        return cls(case.id, case_mod.to_dict(case), verdict, stage, message).replace(**extra)
+
+    def replace(self, **changes) -> Result:
+        """A copy with `changes`; a key not yet present is added after the others (as dict assignment does)."""
+        known = _FIELDS & changes.keys()
+        others = {k: v for k, v in changes.items() if k not in _FIELDS}
+        keys = self.keys + tuple(k for k in changes if k not in self.keys)
+        values = {k: changes[k] for k in known}
+        if others:
+            values["extra"] = MappingProxyType({**self.extra, **others})
+        return _copy(self, keys=keys, **values)
+
+    def without(self, *names) -> Result:
+        """A copy without the keys `names` (back to their defaults)."""
+        defaults = {f.name: f.default for f in fields(self) if f.name in names and f.name in _FIELDS}
+        extra = {k: v for k, v in self.extra.items() if k not in names}
+        return _copy(self, keys=tuple(k for k in self.keys if k not in names), extra=MappingProxyType(extra), **defaults)
+
+    @property
+    def signature(self) -> tuple:
+        """(family, variant, verdict, stage, tensor, region, normalized message). A failure pinned on
+        a shared kernel (one program, whatever the variant, and whichever family runs it: the dense
+        backward's sink gradient serves the varlen backward too) names that kernel instead of the
+        family and variant: one bug, one signature."""
+        family, scope = ("", f"kernel:{self.kernel}") if self.kernel else (self.case["family"], self.case["variant"])
+        return family, scope, self.verdict, self.stage, self.tensor, self.region, normalize(self.message)
+
+    def to_dict(self) -> dict:
+        """The JSON object of a results.jsonl line (and of the worker's result event, less "event")."""
+        return {k: (getattr(self, k) if k in _FIELDS else self.extra[k]) for k in self.keys}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Result:
+        """A result from its JSON object; to_dict() gives `d` back, key order included. Keys a
+        reproducer's `observed` lacks (case_id, ...) take their defaults and are not written back."""
+        known = {k: v for k, v in d.items() if k in _FIELDS}
+        extra = {k: v for k, v in d.items() if k not in _FIELDS}
+        return cls(**{"case_id": "", "case": {}, "verdict": "", **known},
+                   extra=MappingProxyType(extra), keys=tuple(d))
+
+
+_FIELDS = frozenset(f.name for f in fields(Result)) - {"extra", "keys"}
+
+
+def _copy(r: Result, **values) -> Result:
+    return Result(**{**{f.name: getattr(r, f.name) for f in fields(r)}, **values})
+
+
+_NOISE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"), (re.compile(r"(/[\w.+-]+)+"), "<path>"),
+          (re.compile(r"\d+(\.\d+)?"), "N"), (re.compile(r"\s+"), " ")]
+
+
+def normalize(message: str) -> str:
+    """A message with addresses, paths and numbers blanked, so equal failures compare equal."""
+    for pattern, repl in _NOISE:
+        message = pattern.sub(repl, message or "")
+    return message.strip()[:200]
