@@ -6,6 +6,7 @@ import pytest
 from harness import case as case_mod
 from harness import kernels, pairwise, report, strategies
 from harness.case import Case
+from harness.result import Result
 
 REAL = ("fwd", "bwd", "varlen_fwd", "varlen_bwd")
 
@@ -53,7 +54,7 @@ def test_a_campaign_starts_with_the_covering_array():
 
 def test_the_run_summary_shows_the_pairs_covered():
     cases = strategies.draw("fwd", 80, seed=1, per_kernel=4, cover=True)
-    results = [{"case_id": c.id, "case": case_mod.to_dict(c), "verdict": "PASS", "stage": "judge"} for c in cases]
+    results = [Result.of(c, "PASS", "judge") for c in cases]
     text = report.summary(results)
     assert "## Pairwise coverage" in text
     row = pairwise.summary(cases).iloc[0]
