@@ -66,20 +66,18 @@ class Made:
 def hazards_made(trace: Trace, hazards: list[str], script: Callable[[object], str]) -> list[Made]:
     """For each hazard (`check: message`) with a known IR shape, the first pass whose output holds it."""
     out, texts = [], {}
+
+    def text(t: Trace, i: int) -> str:
+        return texts.setdefault(i, script(t.after[i]))
+
     for hazard in hazards:
         shape = HAZARD_IR.get(hazard.split(":", 1)[0])
         if shape is None:
             continue
         pattern, what = shape
-        made = None
-        for i, name in enumerate(trace.passes):
-            text = texts.setdefault(i, script(trace.after[i]))
-            m = pattern.search(text)
-            if m:
-                line = text.count("\n", 0, m.start())
-                made = Made(hazard, name, what, excerpt(text, [line, line + 1]))
-                break
-        out.append(made or Made(hazard, None, what, []))
+        found = first_holding(trace, _pattern_holder(pattern), text)
+        out.append(Made(hazard, trace.passes[found[0]], what, excerpt(text(trace, found[0]), [found[1], found[1] + 1]))
+                   if found else Made(hazard, None, what, []))
     return out
 
 
@@ -112,9 +110,9 @@ def excerpt(text: str, lines: list[int]) -> list[str]:
 def introduced_by(passes: list[str], texts: Callable[[int], str], line: str) -> str | None:
     """The first pass whose output contains `line` (stripped), or None when even the first one's
     does: then it came from the program as written."""
-    wanted = line.strip()
+    holds = _line_holder(line)
     for i, name in enumerate(passes):
-        if any(candidate.strip() == wanted for candidate in texts(i).splitlines()):
+        if holds(texts(i)) is not None:
             return name if i > 0 else None
     return None
 
@@ -266,10 +264,10 @@ def _pattern_holder(pattern) -> Callable[[str], int | None]:
     return holds
 
 
-def run(fam, case, target: str, neighbour: bool = True) -> tuple[list[str], str, bool]:
+def run(fam, case, target: str) -> tuple[list[str], str, bool]:
     """Trace one compile of `case` and say where its bug comes from: (lines, a one-line account,
-    whether something was found). With `neighbour`, also the first one-knob neighbour that compiles
-    clean, and the pass where the two part."""
+    whether something was found), with the first one-knob neighbour that compiles clean and the pass
+    where the two part."""
     from harness import worker
 
     t = trace(lambda: fam.build(case, target))
@@ -278,13 +276,12 @@ def run(fam, case, target: str, neighbour: bool = True) -> tuple[list[str], str,
         account = ("raised outside the passes" if found is None else f"raised in {found.raised_in}"
                    + (f", input from {found.introduced_by}" if found.introduced_by else ""))
         lines = describe(found, t)
-        if neighbour:
-            holds = _line_holder(found.evidence) if found is not None and found.evidence else (lambda text: None)
-            d, tried = _passing_neighbour(fam, case, target, lambda n, _: bool(n.error), holds, t)
-            lines += describe_divergence(d, tried)
-            if d:
-                account += (f"; {d.neighbour} compiles" +
-                            (f": they part at {d.turn}" if d.turn and not d.neighbour_holds else ""))
+        holds = _line_holder(found.evidence) if found is not None and found.evidence else (lambda text: None)
+        d, tried = _passing_neighbour(fam, case, target, lambda n, _: bool(n.error), holds, t)
+        lines += describe_divergence(d, tried)
+        if d:
+            account += (f"; {d.neighbour} compiles" +
+                        (f": they part at {d.turn}" if d.turn and not d.neighbour_holds else ""))
         return lines, account, True
     if not t.passes:
         return ["compiled without running a pass (a kernel cache hit?): nothing traced"], "not traced", False
@@ -294,7 +291,7 @@ def run(fam, case, target: str, neighbour: bool = True) -> tuple[list[str], str,
     account = ("; ".join(f"{m.hazard.split(':')[0]} made by {m.made_by}" for m in named)
                or ("hazard with no pass named" if hazards else "compiled, no hazard"))
     lines = describe_made(made, hazards)
-    if neighbour and named:
+    if named:
         checks = {m.hazard.split(":", 1)[0] for m in named}
 
         def failing(n: Trace, other) -> bool:
