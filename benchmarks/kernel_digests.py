@@ -19,7 +19,9 @@ import argparse
 import hashlib
 import json
 import multiprocessing
+import os
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -59,34 +61,38 @@ def _traced(code: str):
     tilelang.compile = compile
 
 
-def _digest_lines(tree: str, code: str, lines: list[str]) -> dict[str, str]:
+def _start(tree: str, code: str) -> None:
     sys.path.insert(0, tree)
+    _traced(code)
+
+
+def _digest_line(line: str) -> tuple[str, str]:
     from harness import case as case_mod
     from harness import compat, kernels
 
-    _traced(code)
-    digests = {}
-    for line in lines:
-        c = case_mod.from_json(line)
-        try:
-            built = kernels.family(c.family).build(c, "sm_90a")
-            # The worker's `code` digest (harness.worker.scan), over what this stand-in kept.
-            digests[c.id] = hashlib.sha256("\n".join(compat.kernel_sources(built)).encode()).hexdigest()[:16]
-        except Exception as e:  # a program this tree cannot write: named, never a match
-            digests[c.id] = f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
-    return digests
+    c = case_mod.from_json(line)
+    try:
+        built = kernels.family(c.family).build(c, "sm_90a")
+        # The worker's `code` digest (harness.worker.scan), over what the stand-in kept.
+        return c.id, hashlib.sha256("\n".join(compat.kernel_sources(built)).encode()).hexdigest()[:16]
+    except Exception as e:  # a program this tree cannot write: named, never a match
+        return c.id, f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
 
 
 def digest(cases_file: Path, out: Path, tree: Path, code: str, jobs: int) -> None:
     lines = cases_file.read_text().splitlines()
-    chunks = [lines[i::jobs] for i in range(jobs)]
-    # One process per chunk: TileLang's lowering holds the GIL, and each tree needs its own imports.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        digests = {k: v for part in pool.map(_digest_lines, [str(tree)] * jobs, [code] * jobs, chunks)
-                   for k, v in part.items()}
-    out.write_text(json.dumps(digests, indent=1, sort_keys=True))
+    # Processes, one TileLang each, one thread each (lowering is CPU-bound; thread pools per process
+    # would oversubscribe the cores). `out` is rewritten after every kernel: a run cut short keeps its part.
+    os.environ.update(OMP_NUM_THREADS="1", TVM_NUM_THREADS="1")
+    digests = {}
+    t0 = time.monotonic()
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_start, initargs=(str(tree), code)) as pool:
+        for kernel, value in pool.map(_digest_line, lines):
+            digests[kernel] = value
+            out.write_text(json.dumps(digests, indent=1, sort_keys=True))
     errors = sum(v.startswith("error") for v in digests.values())
-    print(f"{len(digests)} kernels digested ({code}), {errors} failed -> {out}")
+    print(f"{len(digests)} kernels digested ({code}) in {time.monotonic() - t0:.0f} s, {errors} failed -> {out}")
 
 
 def compare(a: Path, b: Path) -> int:
