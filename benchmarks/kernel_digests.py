@@ -20,6 +20,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -61,42 +62,61 @@ def _traced(code: str):
     tilelang.compile = compile
 
 
-def _start(tree: str, code: str) -> None:
+def _digest_chunk(tree: str, code: str, lines: list[str], part: Path) -> None:
+    """Digest `lines` in order in this process, one line of `part` per kernel as it is done."""
     sys.path.insert(0, tree)
     _traced(code)
-
-
-def _digest_line(line: str) -> tuple[str, str]:
     from harness import case as case_mod
     from harness import compat, kernels
 
-    c = case_mod.from_json(line)
-    try:
-        built = kernels.family(c.family).build(c, "sm_90a")
-        # The worker's `code` digest (harness.worker.scan), over what the stand-in kept.
-        return c.id, hashlib.sha256("\n".join(compat.kernel_sources(built)).encode()).hexdigest()[:16]
-    except Exception as e:  # a program this tree cannot write: named, never a match
-        return c.id, f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+    with part.open("w") as f:
+        for line in lines:
+            c = case_mod.from_json(line)
+            try:
+                built = kernels.family(c.family).build(c, "sm_90a")
+                # The worker's `code` digest (harness.worker.scan), over what the stand-in kept.
+                value = hashlib.sha256("\n".join(compat.kernel_sources(built)).encode()).hexdigest()[:16]
+            except Exception as e:  # a program this tree cannot write: named, never a match
+                value = f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+            f.write(json.dumps([c.id, value]) + "\n")
+            f.flush()
+
+
+def _parts(out: Path) -> Path:
+    return out.with_name(out.name + ".parts")
+
+
+def load(out: Path) -> dict[str, str]:
+    """A digest file, or what its parts hold of a run cut short."""
+    if out.exists():
+        return json.loads(out.read_text())
+    return dict(json.loads(line) for part in sorted(_parts(out).glob("*.jsonl")) for line in part.read_text().splitlines())
 
 
 def digest(cases_file: Path, out: Path, tree: Path, code: str, jobs: int) -> None:
     lines = cases_file.read_text().splitlines()
-    # Processes, one TileLang each, one thread each (lowering is CPU-bound; thread pools per process
-    # would oversubscribe the cores). `out` is rewritten after every kernel: a run cut short keeps its part.
+    # One TileLang per process, one thread each (lowering is CPU-bound; thread pools per process would
+    # oversubscribe the cores). The chunks are fixed, so two trees lower their kernels in the same order
+    # in the same processes: some releases (0.1.6.post2) number generated names across a process's
+    # compiles. Each process writes its part as it goes: a run cut short keeps what it did.
     os.environ.update(OMP_NUM_THREADS="1", TVM_NUM_THREADS="1")
-    digests = {}
+    out.unlink(missing_ok=True)
+    parts = _parts(out)
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True)
     t0 = time.monotonic()
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_start, initargs=(str(tree), code)) as pool:
-        for kernel, value in pool.map(_digest_line, lines):
-            digests[kernel] = value
-            out.write_text(json.dumps(digests, indent=1, sort_keys=True))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_digest_chunk, [str(tree)] * jobs, [code] * jobs, [lines[i::jobs] for i in range(jobs)],
+                      [parts / f"{i}.jsonl" for i in range(jobs)]))
+    digests = load(out)
+    out.write_text(json.dumps(digests, indent=1, sort_keys=True))
+    shutil.rmtree(parts)
     errors = sum(v.startswith("error") for v in digests.values())
     print(f"{len(digests)} kernels digested ({code}) in {time.monotonic() - t0:.0f} s, {errors} failed -> {out}")
 
 
 def compare(a: Path, b: Path) -> int:
-    before, after = json.loads(a.read_text()), json.loads(b.read_text())
+    before, after = load(a), load(b)
     common = sorted(set(before) & set(after))
     same = [k for k in common if before[k] == after[k] and not before[k].startswith("error")]
     print(f"{len(same)} / {len(common)} kernels digest the same ({len(before)} before, {len(after)} after)")
