@@ -97,12 +97,9 @@ def digest(cases_file: Path, out: Path, tree: Path, code: str, jobs: int) -> Non
     lines = cases_file.read_text().splitlines()
     # One TileLang per process, one thread each (lowering is CPU-bound; thread pools per process would
     # oversubscribe the cores). The chunks are fixed, so two trees lower their kernels in the same order
-    # in the same processes: some releases (0.1.6.post2) number generated names across a process's
-    # compiles. Each process writes its part as it goes: a run cut short keeps what it did.
+    # in the same processes (a release that numbers generated names across a process's compiles
+    # still compares). Each process writes its part as it goes: a run cut short keeps what it did.
     os.environ.update(OMP_NUM_THREADS="1", TVM_NUM_THREADS="1")
-    # One hash seed for every process: 0.1.6.post2 places buffers in shared memory in an order that
-    # follows PYTHONHASHSEED, so its code differs from process to process for the same TIR.
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     out.unlink(missing_ok=True)
     parts = _parts(out)
     shutil.rmtree(parts, ignore_errors=True)
