@@ -122,8 +122,12 @@ class Releases:
     def path(self, version) -> Path:
         return self.root / f"tilelang-{version}"
 
+    def site(self, version) -> Path:
+        """The directory to put on PYTHONPATH for this release."""
+        return self.path(version)
+
     def at_hand(self, version) -> bool:
-        return (self.path(version) / ".complete").exists()
+        return (self.site(version) / ".complete").exists()
 
     def get(self, version) -> tuple[Path | None, str]:
         """ensure(), with a release that cannot be had here as a reason, not an error."""
@@ -196,11 +200,15 @@ class Commits:
     def path(self, sha) -> Path:
         return self.root / "commits" / str(sha)
 
+    def site(self, sha) -> Path:
+        """The directory to put on PYTHONPATH for this commit (beside its wheel and build log)."""
+        return self.path(sha) / "site"
+
     def at_hand(self, sha) -> bool:
-        return (self.path(sha) / "site" / ".complete").exists()
+        return (self.site(sha) / ".complete").exists()
 
     def ensure(self, sha) -> tuple[Path | None, str]:
-        target = self.path(sha) / "site"
+        target = self.site(sha)
         if (target / ".complete").exists():
             return target, ""
         failed = self.path(sha) / "build-failed.txt"
@@ -429,7 +437,7 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
     else:
         headline = f"**Fixed in {last_good}; the last {kind} with the bug is {first_bad}.**"
     if skipped:
-        headline += (f" Untestable releases between them ({', '.join(str(order[i]) for i in skipped)}) "
+        headline += (f" Untestable {kind}s between them ({', '.join(str(order[i]) for i in skipped)}) "
                      "leave the change somewhere in that range.")
     rows = [f"| {kind} | result | evidence | seconds |", "|---|---|---|---|"]
     for v in order:
@@ -440,7 +448,7 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
     cmd = (f"harness bisect {b.reproducer} --good {b.good} --bad {b.bad} --envs {b.releases.root}{where}"
            + (f" --runs {b.runs}" if b.runs > 1 else "") + (" --fresh" if b.fresh else ""))
     return "\n".join([
-        f"## Bisect of reproducer {rep.id} across TileLang releases",
+        f"## Bisect of reproducer {rep.id} across TileLang {kind}s",
         "",
         f"{rep.title}",
         "",
@@ -458,7 +466,7 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
         "Rerun:",
         "",
         f"    {cmd}",
-        f"    PYTHONPATH={b.releases.path(first_bad)} harness repro {b.reproducer}",
+        f"    PYTHONPATH={b.releases.site(first_bad)} harness repro {b.reproducer}",
         "",
     ])
 

@@ -295,6 +295,10 @@ def test_commit_bisect_builds_each_commit_once_and_skips_what_does_not_build(tmp
     b = bisect.Bisect(reproducer, shas[0], "main", commits, tmp_path / "state.json", log=lambda line: None)
     text = b.run(order)
     assert f"**Regression: first bad commit {shas[4]}, last good {shas[3]}.**" in text
+    assert "across TileLang commits" in text
+    # The rerun line puts the first bad commit's install, the directory its build imports from, on the path.
+    site = tmp_path / "envs" / "commits" / shas[4] / "site"
+    assert f"PYTHONPATH={site} harness repro" in text and (site / "tilelang" / "__init__.py").exists()
     assert "does not build (status 1): error: this commit does not compile" in (tmp_path / "envs" / "commits" /
                                                                                  shas[2] / "build-failed.txt").read_text()
     # The build cache is keyed by commit: a second bisect builds nothing.
