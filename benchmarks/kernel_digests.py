@@ -95,6 +95,7 @@ def load(out: Path) -> dict[str, str]:
 
 def digest(cases_file: Path, out: Path, tree: Path, code: str, jobs: int) -> None:
     lines = cases_file.read_text().splitlines()
+    jobs = max(1, min(jobs, len(lines)))  # no process that would import TileLang for nothing
     # One TileLang per process, one thread each (lowering is CPU-bound; thread pools per process would
     # oversubscribe the cores). The chunks are fixed, so two trees lower their kernels in the same order
     # in the same processes (a release that numbers generated names across a process's compiles
