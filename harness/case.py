@@ -2,9 +2,10 @@
 
 A Case is a frozen dataclass; JSON is its only serialized form. Each field declares whether it is
 static (a compiled kernel depends on it) or dynamic (one compiled kernel serves every value:
-batch, lengths, seed), and, for a feature that can be switched off, its "off" value. The kernel
-cache key, the minimizer's features and a reproducer's default title all derive from that
-declaration. `validate()` names the first reason a case is impossible; `from_json` rejects
+batch, lengths, seed); a field that can be switched off is a `Feature`, declared once in FEATURES
+with its off value, how it is drawn, its covering-array values and how it shrinks. The kernel
+cache key, the strategies, the covering array, the minimizer and a reproducer's default title all
+derive from those declarations. `validate()` names the first reason a case is impossible; `from_json` rejects
 unknown keys, wrong types and missing keys of fields without an "off" value (a missing one with
 an off value is off: older files lack the fields added since). Family names are checked by `harness.kernels`.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 DTYPES = ("float16", "bfloat16")
@@ -41,15 +43,14 @@ FORMS = {
     "rescale": {"separate": "scale factor, denominator and O rescale in separate loops",
                 "merged": "scale factor and denominator in one loop"},
 }
-_NO_OFF = object()
 
 
-def _static(default, off=_NO_OFF, optional=False):
-    return field(default=default, metadata={"static": True, "off": off, "optional": optional})
+def _static(default):
+    return field(default=default, metadata={"static": True})
 
 
-def _dynamic(default, off=_NO_OFF, optional=False):
-    return field(default=default, metadata={"static": False, "off": off, "optional": optional})
+def _dynamic(default):
+    return field(default=default, metadata={"static": False})
 
 
 class CaseError(ValueError):
@@ -67,27 +68,27 @@ class Case:
     seqlen_k: int = _dynamic(1)
     head_dim: int = _static(64)
     head_dim_v: int = _static(64)
-    dtype: str = _static("float16", off="float16")
-    causal: bool = _static(False, off=False, optional=True)
-    window: tuple = _static((-1, -1), off=(-1, -1), optional=True)
-    sinks: bool = _static(False, off=False, optional=True)
-    layout: str = _static("bhsd", off="bhsd")
+    dtype: str = _static("float16")
+    causal: bool = _static(False)
+    window: tuple = _static((-1, -1))
+    sinks: bool = _static(False)
+    layout: str = _static("bhsd")
     block_m: int = _static(64)
     block_n: int = _static(64)
     num_stages: int = _static(1)
     threads: int = _static(128)
-    knobs: tuple = _static((), off=())
+    knobs: tuple = _static(())
     # Blocks written in a form other than the default: sorted "block=form" names (FORMS).
-    forms: tuple = _static((), off=())
-    seed: int = _dynamic(0, off=0)
+    forms: tuple = _static(())
+    seed: int = _dynamic(0)
     # Packed (varlen) families: per-sequence (q, k) lengths, zero allowed; batch is their count and
     # seqlen_q / seqlen_k bound them (the max lengths). Empty for dense families.
     seqlens: tuple = _dynamic(())
     # Masked families: the mask pattern ("none": every element true), its broadcast shape over
     # (batch, heads), and whether an additive bias of that shape is added to the scores.
-    mask: str = _dynamic("none", off="none", optional=True)
-    mask_broadcast: str = _static("bh", off="bh", optional=True)
-    bias: bool = _static(False, off=False, optional=True)
+    mask: str = _dynamic("none")
+    mask_broadcast: str = _static("bh")
+    bias: bool = _static(False)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -183,10 +184,128 @@ LIMITS = {"batch": (1, 4096), "heads": (1, 1024), "kv_heads": (1, 1024), "seqlen
 _FIELDS = {f.name: f for f in dataclasses.fields(Case)}
 STATIC = tuple(name for name, f in _FIELDS.items() if f.metadata["static"])
 DYNAMIC = tuple(name for name, f in _FIELDS.items() if not f.metadata["static"])
-# name -> the value that switches the feature off (minimizing turns features off one by one).
-FEATURES = {name: f.metadata["off"] for name, f in _FIELDS.items() if f.metadata["off"] is not _NO_OFF}
+
+
+# Window bounds a campaign draws: 0, 1, odd, around a block, and larger than any sequence drawn.
+WINDOW_BOUNDS = (-1, 0, 1, 3, 17, 63, 64, 65, 129, 4096)
+# Not drawn (a case may still set it by hand): no_warp_specialize breaks CUDA codegen of every 2-stage
+# kernel on TileLang 0.1.14+ (reproducers 752120de86bc, c1cea3d90700), and that one bug would surface
+# under a new signature in every family and variant. Draw it again once fixed.
+DRAWN_KNOBS = tuple(k for k in KNOBS if k != "no_warp_specialize")
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A Case field that can be switched off, declared once for every module that walks features: how
+    a campaign draws it (harness.strategies), its values in the covering array (harness.pairwise),
+    and how the minimizer shrinks it (harness.minimize).
+
+    `draw(st, family)` is given Hypothesis's strategies module (nothing at this layer imports
+    Hypothesis) and the family; None when the family's lengths strategy draws it (dynamic fields).
+    `levels(family)` -> {factor: values} for pairwise coverage; `of(case, family)` -> {factor: value};
+    `sets(row)` -> the Case fields a covering-array row of factor values sets. By default a
+    feature is one factor named after its field, and shrinks to its off value (a pair also one half at
+    a time, a set of names one name at a time, so a minimized case names the one knob that matters).
+    `optional`: a family takes it only if it names it in Family.takes.
+    """
+    name: str
+    off: object
+    draw: Callable | None = None
+    values: Callable = lambda family: ()        # the covering array's values of the field, per family
+    optional: bool = False
+    factors: Callable | None = None             # overrides: several factors for one field (forms)
+    level: Callable | None = None
+    sets: Callable | None = None
+
+    def levels(self, family) -> dict:
+        if self.factors:
+            return self.factors(family)
+        values = tuple(self.values(family))
+        return {self.name: values} if values else {}
+
+    def of(self, case, family) -> dict:
+        return self.level(case, family) if self.level else {self.name: getattr(case, self.name)}
+
+    def fields(self, row: dict) -> dict:
+        return self.sets(row) if self.sets else {self.name: row[self.name]}
+
+    def shrink(self, case) -> list:
+        """(step, smaller case) candidates, the feature switched off first."""
+        now, off, name = getattr(case, self.name), self.off, self.name
+        if now == off:
+            return []
+        out = [(f"{name} {now!r} -> {off!r}", case.replace(**{name: off}))]
+        if isinstance(off, tuple) and off:
+            halves = [now[:i] + off[i:i + 1] + now[i + 1:] for i in range(len(off))]
+            out += [(f"{name} {now} -> {h}", case.replace(**{name: h})) for h in halves if h not in (now, off)]
+        elif isinstance(off, tuple) and len(now) > 1:
+            out += [(f"{name} {now} -> {now[:i] + now[i + 1:]}", case.replace(**{name: now[:i] + now[i + 1:]}))
+                    for i in range(len(now))]
+        return out
+
+
+# Kinds of window -> the one a covering-array row takes: (left, right), -1 unbounded, causal a factor apart.
+WINDOW_KINDS = {"none": (-1, -1), "left": (17, -1), "right": (-1, 65), "band": (63, 1), "up_to_diagonal": (129, 0)}
+
+
+def window_kind(window: tuple) -> str:
+    left, right = window
+    if (left, right) == (-1, -1):
+        return "none"
+    if right == -1:
+        return "left"
+    if left == -1:
+        return "right"
+    return "up_to_diagonal" if right == 0 else "band"
+
+
+def _windows(st):
+    return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
+
+
+def _knobs(st):
+    """Half the kernels with the release's default passes, the rest with one or two switched."""
+    some = st.lists(st.sampled_from(DRAWN_KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
+    return st.one_of(st.just(()), some)
+
+
+def _forms(st, family):
+    """Half the kernels in the default forms, the rest with one to three blocks in another form."""
+    if not family.forms:
+        return st.just(())
+    named = [f"{b}={f}" for b in family.forms for f in list(FORMS[b])[1:]]
+    some = st.lists(st.sampled_from(named), min_size=1, max_size=3, unique_by=lambda f: f.split("=")[0])
+    return st.one_of(st.just(()), some.map(lambda f: tuple(sorted(f))))
+
+
+def _form_rows(row: dict) -> dict:
+    named = (f"{k.split(':', 1)[1]}={v}" for k, v in row.items() if k.startswith("form:"))
+    return {"forms": tuple(sorted(f for f in named if not f.endswith("=" + next(iter(FORMS[f.split("=")[0]])))))}
+
+
+# The features, in the order a campaign draws them (a family's static fields after its tile and variant).
+FEATURES = (
+    Feature("dtype", "float16", draw=lambda st, fam: st.sampled_from(fam.dtypes), values=lambda fam: fam.dtypes),
+    Feature("causal", False, optional=True, draw=lambda st, fam: st.booleans(), values=lambda fam: (False, True)),
+    # Covered by kind (WINDOW_KINDS), so that a drawn window counts for the kind it is.
+    Feature("window", (-1, -1), optional=True, draw=lambda st, fam: _windows(st), values=lambda fam: tuple(WINDOW_KINDS),
+            level=lambda c, fam: {"window": window_kind(c.window)}, sets=lambda row: {"window": WINDOW_KINDS[row["window"]]}),
+    Feature("sinks", False, optional=True, draw=lambda st, fam: st.booleans(), values=lambda fam: (False, True)),
+    Feature("mask_broadcast", "bh", optional=True, draw=lambda st, fam: st.sampled_from(BROADCASTS),
+            values=lambda fam: BROADCASTS),
+    Feature("bias", False, optional=True, draw=lambda st, fam: st.booleans(), values=lambda fam: (False, True)),
+    Feature("layout", "bhsd", draw=lambda st, fam: st.sampled_from(fam.layouts), values=lambda fam: fam.layouts),
+    # One knob at a time in the covering array: a pair of knobs is a pair of factor values only through other factors.
+    Feature("knobs", (), draw=lambda st, fam: _knobs(st), values=lambda fam: ((),) + tuple((k,) for k in DRAWN_KNOBS)),
+    # Each block the family writes in several forms is a factor ("form:<block>"), its forms the values.
+    Feature("forms", (), draw=_forms, factors=lambda fam: {f"form:{b}": tuple(FORMS[b]) for b in fam.forms},
+            level=lambda c, fam: {f"form:{b}": c.form(b) for b in fam.forms}, sets=_form_rows),
+    Feature("seed", 0),                                    # dynamic: the lengths strategy draws these
+    Feature("mask", "none", optional=True),
+)
+OFF = {f.name: f.off for f in FEATURES}                   # name -> the value that switches it off
 # The features a family takes only if it declares them (harness.kernels.Family.takes): off otherwise.
-OPTIONAL = tuple(name for name, f in _FIELDS.items() if f.metadata["optional"])
+OPTIONAL = tuple(f.name for f in FEATURES if f.optional)
 
 
 def static_key(case: Case) -> tuple:
@@ -196,7 +315,7 @@ def static_key(case: Case) -> tuple:
 
 def features_on(case: Case, static_only=False) -> dict:
     """{name: value} of the features that are not off."""
-    return {name: getattr(case, name) for name, off in FEATURES.items()
+    return {name: getattr(case, name) for name, off in OFF.items()
             if getattr(case, name) != off and (not static_only or name in STATIC)}
 
 
@@ -243,7 +362,7 @@ def from_dict(d: dict) -> Case:
     if unknown:
         raise CaseError(f"unknown case field(s): {', '.join(unknown)}")
     # A field with an "off" value may be missing (files written before it existed): it is off.
-    missing = [name for name in _FIELDS if name not in d and name not in FEATURES]
+    missing = [name for name in _FIELDS if name not in d and name not in OFF]
     if missing:
         raise CaseError(f"missing case field(s): {', '.join(missing)}")
     return Case(**{k: _check_type(k, v) for k, v in d.items()}).validate()

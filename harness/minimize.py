@@ -44,21 +44,8 @@ def _seqlens(c):
 
 
 def _features(c):
-    """Each feature switched off (harness.case.FEATURES); a pair also one half at a time, a set of
-    names one name at a time (so a minimized reproducer names the one form or knob that matters)."""
-    out = []
-    for name, off in FEATURES.items():
-        now = getattr(c, name)
-        if now == off:
-            continue
-        out.append((f"{name} {now!r} -> {off!r}", c.replace(**{name: off})))
-        if isinstance(off, tuple) and off:
-            halves = [now[:i] + off[i:i + 1] + now[i + 1:] for i in range(len(off))]
-            out += [(f"{name} {now} -> {h}", c.replace(**{name: h})) for h in halves if h not in (now, off)]
-        elif isinstance(off, tuple) and len(now) > 1:  # a set of names (knobs, forms): one dropped at a time
-            out += [(f"{name} {now} -> {now[:i] + now[i + 1:]}", c.replace(**{name: now[:i] + now[i + 1:]}))
-                    for i in range(len(now))]
-    return out
+    """Each feature's shrink steps (harness.case.FEATURES): off first, then one part at a time."""
+    return [step for f in FEATURES for step in f.shrink(c)]
 
 
 def _head_dims(c):

@@ -4,7 +4,8 @@ the pairs a run covered.
 A bug that needs two features at once (one variant with one GQA shape) hides from random draws
 of a few dozen kernels; a covering array puts every pair of factor values into some kernel.
 Factors are what a compiled kernel depends on, coarsened to the values that change its code:
-the variant, the GQA shape, the kind of window, sinks, layout, dtype, tile and knobs.
+the variant, the GQA shape and the tile, plus each feature's covering-array values as
+harness.case.FEATURES declares them (causal, window, sinks, layout, dtype, knobs, forms, ...).
 """
 from __future__ import annotations
 
@@ -14,60 +15,29 @@ import random
 import pandas as pd
 
 from harness import kernels
-from harness.case import BROADCASTS, FORMS, Case
+from harness.case import FEATURES, Case
 
 # GQA shapes -> (kv_heads, heads per KV head): a query head and its KV head differ only under gqa/mqa.
 GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4)}
-# Window kinds -> (causal, window): bottom-right aligned bounds (left, right), -1 unbounded.
-WINDOWS = {"none": (False, (-1, -1)), "causal": (True, (-1, -1)), "left": (False, (17, -1)),
-           "right": (False, (-1, 65)), "band": (False, (63, 1)), "causal_left": (True, (129, -1))}
-# One knob at a time: a pair of knobs is a pair of factor values here only through other factors.
-KNOB_VALUES = ((), ("no_tma",), ("no_smem_reuse",), ("no_vectorize_256",), ("no_wgmma",))
 
 
-def _window(case: Case) -> str:
-    left, right = case.bounds
-    if (left, right) == (-1, -1):
-        return "none"
-    if (left, right) == (-1, 0):
-        return "causal"
-    if right == -1:
-        return "left"
-    if left == -1:
-        return "right"
-    return "causal_left" if right == 0 else "band"
-
-
-# The optional features' factors: name -> (the Case fields a family must take for it, its values,
-# the fields a value sets, the value of a case). A family has the factors whose fields it takes.
-FEATURES = {
-    "window": (("causal", "window"), tuple(WINDOWS), lambda v: dict(zip(("causal", "window"), WINDOWS[v])), _window),
-    "sinks": (("sinks",), (False, True), lambda v: {"sinks": v}, lambda c: c.sinks),
-    "broadcast": (("mask_broadcast",), BROADCASTS, lambda v: {"mask_broadcast": v}, lambda c: c.mask_broadcast),
-    "bias": (("bias",), (False, True), lambda v: {"bias": v}, lambda c: c.bias),
-}
-
-
-def _features(family: str) -> dict:
-    takes = kernels.family(family).takes
-    return {name: spec for name, spec in FEATURES.items() if set(spec[0]) <= set(takes)}
+def _features(fam) -> list:
+    """The features (harness.case.FEATURES) the family offers that have covering-array values."""
+    return [f for f in FEATURES if (not f.optional or f.name in fam.takes) and f.levels(fam)]
 
 
 def factors(family: str) -> dict[str, tuple]:
-    """Each block the family writes in several forms is a factor too ("form:<block>"), its forms the values."""
     fam = kernels.family(family)
-    return {"variant": fam.variants, "gqa": tuple(GQA) if fam.gqa else ("mha",),
-            **{n: spec[1] for n, spec in _features(family).items()},
-            "layout": fam.layouts, "dtype": fam.dtypes, "tile": fam.tiles, "knobs": KNOB_VALUES,
-            **{f"form:{b}": tuple(FORMS[b]) for b in fam.forms}}
+    return {"variant": fam.variants, "gqa": tuple(GQA) if fam.gqa else ("mha",), "tile": fam.tiles,
+            **{name: values for f in _features(fam) for name, values in f.levels(fam).items()}}
 
 
 def levels(case: Case) -> dict:
     """The factor values of a case (any case, drawn or built here)."""
+    fam = kernels.family(case.family)
     gqa = "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
-    return {"variant": case.variant, "gqa": gqa, "layout": case.layout, "dtype": case.dtype, "tile": case.tile,
-            "knobs": case.knobs, **{n: spec[3](case) for n, spec in _features(case.family).items()},
-            **{f"form:{b}": case.form(b) for b in kernels.family(case.family).forms}}
+    return {"variant": case.variant, "gqa": gqa, "tile": case.tile,
+            **{name: value for f in _features(fam) for name, value in f.of(case, fam).items()}}
 
 
 def _pairs(row: dict) -> set:
@@ -78,14 +48,12 @@ def _case(family: str, row: dict) -> Case | None:
     """A case (placeholder lengths) with `row`'s factor values, or None if the family cannot build it."""
     fam = kernels.family(family)
     kv_heads, group = GQA[row["gqa"]]
-    features = {k: v for n, spec in _features(family).items() for k, v in spec[2](row[n]).items()}
+    features = {k: v for f in _features(fam) for k, v in f.fields(row).items()}
     block_m, block_n, num_stages, threads = row["tile"]
-    forms = tuple(sorted(f"{b}={row[f'form:{b}']}" for b in fam.forms if row[f"form:{b}"] != next(iter(FORMS[b]))))
     for head_dim in fam.head_dims[::-1]:  # the largest head dim the tile can hold
         c = Case(family=family, variant=row["variant"], heads=kv_heads * group, kv_heads=kv_heads,
-                 head_dim=head_dim, head_dim_v=head_dim, dtype=row["dtype"], layout=row["layout"],
-                 block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=row["knobs"],
-                 forms=forms, **features)
+                 head_dim=head_dim, head_dim_v=head_dim, block_m=block_m, block_n=block_n, num_stages=num_stages,
+                 threads=threads, **features)
         if fam.unsupported(c, static_only=True) is None:
             return c
     return None

@@ -9,11 +9,9 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from harness import kernels, pairwise
-from harness.case import BROADCASTS, FORMS, KNOBS, MASKS, Case
+from harness.case import FEATURES, MASKS, Case
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
-# Window bounds: 0, 1, odd, around a block, and larger than any sequence drawn here.
-WINDOW_BOUNDS = (-1, 0, 1, 3, 17, 63, 64, 65, 129, 4096)
 # Masked families' key lengths: rows of a uint8 mask start 16-byte aligned only when seq_k % 16 == 0,
 # rows of a 16-bit bias when seq_k % 8 == 0; below 8, one padded chunk.
 MASKED_KEYS = (1, 3, 7, 8, 9, 15, 16, 17, 24, 40, 72, 100, 136, 257)
@@ -76,16 +74,6 @@ def masked_dynamic(draw, block_m: int, block_n: int) -> dict:
     return d
 
 
-def windows() -> st.SearchStrategy[tuple]:
-    return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
-
-
-# The static optional features (harness.case.OPTIONAL) a family may take, each with how it is drawn;
-# the dynamic one (mask) is its lengths strategy's.
-FEATURES = {"causal": st.booleans(), "window": windows(), "sinks": st.booleans(),
-            "mask_broadcast": st.sampled_from(BROADCASTS), "bias": st.booleans()}
-
-
 def static_case(family: str) -> st.SearchStrategy[Case]:
     """A case of `family` with every static field drawn (from what the family offers) and
     placeholder lengths, inside its contract's rules on static fields."""
@@ -108,38 +96,15 @@ def _static_case(draw, family: str) -> Case:
     tile = draw(st.sampled_from(fitting))
     block_m, block_n, num_stages, threads = tile
     # Drawn in this order so that a seed draws the same cases as before features were declared.
-    variant, dtype = draw(st.sampled_from(variants(tile))), draw(st.sampled_from(fam.dtypes))
-    features = {name: draw(FEATURES[name]) for name in fam.takes if name in FEATURES}
+    variant = draw(st.sampled_from(variants(tile)))
+    # Every drawn feature (harness.case.FEATURES) the family offers, in their declared order.
+    features = {f.name: draw(f.draw(st, fam)) for f in FEATURES
+                if f.draw is not None and (not f.optional or f.name in fam.takes)}
     group = group if fam.gqa else 1
     return Case(
         family=family, variant=variant, heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim,
-        head_dim_v=head_dim_v, dtype=dtype, layout=draw(st.sampled_from(fam.layouts)),
-        block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, knobs=draw(knobs()),
-        forms=draw(forms(fam.forms)), **features,
+        head_dim_v=head_dim_v, block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, **features,
     )
-
-
-# Not drawn (a case may still set it by hand): no_warp_specialize breaks CUDA codegen of every 2-stage
-# kernel on TileLang 0.1.14+ (reproducers 752120de86bc, c1cea3d90700), and that one bug would surface
-# under a new signature in every family and variant. Draw it again once fixed. fast_math is drawn: the
-# tolerance rule held under it for every family on 0.1.15 (docs/kernels.md).
-DRAWN_KNOBS = tuple(k for k in KNOBS if k != "no_warp_specialize")
-
-
-def knobs() -> st.SearchStrategy[tuple]:
-    """Half the kernels with the release's default passes, the rest with one or two switched."""
-    some = st.lists(st.sampled_from(DRAWN_KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
-    return st.one_of(st.just(()), some)
-
-
-def forms(blocks: tuple[str, ...]) -> st.SearchStrategy[tuple]:
-    """For a family that writes `blocks` in several forms: half the kernels in the default forms, the
-    rest with one to three blocks in another form. Nothing is drawn for a family without forms."""
-    if not blocks:
-        return st.just(())
-    named = [f"{b}={f}" for b in blocks for f in list(FORMS[b])[1:]]
-    some = st.lists(st.sampled_from(named), min_size=1, max_size=3, unique_by=lambda f: f.split("=")[0])
-    return st.one_of(st.just(()), some.map(lambda f: tuple(sorted(f))))
 
 
 @st.composite

@@ -86,7 +86,7 @@ def test_mask_fields_are_checked():
 def test_fields_declare_static_dynamic_and_off():
     assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed", "seqlens", "mask")
     assert set(case_mod.STATIC) | set(case_mod.DYNAMIC) == set(case_mod.to_dict(Case(forms=("q_load=loop",))))
-    assert case_mod.FEATURES == {"dtype": "float16", "causal": False, "window": (-1, -1), "sinks": False,
+    assert case_mod.OFF == {"dtype": "float16", "causal": False, "window": (-1, -1), "sinks": False,
                                  "layout": "bhsd", "knobs": (), "forms": (), "seed": 0, "mask": "none", "mask_broadcast": "bh",
                                  "bias": False}
     c = Case(heads=4, kv_heads=2, causal=True, layout="bshd", seed=9)

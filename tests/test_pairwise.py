@@ -27,14 +27,25 @@ def test_covering_rows_cover_every_pair_and_can_be_built(family):
     assert [c.id for c in rows] == [c.id for c in pairwise.covering(family, seed=3)]
 
 
-@pytest.mark.parametrize("bounds, kind", [
-    ((False, (-1, -1)), "none"), ((True, (-1, -1)), "causal"), ((True, (5, -1)), "causal_left"),
-    ((False, (5, -1)), "left"), ((False, (-1, 3)), "right"), ((False, (4, 0)), "causal_left"),
-    ((False, (4, 9)), "band"), ((True, (-1, 7)), "causal"),
+@pytest.mark.parametrize("window, kind", [
+    ((-1, -1), "none"), ((5, -1), "left"), ((-1, 3), "right"), ((4, 0), "up_to_diagonal"), ((4, 9), "band"),
 ])
-def test_window_kinds_follow_the_effective_bounds(bounds, kind):
-    causal, window = bounds
-    assert pairwise.levels(Case(causal=causal, window=window))["window"] == kind
+def test_window_kinds(window, kind):
+    assert pairwise.levels(Case(window=window))["window"] == kind
+    assert case_mod.window_kind(case_mod.WINDOW_KINDS[kind]) == kind
+
+
+def test_every_drawn_feature_has_covering_array_values():
+    """One declaration (harness.case.FEATURES): a feature a campaign draws is a factor of the covering
+    array too, with every value it can draw at a level (each drawn knob alone, fast_math included)."""
+    for name in kernels.FAMILIES:
+        fam = kernels.family(name)
+        for f in case_mod.FEATURES:
+            if f.draw is not None and (not f.optional or f.name in fam.takes) and (f.name != "forms" or fam.forms):
+                assert f.levels(fam), f"{name}: {f.name} is drawn but has no covering-array values"
+    knobs = pairwise.factors("fwd")["knobs"]
+    assert {k for ks in knobs for k in ks} == set(case_mod.DRAWN_KNOBS) and ("fast_math",) in knobs
+    assert any(c.knobs == ("fast_math",) for c in pairwise.covering("fwd", seed=0))
 
 
 def test_gqa_shapes():

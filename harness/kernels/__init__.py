@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.case import DTYPES, FEATURES, OPTIONAL, STATIC, Case, CaseError, static_key
+from harness.case import DTYPES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -156,7 +156,7 @@ class Family:
         for name in ("head_dim", "head_dim_v"):
             if getattr(case, name) not in self.head_dims:
                 return f"{name} {getattr(case, name)} not in {self.head_dims}"
-        on = [name for name in OPTIONAL if name not in self.takes and getattr(case, name) != FEATURES[name]]
+        on = [name for name in OPTIONAL if name not in self.takes and getattr(case, name) != OFF[name]]
         if on:
             return f"{case.family} does not take {', '.join(on)}; it takes: {', '.join(self.takes) or 'none'}"
         foreign = [f for f in case.forms if f.split("=", 1)[0] not in self.forms]
