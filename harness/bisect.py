@@ -29,6 +29,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from harness import untrusted
 from harness.environment import gpu_count
 from harness.result import Result
 
@@ -56,6 +57,8 @@ def available(wheels: Path | None = None) -> list[Version]:
     """TileLang releases: the wheels in `wheels` (offline), else the package index pip is set up for."""
     if wheels is not None:
         found = {m.group(1) for m in (re.match(r"tilelang-([^-]+)-", p.name) for p in Path(wheels).glob("*.whl")) if m}
+        if not found:
+            raise BisectError(f"--wheels {wheels} holds no TileLang wheel (tilelang-<release>-*.whl)")
     else:
         out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "tilelang"],
                              capture_output=True, text=True, timeout=300)
@@ -269,12 +272,14 @@ def _env_of(target: Path) -> dict:
                 TILELANG_CACHE_DIR=str(target / ".kernel-cache"))
 
 
-def replay_in(target: Path, reproducer: Path, runs: int, logs: Path, fresh=False) -> tuple[int, str]:
-    """`harness repro` with the release in `target` (`fresh`: a compile per run): (status, its evidence in one line)."""
+def replay_in(target: Path, reproducer: Path, runs: int, logs: Path, fresh=False, examples: Path | None = None
+              ) -> tuple[int, str]:
+    """`harness repro` with the release in `target` (`fresh`: a compile per run; `examples`: its outside
+    kernel's examples tree): (status, its evidence in one line)."""
     env = _env_of(target)
     cmd = [sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs), "--logs", str(logs),
-           "--json"]
-    p = subprocess.run(cmd + (["--fresh"] if fresh else []), capture_output=True, text=True, env=env, timeout=3600)
+           "--json", *(["--fresh"] if fresh else []), *(["--examples", str(examples)] if examples else [])]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if p.returncode not in (GOOD, BAD, SKIP):
         raise BisectError(f"harness repro exited {p.returncode} in {target.name}: {_last(p.stderr)}")
     try:
@@ -317,13 +322,13 @@ def read_state(path: Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        state = json.loads(path.read_bytes().decode("utf-8"))
+        state = untrusted.loads(path.read_bytes().decode("utf-8"))
     except IsADirectoryError:
         raise BisectError(f"state {path} is a directory, not a bisect state file") from None
     except OSError as e:
         raise BisectError(f"state {path}: cannot read: {e.strerror or e}") from None
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
-        raise BisectError(f"state {path} is not a bisect state file: not UTF-8 JSON") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, too large or deep
+        raise BisectError(f"state {path} is not a bisect state file: not UTF-8 JSON ({e})") from None
     if not isinstance(state, dict):
         raise BisectError(f"state {path} is not a bisect state file: a JSON "
                           f"{_JSON_TYPES.get(type(state), type(state).__name__)}, not an object")
@@ -486,23 +491,38 @@ def _version(name) -> str:
 
 
 # ----------------------------------------------------------------------------- the release matrix
-def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print, jobs=1, fresh=False) -> str:
-    """Every reproducer replayed on every release (`jobs` at a time): a markdown table of
-    REPRODUCED / not reproduced / fails differently (another signature) / cannot test."""
+def examples_tree(examples: Path, version) -> Path | None:
+    """The examples tree under `examples` that runs on TileLang `version` (its own, or the newest there is
+    for a release without them), as `harness examples fetch --to examples` leaves it; None if there is none."""
+    from harness.outside import source
+
+    for release in (str(version), source.NEWEST_EXAMPLES.get(str(version))):
+        if release and (examples / f"tilelang-{release}").is_dir():
+            return examples / f"tilelang-{release}"
+    return None
+
+
+def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, log=print, jobs=1, fresh=False,
+           examples: Path | None = None) -> str:
+    """Every reproducer replayed on every release (`jobs` at a time; an outside kernel's with that release's
+    tree under `examples`): a markdown table of REPRODUCED / not reproduced / fails differently (another
+    signature) / cannot test."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from harness import record
+    from harness import kernels, record
 
     words = {GOOD: "not reproduced", BAD: "**REPRODUCED**", SKIP: "cannot test"}
     reps = [record.load(p) for p in reproducers]
+    outside = {p for p, rep in zip(reproducers, reps) if kernels.family(rep.case.family).module}
     rows = ["| reproducer | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
     cells = {}
     for v in versions:
         target, why = releases.get(v)
 
         def cell(path, v=v, target=target, why=why):
+            tree = examples_tree(examples, v) if path in outside else None
             return (SKIP, why) if target is None else replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}",
-                                                                fresh)
+                                                                fresh, tree)
 
         with ThreadPoolExecutor(jobs) as pool:
             for rep, out in zip(reps, pool.map(cell, reproducers)):
@@ -516,23 +536,27 @@ def matrix(reproducers: list[Path], versions: list, releases: Releases, runs=1, 
     return "\n".join(rows) + "\n"
 
 
-def campaign_in(target: Path, cases: Path, out: Path) -> str:
-    """`harness run --cases-from` with the release in `target`: its verdict counts in one line."""
+def campaign_in(target: Path, cases: Path, out: Path, examples: Path | None = None) -> str:
+    """`harness run --cases-from` with the release in `target` (and `examples`, its examples tree, for
+    outside kernels): its verdict counts in one line."""
     p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases), "--out", str(out),
-                        "--reproducers", str(out / "reproducers")], capture_output=True, text=True, env=_env_of(target))
+                        "--reproducers", str(out / "reproducers"), *(["--examples", str(examples)] if examples else [])],
+                       capture_output=True, text=True, env=_env_of(target))
     if p.returncode not in (0, 1):  # 2 bad input, 125 TileLang does not import: no verdicts
         return f"cannot test (exit {p.returncode}): {_last(p.stderr)}"
     done = out / "results.jsonl"
-    verdicts = [Result.from_dict(json.loads(line)).verdict for line in done.read_text().splitlines() if line.strip()]
+    verdicts = [Result.from_dict(untrusted.loads(line)).verdict for line in done.read_text().splitlines() if line.strip()]
     return ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
 
 
-def cases_matrix(cases: Path, versions: list, releases: Releases, out: Path, log=print) -> str:
-    """A campaign's cases run on every release (compile-only without a GPU): verdict counts per release."""
+def cases_matrix(cases: Path, versions: list, releases: Releases, out: Path, log=print, examples: Path | None = None) -> str:
+    """A campaign's cases run on every release (compile-only without a GPU; outside kernels with that
+    release's tree under `examples`): verdict counts per release."""
     rows = ["| release | verdicts |", "|---|---|"]
     for v in versions:
         target, why = releases.get(v)
-        cell = campaign_in(target, cases, out / f"tilelang-{v}") if target is not None else f"cannot test: {why}"
+        tree = examples and examples_tree(examples, v)
+        cell = campaign_in(target, cases, out / f"tilelang-{v}", tree) if target is not None else f"cannot test: {why}"
         log(f"  {v}: {cell}")
         rows.append(f"| {v} | {cell} |")
     return "\n".join(rows) + "\n"

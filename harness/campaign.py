@@ -21,11 +21,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from harness import case as case_mod
-from harness import kernels, oracle, record, report
+from harness import kernels, oracle, record, report, untrusted
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
-from harness.result import Result
+from harness.result import HARNESS_ERROR_STATUS, Result
 
 
 class CampaignError(ValueError):
@@ -88,8 +88,10 @@ def load_cases(path: Path) -> list[case_mod.Case]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                case = kernels.check(case_mod.from_json(line))
-            except case_mod.CaseError as e:
+                case = record.checked_case(untrusted.loads(line))
+            except json.JSONDecodeError as e:
+                raise CampaignError(f"{path} line {n}: case is not valid JSON: {e}") from None
+            except (case_mod.CaseError, ValueError) as e:  # CaseError, or too large or deep
                 raise CampaignError(f"{path} line {n}: {e}") from None
             if case.id in lines:
                 raise CampaignError(f"{path} lines {lines[case.id]} and {n}: the same case twice ({case.id})")
@@ -142,7 +144,8 @@ def plan(opts: Options) -> list[case_mod.Case]:
 def read_results(path: Path, resume: bool = True) -> tuple[list[Result], list[str]]:
     """(results, notes). An unreadable line is skipped. A last line cut short (a kill mid-write,
     a full disk) is too; to `resume`, it is also removed from the file, and its case runs again
-    (as any skipped line's). Notes say so."""
+    (as any skipped line's). A case with several lines (two runs into one --out) counts once: its
+    first. Notes say so."""
     if not path.exists():
         return [], []
     data, notes = path.read_bytes(), []
@@ -154,25 +157,32 @@ def read_results(path: Path, resume: bool = True) -> tuple[list[Result], list[st
             with open(path, "r+b") as f:
                 f.truncate(keep)
         data = data[:keep]
-    results = []
+    results, seen, twice = [], set(), []
     for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            r = json.loads(line)
+            r = untrusted.loads(line)
             if not (isinstance(r, dict) and isinstance(r.get("case_id"), str) and r.get("verdict") in oracle.VERDICTS):
                 raise ValueError
         except ValueError:
             notes.append(f"{path}: line {n} is not a result: skipped{again}")
             continue
+        if r["case_id"] in seen:
+            twice.append(n)
+            continue
+        seen.add(r["case_id"])
         results.append(Result.from_dict(r))
+    if twice:
+        notes.append(f"{path}: {len(twice)} line(s) repeat a case already read (first: line {twice[0]}): "
+                     "each case counted once")
     return results, notes
 
 
 # ----------------------------------------------------------------------------- the campaign
 def run(opts: Options) -> int:
-    """0 nothing new failed, 1 a new failure or a harness error (or workers died or hung past
-    max_worker_restarts: the run stopped), 125 TileLang does not import."""
+    """0 nothing new failed, 1 a new failure (or workers died or hung past max_worker_restarts: the
+    run stopped), 4 (HARNESS_ERROR) the harness's own error in some case, 125 TileLang does not import."""
     if opts.out.exists() and not opts.out.is_dir():
         raise CampaignError(f"--out {opts.out} is a file, not a directory")
     results_path = opts.out / "results.jsonl"
@@ -219,8 +229,9 @@ def run(opts: Options) -> int:
     # The pool is closed: its workers held the GPUs, and minimizing starts its own.
     everything = previous + results
     print(report.write(opts.out, everything, known, about=about(opts, target, probed.result(), cases)))
+    where = f"results in {results_path}" if results_path.exists() else "no case finished, so no results file yet"
     print(f"{len(results)} cases in {elapsed:.1f} s ({len(results) / max(elapsed, 1e-9):.2f} cases/s), "
-          f"{pool.started} worker processes; results in {results_path}")
+          f"{pool.started} worker processes; {where}")
     ours = [r for r in everything if r.verdict == "HARNESS_ERROR"]
     if ours:
         print(f"HARNESS_ERROR in {len(ours)} cases: the harness's own bug, not recorded "
@@ -231,7 +242,7 @@ def run(opts: Options) -> int:
     # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
     # says whether this run found something new, or the harness itself went wrong.
     new = [r for r in everything if r.verdict in oracle.FAILURES and r.signature not in known]
-    return 1 if new or ours else 0
+    return 1 if new else HARNESS_ERROR_STATUS if ours else 0
 
 
 def about(opts: Options, target: str, env: dict, cases) -> dict:
@@ -264,7 +275,10 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
     if not todo:
         _tested_on(probe)
     results, counts, new_failures = [], Counter(), 0
-    known = record.known_signatures(opts.reproducers)  # known bugs: reported, never counted as new
+    broken = []
+    known = record.known_signatures(opts.reproducers, broken)  # known bugs: reported, never counted as new
+    if broken:
+        _err(record.skipped_line(opts.reproducers, broken))
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
     recorded, sink = set(), None

@@ -1,8 +1,9 @@
 """harness run | repro | export | upstream | minimize | env: parse, call, print.
 
-Exit statuses: run 0 nothing new failed, 1 a new failure or a harness error, 125 TileLang does
-not import; repro follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any
-command 2 for bad input, with one line on stderr and nothing recorded.
+Exit statuses: run 0 nothing new failed, 1 a new failure, 125 TileLang does not import; repro
+follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any command 2 for bad input,
+with one line on stderr and nothing recorded. The harness's own failure (HARNESS_ERROR) is never 1:
+125 for repro and a bisect step, 4 for the others; Ctrl-C is 130 (main).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from harness import case as case_mod
 from harness import kernels, record, sanitizer
 from harness.environment import environment
+from harness.result import HARNESS_ERROR_STATUS
 from harness.worker import ARCHES
 
 
@@ -43,6 +45,7 @@ class Parser(argparse.ArgumentParser):
 
 # Upper bounds on numeric options: beyond these a value is a typo, not a plan (--help says each).
 MAX_CASES = 100_000
+DEFAULT_CASES = 100           # --cases: left unset so that --cases-from can refuse a count given with it
 MAX_PER_KERNEL = 256          # --per-kernel, --per-row
 MAX_WORKERS = 256             # --workers, --jobs
 MAX_RUNS = 10_000             # --runs, --confirm
@@ -106,29 +109,49 @@ def _hash_seeds(text):
 
 def _cannot_write(path: Path) -> str | None:
     """Why no file can be made in directory `path` (or, not there yet, in the nearest directory
-    above it, where it would be made), or None. Tried with a file removed at once, as permission
-    bits do not stop root while a read-only mount or an immutable directory does."""
-    import tempfile
-
-    where = path
+    above it, where it would be made), or None. Asked of access(2), which writes nothing and, for
+    root too, answers no for a read-only mount or an immutable directory."""
+    where = path.expanduser()
     while not where.exists() and where != where.parent:
         where = where.parent
     if not where.is_dir():
         return f"{where} is a file, not a directory"
-    try:
-        with tempfile.TemporaryFile(dir=where):
-            pass
-    except OSError as e:
-        return f"cannot write in {where}: {e.strerror or e}"
+    if not os.access(where, os.W_OK | os.X_OK):
+        return f"cannot write in {where}: no write permission, or a read-only file system"
     return None
 
 
-def _out_dir(text):
-    """An --out directory that can be made or written."""
-    why = _cannot_write(Path(text))
-    if why:
-        raise argparse.ArgumentTypeError(why)
-    return text
+def _cannot_write_file(path: Path) -> str | None:
+    """Why file `path` cannot be written (made, or replaced), or None."""
+    if path.expanduser().is_dir():
+        return f"{path} is a directory, not a file"
+    return _cannot_write(path.expanduser().parent)
+
+
+def _path(text) -> Path:
+    if not text:  # Path("") is the current directory: never what was meant
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text).expanduser()
+
+
+def _checked(why):
+    """An argparse type that takes a path when why(Path) is None, else says why not in one line."""
+    def parse(text):
+        reason = why(_path(text))
+        if reason:
+            raise argparse.ArgumentTypeError(reason)
+        return text
+    parse.__name__ = "path"
+    return parse
+
+
+_out_dir = _checked(_cannot_write)                 # a directory to write in (made if missing)
+_out_file = _checked(_cannot_write_file)           # a file to write
+_dir = _checked(lambda p: f"{p} is a file, not a directory" if p.exists() and not p.is_dir() else None)  # read, if there
+_in_dir = _checked(lambda p: None if p.is_dir() else f"{p} is a file, not a directory" if p.exists() else
+                   f"no directory {p}")
+_in_file = _checked(lambda p: None if p.is_file() else f"{p} is a directory, not a file" if p.is_dir() else
+                    f"no file {p}")
 
 
 def _timeouts(args):
@@ -180,10 +203,23 @@ def cmd_check(args) -> int:
     if not adapter.endswith(".py") or not attr:
         print(f"harness check: --adapter must be FILE.py:NAME, got {args.adapter!r}", file=sys.stderr)
         return 2
+    if not Path(adapter).is_file():
+        print(f"harness check: --adapter: no file {adapter}", file=sys.stderr)
+        return 2
+    where = f"{Path(adapter).resolve()}:{attr}"
+    try:
+        adapted = kernels.load(where)
+    except (Exception, SystemExit) as e:  # the user's file ran: what it raised is its error, not the harness's
+        first = next(iter(str(e).splitlines()), "")
+        print(f"harness check: adapter {args.adapter} does not load: {type(e).__name__}: {first}", file=sys.stderr)
+        return 2
+    if not isinstance(adapted, kernels.Family):
+        print(f"harness check: adapter {args.adapter} is a {type(adapted).__name__}, not a harness.kernels.Family",
+              file=sys.stderr)
+        return 2
     try:
         file = source.use_file(args.file)
-        where = f"{Path(adapter).resolve()}:{attr}"
-        name = kernels.load(where).name
+        name = adapted.name
         os.environ["HARNESS_EXTRA_FAMILIES"] = ",".join(filter(None, (
             os.environ.get("HARNESS_EXTRA_FAMILIES"), f"{name}={where}")))
         fam = kernels.family(name)
@@ -201,7 +237,11 @@ def cmd_check(args) -> int:
 def _campaign(args, families) -> int:
     from harness import campaign
 
-    opts = campaign.Options(out=Path(args.out), families=families, cases=args.cases, seed=args.seed,
+    if args.cases and (args.cases_from or args.peer):  # those run every case they list: a count would be ignored
+        print(f"harness {args.command}: --cases does not go with {'--cases-from' if args.cases_from else '--peer'}, "
+              "which runs every case it lists", file=sys.stderr)
+        return 2
+    opts = campaign.Options(out=Path(args.out), families=families, cases=args.cases or DEFAULT_CASES, seed=args.seed,
                             per_kernel=args.per_kernel, per_row=args.per_row,
                             cases_from=args.cases_from and Path(args.cases_from),
                             workers=args.workers, arch=args.arch, timeouts=_timeouts(args), time=args.time or 0,
@@ -233,7 +273,11 @@ def cmd_report(args) -> int:
         return 2
     for note in notes:
         print(note, file=sys.stderr)
-    print(report.write(args.dir, results, record.known_signatures(args.reproducers)))
+    broken = []
+    known = record.known_signatures(args.reproducers, broken)
+    if broken:
+        print(record.skipped_line(args.reproducers, broken), file=sys.stderr)
+    print(report.write(args.dir, results, known))
     print(f"wrote {Path(args.dir) / 'summary.md'}, results.csv, report.html")
     return 0
 
@@ -365,6 +409,10 @@ def cmd_export(args) -> int:
     if rep is None:
         return 2
     to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{rep.id}.standalone.py"
+    why = _cannot_write_file(to)
+    if why:
+        print(f"harness export: {why}", file=sys.stderr)
+        return 2
     try:
         written, calls = export.export(rep, to)
     except (export.ExportError, case_mod.CaseError) as e:
@@ -386,6 +434,11 @@ def cmd_upstream(args) -> int:
     if rep is None:
         return 2
     covering = upstream.primary(rep, Path(args.dir))  # one root cause, one report
+    to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{covering.id}.md"
+    why = _cannot_write_file(to) or _not_states(args.state or (), {rep.id, covering.id})
+    if why:
+        print(f"harness upstream: {why}", file=sys.stderr)
+        return 2
     if covering.id != rep.id:
         print(f"{rep.id} shares its root cause with {covering.id}: one report, {covering.id}'s, lists it")
         rep = covering
@@ -394,7 +447,6 @@ def cmd_upstream(args) -> int:
         _examples(args, (rep.case.family,))
     except case_mod.CaseError as e:  # an outside kernel without its examples: the report says triage could not run
         unavailable = str(e)
-    to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{rep.id}.md"
     try:
         out = upstream.write(rep, to, Path(args.dir), states=args.state or (), envs=Path(args.envs), arch=args.arch,
                              unavailable=unavailable)
@@ -405,11 +457,29 @@ def cmd_upstream(args) -> int:
     return 0
 
 
+def _not_states(paths, ids) -> str | None:
+    """Why one of `paths` is not a `harness bisect` state file of a reproducer in `ids`, or None."""
+    from harness import bisect
+
+    for path in paths:
+        try:
+            state = bisect.read_state(Path(path))
+        except bisect.BisectError as e:
+            return str(e)
+        if (state or {}).get("reproducer") not in {f"{i}.json" for i in ids}:
+            return f"state {path} is a bisect of {(state or {}).get('reproducer')!r}, not of {' or '.join(sorted(ids))}"
+    return None
+
+
 def cmd_minimize(args) -> int:
     from harness import replay
 
     rep, path = _load(args, "minimize")
     if rep is None:
+        return 2
+    why = _cannot_write_file(path)  # the minimized reproducer replaces it
+    if why:
+        print(f"harness minimize: {why}", file=sys.stderr)
         return 2
     status, line = replay.minimize(rep, path, Path(args.logs) / rep.id, _timeouts(args), args.arch, args.confirm,
                                    args.budget, args.runs, log=lambda text: print(text, file=sys.stderr))
@@ -427,8 +497,16 @@ def cmd_bisect(args) -> int:
     if bool(args.repo) != bool(args.build):
         print("harness bisect: --repo and --build go together", file=sys.stderr)
         return 2
+    if args.at and not args.repo:
+        print("harness bisect: --at COMMIT needs --repo PATH and --build CMD (one step across commits)", file=sys.stderr)
+        return 2
     if not args.at and not (args.good and args.bad):
         print("harness bisect: --good and --bad are required (or --repo ... --at COMMIT for one step)", file=sys.stderr)
+        return 2
+    if kernels.family(rep.case.family).module:
+        print(f"harness bisect: {rep.id} is of an outside kernel ({rep.case.family}), whose examples differ by "
+              "release: bisect cannot give each step its own; `harness matrix --examples DIR` replays it per release",
+              file=sys.stderr)
         return 2
     log = lambda line: print(line, file=sys.stderr, flush=True)
     try:
@@ -458,21 +536,25 @@ def cmd_bisect(args) -> int:
 
 
 def cmd_matrix(args) -> int:
+    """Everything it cannot do here is said before anything installs: releases, reproducers, examples."""
     from harness import bisect, campaign
 
     paths = sorted(Path(args.dir).glob("*.json"))
     releases = bisect.Releases(Path(args.envs).expanduser(), args.wheels and Path(args.wheels))
     try:
         if args.cases_from:
-            campaign.load_cases(args.cases_from)
+            families = {c.family for c in campaign.load_cases(args.cases_from)}
         else:
             if not Path(args.dir).is_dir():
                 raise record.RecordError(f"--dir {args.dir}: no such directory")
             if not paths:
                 raise record.RecordError(f"--dir {args.dir}: no reproducers (*.json) in it")
-            for p in paths:
-                record.load(p)
+            families = {record.load(p).case.family for p in paths}
         wanted = [Version(v) for v in args.releases.split(",")]
+        twice = sorted({str(v) for v in wanted if wanted.count(v) > 1})
+        if twice:
+            raise bisect.BisectError(f"--releases lists {', '.join(twice)} twice")
+        _matrix_examples(args, families, wanted)
         here = all(releases.at_hand(v) for v in wanted)  # all installed: no index needed (a GPU machine offline)
         known = wanted if here else bisect.available(releases.wheels)
         missing = [str(v) for v in wanted if v not in known]
@@ -482,11 +564,32 @@ def cmd_matrix(args) -> int:
         print(f"harness matrix: {e}", file=sys.stderr)
         return 2
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    examples = args.examples and Path(args.examples)
     if args.cases_from:
-        print(bisect.cases_matrix(Path(args.cases_from), sorted(wanted), releases, Path(args.out), log=log))
+        print(bisect.cases_matrix(Path(args.cases_from), sorted(wanted), releases, Path(args.out), log=log,
+                                  examples=examples))
     else:
-        print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=log, jobs=args.jobs, fresh=args.fresh))
+        print(bisect.matrix(paths, sorted(wanted), releases, args.runs, log=log, jobs=args.jobs, fresh=args.fresh,
+                            examples=examples))
     return 0
+
+
+def _matrix_examples(args, families, releases) -> None:
+    """Outside kernels need each release's examples: --examples DIR, holding one tree per release as
+    `harness examples fetch --to DIR` leaves them; BisectError naming what is missing."""
+    from harness import bisect
+
+    outside = sorted(f for f in families if kernels.family(f).module)
+    if not outside:
+        return
+    fetch = "`harness examples fetch --version V --to DIR` for each release"
+    if not args.examples:
+        named = ", ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
+        raise bisect.BisectError(f"outside kernels ({named}) need each release's examples: --examples DIR ({fetch})")
+    missing = [str(v) for v in releases if bisect.examples_tree(Path(args.examples), v) is None]
+    if missing:
+        raise bisect.BisectError(f"--examples {args.examples} has no tree for TileLang {', '.join(missing)} "
+                                 f"(tilelang-<release>/: {fetch})")
 
 
 def cmd_determinism(args) -> int:
@@ -508,16 +611,17 @@ def _replay_args(p):
     p.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
     p.add_argument("--arch", type=_arch, default="sm_90a",
                    help=f"compile target for replaying a compile error without a GPU: {', '.join(ARCHES)}")
-    p.add_argument("--dir", default="reproducers", help="where reproducers live")
-    p.add_argument("--logs", default="reports/repro", help="worker logs go here")
+    p.add_argument("--dir", type=_dir, default="reproducers", help="where reproducers live")
+    p.add_argument("--logs", type=_out_dir, default="reports/repro", help="worker logs go here")
     _timeout_args(p)
 
 
 def _campaign_args(p):
     """The options `harness run` and `harness check` share."""
-    p.add_argument("--cases", type=_positive(int, MAX_CASES), default=100,
-                   help=f"number of distinct cases (at most {MAX_CASES})")
-    p.add_argument("--cases-from", help="run exactly the cases of this JSON-lines file (a run's cases.jsonl)")
+    p.add_argument("--cases", type=_positive(int, MAX_CASES),
+                   help=f"number of distinct cases (at most {MAX_CASES}) (default: {DEFAULT_CASES})")
+    p.add_argument("--cases-from", type=_in_file,
+                   help="run exactly the cases of this JSON-lines file (a run's cases.jsonl); not with --cases")
     p.add_argument("--peer", action="store_true",
                    help="run the shapes the kernels' own tests run (outside kernels), not drawn cases: the baseline")
     p.add_argument("--time", type=_positive(float, MAX_SECONDS),
@@ -542,7 +646,8 @@ def _campaign_args(p):
                    help=f"worker processes (default: CPU cores - 1; at most {MAX_WORKERS})")
     p.add_argument("--arch", type=_arch, default="sm_90a", help=f"compile target when there is no GPU: {', '.join(ARCHES)}")
     _timeout_args(p)
-    p.add_argument("--reproducers", default="reproducers", help="where to record one reproducer per new failure")
+    p.add_argument("--reproducers", type=_out_dir, default="reproducers",
+                   help="where to record one reproducer per new failure")
     p.add_argument("--minimize", action="store_true", help="minimize each new failure before recording it")
     p.add_argument("--minimize-budget", type=_positive(float, MAX_SECONDS), default=300,
                    help=f"seconds per failure (at most {MAX_SECONDS:g})")
@@ -563,10 +668,10 @@ def parser() -> Parser:
     r = sub.add_parser("run", help="generate cases, run them, judge, report")
     r.add_argument("--families", default="fwd", help=f"comma-separated, each once, from {', '.join(kernels.names())}")
     _campaign_args(r)
-    r.add_argument("--examples", help="a TileLang source tree (or its examples/) for outside kernels (tl_*)")
+    r.add_argument("--examples", type=_in_dir, help="a TileLang source tree (or its examples/) for outside kernels (tl_*)")
     r.set_defaults(func=cmd_run)
     ck = sub.add_parser("check", help="a kernel file of your own, under an adapter you write (docs/outside-kernels.md)")
-    ck.add_argument("file", help="the kernel's Python file")
+    ck.add_argument("file", type=_in_file, help="the kernel's Python file")
     ck.add_argument("--adapter", required=True, metavar="FILE.py:NAME", help="the adapter (a Family) for it")
     ck.add_argument("--inside-only", action="store_true", help="skip the draws just outside its stated contract")
     _campaign_args(ck)
@@ -577,7 +682,8 @@ def parser() -> Parser:
     rp.add_argument("--fresh", action="store_true", help="compile afresh for every run (a new worker, an empty "
                     "kernel cache): for bugs in which code a compile emits")
     _replay_args(rp)
-    rp.add_argument("--examples", help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
+    rp.add_argument("--examples", type=_in_dir,
+                    help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
     rp.add_argument("--json", action="store_true", help="print one JSON object (status, verdict, evidence, the "
                     "environment) instead of the lines; the exit status is the same")
     rp.add_argument("--sanitize", metavar="TOOL", help="run it under compute-sanitizer: memcheck, racecheck, "
@@ -587,33 +693,39 @@ def parser() -> Parser:
                                        "error (and where what it rejects appeared), or the pass that made a generated-"
                                        "code hazard (IR excerpt)")
     tr.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    tr.add_argument("--dir", default="reproducers", help="where reproducers live")
+    tr.add_argument("--dir", type=_dir, default="reproducers", help="where reproducers live")
     tr.add_argument("--arch", type=_arch, default="sm_90a", help=f"compile target without a GPU: {', '.join(ARCHES)}")
-    tr.add_argument("--examples", help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
+    tr.add_argument("--examples", type=_in_dir,
+                    help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
     tr.set_defaults(func=cmd_triage)
-    ex = sub.add_parser("examples", help="download a release's source package and unpack its examples/ (outside kernels)")
-    ex.add_argument("fetch", choices=["fetch"])
+    ex = sub.add_parser("examples", help="TileLang's own examples, for outside kernels: `harness examples fetch`")
+    ex.add_argument("fetch", choices=["fetch"], help="fetch: download a release's source package and unpack its "
+                    "examples/ and VERSION into TO/tilelang-<release>/ (the only action)")
     ex.add_argument("--version", help="TileLang release (default: the installed one)")
-    ex.add_argument("--to", default="examples-src", help="unpack under this directory")
+    ex.add_argument("--to", type=_out_dir, default="examples-src", help="unpack under this directory")
     ex.set_defaults(func=cmd_examples)
     xp = sub.add_parser("export", help="a reproducer as one Python file needing only tilelang and torch")
     xp.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    xp.add_argument("--dir", default="reproducers", help="where reproducers live")
-    xp.add_argument("--to", help="the file to write (default: DIR/upstream/<id>.standalone.py)")
+    xp.add_argument("--dir", type=_dir, default="reproducers", help="where reproducers live")
+    xp.add_argument("--to", type=_out_file, help="the file to write (default: DIR/upstream/<id>.standalone.py)")
     xp.add_argument("--check-program", action="store_true",
                     help="build the file's prim_funcs and compare their TIR script with the harness's (no compile)")
     xp.set_defaults(func=cmd_export)
     up = sub.add_parser("upstream", help="a report ready to file on TileLang's tracker (markdown): environment, "
                         "standalone program, expected/observed, bisects, culprit pass, links; no network")
     up.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    up.add_argument("--dir", default="reproducers", help="where reproducers live (others here: same root cause)")
-    up.add_argument("--to", help="the report to write (default: DIR/upstream/<id>.md; the program goes beside it)")
+    up.add_argument("--dir", type=_dir, default="reproducers",
+                    help="where reproducers live (others here: same root cause)")
+    up.add_argument("--to", type=_out_file,
+                    help="the report to write (default: DIR/upstream/<id>.md; the program goes beside it)")
     up.add_argument("--arch", type=_arch, default="sm_90a",
                     help=f"compile target for the triage without a GPU: {', '.join(ARCHES)}")
-    up.add_argument("--examples", help="a TileLang source tree (or its examples/), to triage an outside kernel")
-    up.add_argument("--envs", default="~/.cache/harness/releases", help="where `harness bisect` keeps its state files")
-    up.add_argument("--state", action="append", help="a bisect state file of this reproducer (--state of "
-                    "`harness bisect`); repeatable")
+    up.add_argument("--examples", type=_in_dir,
+                    help="a TileLang source tree (or its examples/), to triage an outside kernel")
+    up.add_argument("--envs", type=_dir, default="~/.cache/harness/releases",
+                    help="where `harness bisect` keeps its state files")
+    up.add_argument("--state", type=_in_file, action="append", help="a bisect state file of this reproducer (--state "
+                    "of `harness bisect`); repeatable")
     up.set_defaults(func=cmd_upstream)
     m = sub.add_parser("minimize", help="shrink a reproducer's case while its failure signature stays the same")
     m.add_argument("--budget", type=_positive(float, MAX_SECONDS), default=600,
@@ -625,19 +737,23 @@ def parser() -> Parser:
     m.set_defaults(func=cmd_minimize)
     b = sub.add_parser("bisect", help="find the TileLang release that changed a reproducer's behaviour")
     b.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    b.add_argument("--good", help="a release (or commit) where the case behaves correctly")
-    b.add_argument("--bad", help="a release (or commit) where the bug shows (older than --good: where it was fixed)")
-    b.add_argument("--repo", help="bisect the first-parent commits of this TileLang checkout instead of releases")
+    b.add_argument("--good", help="required (but with --at): a release (or commit) where the case behaves correctly")
+    b.add_argument("--bad", help="required (but with --at): a release (or commit) where the bug shows (older than "
+                   "--good: where it was fixed)")
+    b.add_argument("--repo", type=_in_dir,
+                   help="bisect the first-parent commits of this TileLang checkout instead of releases")
     b.add_argument("--build", help="with --repo: shell command, run in a checkout of each commit, that leaves a "
                                    "tilelang wheel in $HARNESS_WHEEL_DIR")
     b.add_argument("--at", help="with --repo: test this one commit and exit 0/1/125 (a `git bisect run` script)")
     b.add_argument("--runs", type=_positive(int, MAX_RUNS), default=1,
                    help=f"replays per step (flaky bugs: bad if any fails; at most {MAX_RUNS})")
     b.add_argument("--fresh", action="store_true", help="compile afresh for every replay (see repro --fresh)")
-    b.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
-    b.add_argument("--wheels", help="install from the wheels in this directory, offline")
-    b.add_argument("--state", help="bisect state file (default: under --envs); an interrupted bisect resumes from it")
-    b.add_argument("--dir", default="reproducers", help="where reproducers live")
+    b.add_argument("--envs", type=_out_dir, default="~/.cache/harness/releases",
+                   help="one install directory per release, reused")
+    b.add_argument("--wheels", type=_in_dir, help="install from the wheels in this directory, offline")
+    b.add_argument("--state", type=_out_file,
+                   help="bisect state file (default: under --envs); an interrupted bisect resumes from it")
+    b.add_argument("--dir", type=_dir, default="reproducers", help="where reproducers live")
     b.set_defaults(func=cmd_bisect)
     mx = sub.add_parser("matrix", help="replay every reproducer on every release listed")
     mx.add_argument("--releases", required=True, help="comma-separated, e.g. 0.1.6.post2,0.1.10,0.1.15")
@@ -646,16 +762,20 @@ def parser() -> Parser:
     mx.add_argument("--fresh", action="store_true", help="compile afresh for every replay (see repro --fresh)")
     mx.add_argument("--jobs", type=_positive(int, MAX_WORKERS), default=1,
                     help=f"reproducers replayed at once (each its own worker; at most {MAX_WORKERS})")
-    mx.add_argument("--envs", default="~/.cache/harness/releases", help="one install directory per release, reused")
-    mx.add_argument("--wheels", help="install from the wheels in this directory, offline")
-    mx.add_argument("--dir", default="reproducers", help="where reproducers live")
-    mx.add_argument("--cases-from", help="instead of the reproducers: run this campaign's cases (cases.jsonl) "
-                    "on each release and count the verdicts")
-    mx.add_argument("--out", default="reports/matrix", help="with --cases-from: one results directory per release")
+    mx.add_argument("--envs", type=_out_dir, default="~/.cache/harness/releases",
+                    help="one install directory per release, reused")
+    mx.add_argument("--wheels", type=_in_dir, help="install from the wheels in this directory, offline")
+    mx.add_argument("--dir", type=_dir, default="reproducers", help="where reproducers live")
+    mx.add_argument("--cases-from", type=_in_file, help="instead of the reproducers: run this campaign's cases "
+                    "(cases.jsonl) on each release and count the verdicts")
+    mx.add_argument("--out", type=_out_dir, default="reports/matrix",
+                    help="with --cases-from: one results directory per release")
+    mx.add_argument("--examples", type=_in_dir, help="for outside kernels: a directory of examples trees, one per "
+                    "release, as `harness examples fetch --version V --to DIR` leaves them (DIR/tilelang-V)")
     mx.set_defaults(func=cmd_matrix)
     dt = sub.add_parser("determinism", help="compile a campaign's cases under several PYTHONHASHSEEDs; "
                         "list kernels whose generated code differs")
-    dt.add_argument("--cases-from", required=True, help="a campaign's cases.jsonl")
+    dt.add_argument("--cases-from", type=_in_file, required=True, help="a campaign's cases.jsonl")
     dt.add_argument("--hash-seeds", type=_hash_seeds, default="0,7,13",
                     help=f"comma-separated PYTHONHASHSEED values, two different ones at least, each in [0, {MAX_HASH_SEED}]")
     dt.add_argument("--out", type=_out_dir, default="reports/determinism", help="one run per seed goes here")
@@ -664,8 +784,8 @@ def parser() -> Parser:
                     help=f"worker processes per run (default: CPU cores - 1; at most {MAX_WORKERS})")
     dt.set_defaults(func=cmd_determinism)
     rr = sub.add_parser("report", help="summary.md, results.csv and report.html (with plots) from a run's results")
-    rr.add_argument("dir", help="a run's --out directory")
-    rr.add_argument("--reproducers", default="reproducers", help="known bugs, to mark failures already recorded")
+    rr.add_argument("dir", type=_in_dir, help="a run's --out directory")
+    rr.add_argument("--reproducers", type=_dir, default="reproducers", help="known bugs, to mark failures already recorded")
     rr.set_defaults(func=cmd_report)
     fo = sub.add_parser("forms", help="each kernel block's equivalent forms, and the families that write them")
     fo.set_defaults(func=cmd_forms)
@@ -675,8 +795,44 @@ def parser() -> Parser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    return args.func(args)
+    """The one boundary of every command: an exception it did not expect is the harness's own failure
+    (HARNESS_ERROR), one line here and its traceback in a file, never exit 1 ("a bug found"); Ctrl-C is
+    one line and 130, what was written so far kept (a run resumes)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = parser()
+    if not argv:  # a bare `harness`: what it can do
+        p.print_help()
+        return 0
+    args = p.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print(f"harness {args.command}: interrupted; what was written so far is kept", file=sys.stderr)
+        return 130
+    except Exception as e:
+        # git bisect reads 1 as "bad": a step that failed on its own account says 125, "cannot test"
+        step = args.command == "repro" or args.command == "bisect" and args.at
+        first = next(iter(str(e).splitlines()), "")
+        print(f"harness {args.command}: HARNESS_ERROR, the harness's own failure, not TileLang's: "
+              f"{type(e).__name__}: {first} ({_keep_traceback(args.command, argv, e)})", file=sys.stderr)
+        return 125 if step else HARNESS_ERROR_STATUS
+
+
+ERROR_LOGS = "~/.cache/harness/errors"  # where a HARNESS_ERROR's traceback goes
+
+
+def _keep_traceback(command, argv, e) -> str:
+    """Write the traceback of `e` to a file under ERROR_LOGS: where it is (or why it is not)."""
+    import time
+    import traceback
+
+    path = Path(ERROR_LOGS).expanduser() / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"harness {' '.join(argv)}\n" + "".join(traceback.format_exception(type(e), e, e.__traceback__)))
+    except OSError as err:
+        return f"its traceback not kept: cannot write {path}: {err.strerror or err}"
+    return f"traceback in {path}"
 
 
 if __name__ == "__main__":

@@ -8,13 +8,13 @@ worker's `code` digest) differs between runs is listed with the hazards each run
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from harness import case as case_mod
+from harness import untrusted
 from harness.result import Result
 
 
@@ -27,7 +27,7 @@ def run_seed(cases: Path, seed: int, out: Path, arch: str, workers: int | None) 
     if done.returncode not in (0, 1):
         raise RuntimeError(f"harness run with PYTHONHASHSEED={seed} exited {done.returncode}: {done.stderr[-500:]}")
     path = out / f"seed-{seed}" / "results.jsonl"
-    return [Result.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [Result.from_dict(untrusted.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
 def kernels_of(by_seed: dict[int, list[Result]]) -> list[dict]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import time
@@ -82,9 +81,9 @@ class _Worker:
             env["CUDA_VISIBLE_DEVICES"] = device
         env[SPAWNED_AT] = repr(time.time())
         self.log = open(self.log_path, "ab")
+        # In the run's process group and session, not its own: killing the run's group kills its workers.
         self.proc = subprocess.Popen([*WORKER, "--target", target],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     env=env, start_new_session=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.buf = b""
         self.job: Job | None = None
@@ -101,10 +100,7 @@ class _Worker:
 
     def signal(self):
         if self.proc.poll() is None:  # never signal a reaped pid: it may belong to someone else now
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self.proc.kill()
 
     def kill(self):
         self.signal()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import kernels, oracle
+from harness import kernels, oracle, untrusted
 from harness.result import Result
 
 SCHEMA = 1
@@ -148,15 +148,22 @@ def free_id(signature, directory) -> str:
     return id
 
 
-def known_signatures(directory) -> dict:
-    """{signature: path} of the readable reproducers in `directory`."""
+def known_signatures(directory, broken: list | None = None) -> dict:
+    """{signature: path} of the readable reproducers in `directory`; the others' paths go to `broken`."""
     known = {}
     for path in sorted(Path(directory).glob("*.json")):
         try:
             known.setdefault(load(path).signature, path)
         except RecordError:
-            continue  # a broken file is reported by `harness repro`, not by a campaign
+            if broken is not None:
+                broken.append(path)
     return known
+
+
+def skipped_line(directory, broken: list) -> str:
+    """The one warning for the files of `directory` that are not reproducers (known_signatures' `broken`)."""
+    names = ", ".join(p.name for p in broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
+    return f"{directory}: {len(broken)} .json file(s) are not reproducers, skipped ({names}; `harness repro FILE` says why)"
 
 
 def find(id_or_path, directory="reproducers") -> Path:
@@ -213,9 +220,19 @@ def _fields(d: dict, spec: dict, where: str, strict=True) -> None:
                               f"got {type(d[name]).__name__} {json.dumps(d[name])[:60]}")
 
 
+def checked_case(d) -> case_mod.Case:
+    """A Case read from a file: valid, of a registered family, and of a variant that family declares (a
+    name that reaches kernel and file names: never taken on trust). CaseError otherwise."""
+    case = kernels.check(case_mod.from_dict(d))
+    variants = kernels.family(case.family).variants
+    if case.variant not in variants:
+        raise case_mod.CaseError(f"{case.family} has no variant {case.variant[:60]!r}; it has: {', '.join(variants)}")
+    return case
+
+
 def _case(d, name) -> case_mod.Case:
     try:
-        return kernels.check(case_mod.from_dict(d))
+        return checked_case(d)
     except (case_mod.CaseError, TypeError) as e:
         raise RecordError(f"field {name!r}: {e}") from None
 
@@ -263,9 +280,11 @@ def load(path) -> Reproducer:
     except UnicodeDecodeError as e:
         raise RecordError(f"{path}: not UTF-8 text (byte {e.start}): not a reproducer file") from None
     try:
-        d = json.loads(text)
+        d = untrusted.loads(text)
     except json.JSONDecodeError as e:
         raise RecordError(f"{path}: not valid JSON (truncated?): {e}") from None
+    except ValueError as e:  # too large or too deep
+        raise RecordError(f"{path}: not a reproducer file: {e}") from None
     try:
         return from_dict(d)
     except RecordError as e:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import case as case_mod
-from harness import oracle, pairwise
+from harness import oracle, pairwise, untrusted
 from harness.result import Result, normalize
 
 STAGES = ("start", "compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker; start: its first case only)
@@ -130,7 +130,7 @@ def write(out_dir, results: list[Result], known: dict | None = None, about: dict
         (out_dir / RUN).write_text(json.dumps(about, indent=1) + "\n")
     elif (out_dir / RUN).is_file():
         try:
-            about = json.loads((out_dir / RUN).read_text())
+            about = untrusted.loads((out_dir / RUN).read_text())
         except ValueError:
             about = None
     about = about if isinstance(about, dict) else None

@@ -20,6 +20,11 @@ VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ"
 # The compiler's, recordable.
 FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "CRASH", "HANG")
 
+# The exit status of a command whose harness failed itself (a HARNESS_ERROR verdict, an exception the
+# command did not expect): never 1, which says "a bug found"; harness repro and the bisect steps, which
+# `git bisect run` reads, say 125 ("cannot test") instead.
+HARNESS_ERROR_STATUS = 4
+
 # The keys every Result has, first and in this order, as results have always been written.
 _FIRST = ("case_id", "case", "verdict", "stage", "message", "tensor", "region")
 

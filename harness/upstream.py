@@ -19,7 +19,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness import bisect, export, kernels, record, replay, triage
+from harness import bisect, export, kernels, record, replay, triage, untrusted
 from harness import case as case_mod
 from harness.environment import environment
 
@@ -140,7 +140,7 @@ def state_result(path: Path, rep_id: str) -> tuple[str, tuple[str, str]] | None:
     """("release" or "commit", (result, where it is recorded)) for a `harness bisect` state file of
     `rep_id`, else None."""
     try:
-        state = json.loads(Path(path).read_text())
+        state = untrusted.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(state, dict) or state.get("reproducer") != f"{rep_id}.json":
