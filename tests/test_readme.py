@@ -31,6 +31,12 @@ def test_readme_is_short():
     assert n <= 150, f"README.md has {n} lines; keep it <= 150 and move detail to docs/"
 
 
+def test_ci_runs_the_readmes_test_command():
+    command = re.search(r"^    (python -m pytest\S*(?: \S+)*)\s+#", README.read_text(), re.M).group(1)
+    assert "-rs" in command.split()
+    assert re.search(rf"^{re.escape(command)}\s+#", (ROOT / ".ci" / "run").read_text(), re.M), command
+
+
 def test_architecture_map_matches_the_layers():
     section, mapped = architecture_map()
     expected = layers()

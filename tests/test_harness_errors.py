@@ -1,0 +1,342 @@
+"""Every failure of the harness itself says so (#46): one line on stderr, never exit 1 (which `repro`
+and bisect read as "bug reproduced"), nothing written for bad input; paths and untrusted JSON are
+checked before any work; Ctrl-C is 130; killing a run's process group kills its workers."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import campaign, cli, record
+from harness.case import Case
+from harness.result import Result
+
+REPRODUCERS = Path(__file__).resolve().parent.parent / "reproducers"
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A HOME of its own, so that ~/.cache/harness is the test's to watch."""
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def run(tmp_path, home):
+    """run(*argv): `harness ...` in tmp_path as a command -> (status, stdout, stderr, paths written),
+    where paths written are those under tmp_path (HOME, ~/.cache/harness included) newer than the
+    command's start: `find -newer`."""
+    def call(*argv, timeout=300):
+        stamp = tmp_path / ".stamp"
+        stamp.write_text("")
+        time.sleep(0.01)
+        p = subprocess.run([sys.executable, "-m", "harness.cli", *map(str, argv)], capture_output=True, text=True,
+                           cwd=tmp_path, env={**os.environ, "HOME": str(home)}, timeout=timeout)
+        found = subprocess.run(["find", str(tmp_path), "-newer", str(stamp)], capture_output=True, text=True).stdout
+        return p.returncode, p.stdout, p.stderr, found.split()
+    return call
+
+
+def refused(code, out, err, written, contains):
+    """Bad input: exit 2, one line on stderr, nothing on stdout, nothing written."""
+    assert code == 2 and out == "", err
+    assert err.count("\n") == 1 and err.startswith("harness ") and contains in err, err
+    assert written == [], written
+
+
+@pytest.fixture
+def reproducer(tmp_path):
+    failing = Result.of(Case(seqlen_q=130, seqlen_k=77), "MISMATCH", "judge", "O: max error 0.5 > tolerance 0.004",
+                        tensor="O", region="interior", checks=[])
+    return record.write(failing, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
+
+
+def deep(path):
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    return path
+
+
+def test_an_empty_out_is_refused(run):
+    refused(*run("run", "--out", "", "--cases", "1"), contains="argument --out: an empty path")
+
+
+@pytest.mark.parametrize("argv", [["repro", "deep.json"], ["export", "deep.json"], ["run", "--cases-from", "deep.json"]])
+def test_json_nested_too_deep_is_bad_input(argv, run, tmp_path):
+    deep(tmp_path / "deep.json")
+    refused(*run(*argv), contains="nested deeper than 64 levels")
+
+
+def test_report_of_results_nested_too_deep(run, tmp_path):
+    (tmp_path / "out").mkdir()
+    deep(tmp_path / "out" / "results.jsonl")
+    refused(*run("report", "out"), contains="no line of out/results.jsonl could be read as a result")
+
+
+def _results(out, cases):
+    out.mkdir()
+    (out / "results.jsonl").write_text("".join(json.dumps(Result.of(c, "COMPILED", "compile").to_dict()) + "\n"
+                                               for c in cases))
+
+
+def test_a_reproducers_dir_holding_files_that_are_not_reproducers_is_said_once(run, tmp_path, reproducer):
+    deep(reproducer.parent / "deep.json")
+    (reproducer.parent / "garbage.json").write_text("garbage")
+    _results(tmp_path / "out", [Case()])
+    code, out, err, _ = run("report", "out", "--reproducers", reproducer.parent)
+    assert code == 0, err
+    assert err.count("\n") == 1 and "2 .json file(s) are not reproducers, skipped (deep.json, garbage.json" in err, err
+
+
+def test_a_case_read_twice_from_results_counts_once(run, tmp_path):
+    _results(tmp_path / "out", [Case(seqlen_q=1), Case(seqlen_q=2)])
+    lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+    (tmp_path / "out" / "results.jsonl").write_text("\n".join(lines + lines[:1]) + "\n")
+    code, _, err, _ = run("report", "out", "--reproducers", "none")
+    assert code == 0, err
+    assert err.count("\n") == 1 and "1 line(s) repeat a case already read (first: line 3)" in err
+    assert "| 2 | 2 |" in (tmp_path / "out" / "summary.md").read_text()
+    results, notes = campaign.read_results(tmp_path / "out" / "results.jsonl")
+    assert len(results) == 2 and len(notes) == 1
+
+
+def test_repro_logs_that_is_a_file(run, tmp_path, reproducer):
+    (tmp_path / "logs").write_text("")
+    refused(*run("repro", reproducer, "--logs", "logs"), contains="argument --logs: logs is a file, not a directory")
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A directory no file can be made in, root included (an immutable one, for root)."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() != 0:
+        d.chmod(0o555)
+    elif subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode != 0:
+        pytest.skip("root, and chattr +i is not available here: no directory root cannot write")
+    yield d
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(d)])
+    d.chmod(0o755)
+
+
+@pytest.mark.parametrize("to, contains", [("dir", "dir is a directory, not a file"),
+                                          ("file/x.py", "file is a file, not a directory"),
+                                          ("ro/x.py", "cannot write in ro: ")])
+def test_export_to_where_no_file_can_be_written(to, contains, run, tmp_path, reproducer, read_only):
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("")
+    refused(*run("export", reproducer, "--to", to), contains=f"argument --to: {contains}")
+
+
+def test_upstream_to_a_read_only_directory_fails_before_compiling(run, reproducer, read_only):
+    t0 = time.monotonic()
+    refused(*run("upstream", reproducer, "--to", "ro/report.md"), contains="argument --to: cannot write in ro: ")
+    assert time.monotonic() - t0 < 15  # no triage compile (20 s on a CPU)
+
+
+def test_upstream_default_to_is_checked_too(run, tmp_path, reproducer, read_only):
+    os.rename(reproducer, tmp_path / "ro.json")
+    code, _, err, _ = run("upstream", tmp_path / "ro.json", "--dir", "ro")
+    assert code == 2 and err.count("\n") == 1 and "cannot write in ro: " in err, err
+
+
+@pytest.mark.parametrize("state, contains", [
+    (None, "argument --state: no file missing.json"),
+    ("garbage", "state missing.json is not a bisect state file: not UTF-8 JSON"),
+    ('{"reproducer": "other.json", "steps": {}}', "state missing.json is a bisect of 'other.json', not of "),
+], ids=["missing", "garbage", "another-reproducer"])
+def test_upstream_state_that_is_not_this_reproducers(state, contains, run, tmp_path, reproducer):
+    if state is not None:
+        (tmp_path / "missing.json").write_text(state)
+    refused(*run("upstream", reproducer, "--state", "missing.json"), contains=contains)
+
+
+def test_matrix_of_outside_reproducers_needs_examples_before_installing(run):
+    """The README's form on a machine without the examples: said before 307 MB are installed."""
+    refused(*run("matrix", "--releases", "0.1.15", "--dir", REPRODUCERS),
+            contains="need each release's examples: --examples DIR (`harness examples fetch --version V --to DIR`")
+
+
+def test_matrix_examples_without_a_tree_for_a_release(run, tmp_path):
+    (tmp_path / "ex" / "tilelang-0.1.14" / "examples").mkdir(parents=True)  # 0.1.15 runs 0.1.14's
+    refused(*run("matrix", "--releases", "0.1.10,0.1.15", "--dir", REPRODUCERS, "--examples", "ex"),
+            contains="--examples ex has no tree for TileLang 0.1.10")
+
+
+def test_matrix_refuses_a_release_listed_twice(run, reproducer):
+    refused(*run("matrix", "--releases", "0.1.15,0.1.15", "--dir", reproducer.parent),
+            contains="--releases lists 0.1.15 twice")
+
+
+def test_a_variant_the_family_does_not_declare_is_bad_input(run, tmp_path, reproducer):
+    case = dict(json.loads(reproducer.read_text())["case"], variant="../../etc")
+    (tmp_path / "c.jsonl").write_text(json.dumps(case) + "\n")
+    refused(*run("run", "--cases-from", "c.jsonl"), contains="c.jsonl line 1: fwd has no variant '../../etc'")
+    d = json.loads(reproducer.read_text())
+    d["case"] = case
+    reproducer.write_text(json.dumps(d))
+    refused(*run("repro", reproducer), contains="field 'case': fwd has no variant '../../etc'; it has: default")
+
+
+@pytest.mark.parametrize("source, contains", [
+    ("x = (\n", "does not load: SyntaxError: '(' was never closed"),
+    ("raise SystemExit(7)\n", "does not load: SystemExit: 7"),
+    ("X = 3\n", "is a int, not a harness.kernels.Family"),
+], ids=["syntax-error", "system-exit", "not-a-family"])
+def test_check_with_an_adapter_that_is_not_one(source, contains, run, tmp_path):
+    (tmp_path / "adapter.py").write_text(source)
+    (tmp_path / "kernel.py").write_text("")
+    refused(*run("check", "kernel.py", "--adapter", "adapter.py:X"), contains=contains)
+
+
+def test_run_reproducers_that_is_a_file(run, tmp_path):
+    (tmp_path / "r").write_text("")
+    refused(*run("run", "--cases", "1", "--reproducers", "r"), contains="argument --reproducers: r is a file")
+
+
+def test_cases_with_cases_from_is_refused(run, tmp_path):
+    campaign.write_cases(tmp_path / "c.jsonl", [Case()])
+    refused(*run("run", "--cases-from", "c.jsonl", "--cases", "5"), contains="--cases does not go with --cases-from")
+
+
+@pytest.mark.parametrize("argv, contains", [
+    (["--good", "0.1.10", "--bad", "0.1.15", "--wheels", "/nonexistent"], "argument --wheels: no directory /nonexistent"),
+    (["--good", "0.1.10", "--bad", "0.1.15", "--wheels", "."], "holds no TileLang wheel (tilelang-<release>-*.whl)"),
+    (["--at", "abc"], "--at COMMIT needs --repo PATH and --build CMD"),
+], ids=["no-wheels-dir", "no-wheels", "at-without-repo"])
+def test_bisect_says_what_it_cannot_do(argv, contains, run, reproducer):
+    refused(*run("bisect", reproducer, "--envs", "envs", *argv), contains=contains)
+
+
+def test_bisect_of_an_outside_kernel_is_refused_before_installing(run):
+    outside = next(p for p in sorted(REPRODUCERS.glob("*.json")) if record.load(p).case.family.startswith("tl_"))
+    refused(*run("bisect", outside, "--good", "0.1.10", "--bad", "0.1.15", "--envs", "envs"),
+            contains="whose examples differ by release: bisect cannot give each step its own")
+
+
+def test_a_bare_harness_lists_the_commands(run):
+    code, out, err, _ = run()
+    assert code == 0 and err == ""
+    assert all(f"    {c}" in out for c in ("run", "repro", "bisect", "matrix", "examples", "report"))
+
+
+def test_help_of_bisect_and_examples(capsys):
+    for argv in (["bisect", "--help"], ["examples", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--good GOOD required (but with --at)" in text and "--bad BAD required (but with --at)" in text
+    assert "fetch: download a release's source package" in text
+
+
+# ----------------------------------------------------------------------------- the boundary
+def _argv(tmp_path):
+    """Arguments each command parses with, in tmp_path."""
+    (tmp_path / "k.py").write_text("")
+    (tmp_path / "c.jsonl").write_text("")
+    (tmp_path / "out").mkdir()
+    return {"run": [], "check": ["k.py", "--adapter", "a.py:X"], "repro": ["x"], "triage": ["x"],
+            "examples": ["fetch"], "export": ["x"], "upstream": ["x"], "minimize": ["x"], "bisect": ["x"],
+            "matrix": ["--releases", "0.1.15"], "determinism": ["--cases-from", "c.jsonl"], "report": ["out"],
+            "forms": [], "env": []}
+
+
+def test_an_exception_in_any_command_is_one_line_never_1(tmp_path, home, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(home))
+    argvs = _argv(tmp_path)
+    assert set(argvs) == set(cli.parser()._subparsers._group_actions[0].choices)  # every command
+
+    def boom(args):
+        raise RuntimeError("injected\nsecond line")
+    for name in {a for a in dir(cli) if a.startswith("cmd_")}:
+        monkeypatch.setattr(cli, name, boom)
+    for command, argv in [*argvs.items(), ("bisect", ["x", "--repo", ".", "--build", "true", "--at", "HEAD"])]:
+        status = cli.main([command, *argv])
+        err = capsys.readouterr().err
+        step = command == "repro" or "--at" in argv
+        assert status == (125 if step else 4), (command, status)
+        assert err.count("\n") == 1 and err.startswith(f"harness {command}: HARNESS_ERROR, the harness's own failure, "
+                                                       "not TileLang's: RuntimeError: injected (traceback in "), err
+        log = Path(err.rsplit("traceback in ", 1)[1].rstrip(")\n"))
+        assert log.parent == home / ".cache" / "harness" / "errors" and "second line" in log.read_text()
+
+
+def test_ctrl_c_in_a_command_body_is_130(capsys, monkeypatch):
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "cmd_forms", interrupted)
+    assert cli.main(["forms"]) == 130
+    assert capsys.readouterr().err == "harness forms: interrupted; what was written so far is kept\n"
+
+
+# ----------------------------------------------------------------------------- runs (worker processes)
+def _children(pid) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _alive(pid) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _start(tmp_path, *argv):
+    """`harness run` on the fake family's cases (heads 1 passes, heads 2 hangs while compiling), in its
+    own session as a shell would start it."""
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(tmp_path / "c.jsonl"),
+                             "--out", str(tmp_path / "out"), "--workers", "1", "--reproducers", str(tmp_path / "r"),
+                             *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def _wait_for(predicate, seconds=120):
+    t0 = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - t0 < seconds
+        time.sleep(0.2)
+
+
+def test_ctrl_c_mid_run_is_one_line_130_and_the_results_stay(tmp_path):
+    campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=1), Case(family="fake", heads=2)])
+    p = _start(tmp_path)
+    results = tmp_path / "out" / "results.jsonl"
+    _wait_for(lambda: results.exists() and results.read_text().count("\n") == 1)
+    workers = _children(p.pid)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert err.splitlines()[-1] == "harness run: interrupted; what was written so far is kept" and "Traceback" not in err
+    assert results.read_text().count("\n") == 1 and not any(_alive(w) for w in workers)
+
+
+def test_killing_a_runs_process_group_kills_its_workers(tmp_path):
+    campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=2)])
+    p = _start(tmp_path)
+    _wait_for(lambda: (tmp_path / "out" / "logs" / "worker-0.log").exists() and _children(p.pid))
+    workers = _children(p.pid)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    _wait_for(lambda: not any(_alive(w) for w in workers), seconds=3)
+
+
+def test_a_time_box_that_drops_every_case_names_no_results_file(tmp_path):
+    campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=2)])
+    p = _start(tmp_path, "--time", "5")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert out.splitlines()[-1].endswith("no case finished, so no results file yet")
+    assert not (tmp_path / "out" / "results.jsonl").exists()
