@@ -101,7 +101,7 @@ def reproducer(tmp_path):
 def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer, monkeypatch):
     replays = []
 
-    def replay_in(target, rep, runs, logs, fresh=False):
+    def replay_in(target, rep, runs, logs, fresh=False, examples=None):
         version = target.name.split("-", 1)[1]
         replays.append(version)
         if len(replays) == 3 and not getattr(replay_in, "resumed", False):
@@ -181,7 +181,7 @@ def test_a_bisect_continues_one_release_per_machine_from_its_state_file(tmp_path
     with no index, walks the saved order from the saved steps. The fix lies between 0.1.12 and 0.1.15."""
     tested = []
 
-    def replay_in(target, rep, runs, logs, fresh=False):
+    def replay_in(target, rep, runs, logs, fresh=False, examples=None):
         version = target.name.split("-", 1)[1]
         tested.append(version)
         return (GOOD, "NOT REPRODUCED") if version == "0.1.15" else (BAD, "REPRODUCED")
@@ -342,7 +342,7 @@ def test_a_cases_file_runs_on_every_release_and_its_verdicts_are_counted(tmp_pat
     cases.write_text("".join(to_json(c) + "\n" for c in (Case(), Case(seed=1))))
     ran = []
 
-    def campaign_in(target, path, out):
+    def campaign_in(target, path, out, examples=None):
         ran.append((target.name, path, out.name))
         return "COMPILED 2" if target.name != "tilelang-0.1.12" else "COMPILE_ERROR 1, COMPILED 1"
     monkeypatch.setattr(bisect, "campaign_in", campaign_in)
@@ -372,7 +372,7 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
         (tmp_path / "envs" / f"tilelang-{v}").mkdir(parents=True)
         (tmp_path / "envs" / f"tilelang-{v}" / ".complete").write_text("")
     monkeypatch.setattr(bisect, "available", lambda wheels: pytest.fail("the index was asked"))
-    def replay_in(target, rep, runs, logs, fresh=False):
+    def replay_in(target, rep, runs, logs, fresh=False, examples=None):
         if target.name.endswith("0.1.15"):
             return (BAD, "REPRODUCED: 1/1 runs fail; signature " + ("matches in 1/1 runs" if rep == reps[1] else "differs"))
         return GOOD, "NOT REPRODUCED"
