@@ -463,11 +463,11 @@ def _not_states(paths, ids) -> str | None:
 
     for path in paths:
         try:
-            state = bisect.read_state(Path(path))
+            of = (bisect.read_state(Path(path)) or {}).get("reproducer")
         except bisect.BisectError as e:
             return str(e)
-        if (state or {}).get("reproducer") not in {f"{i}.json" for i in ids}:
-            return f"state {path} is a bisect of {(state or {}).get('reproducer')!r}, not of {' or '.join(sorted(ids))}"
+        if of not in {f"{i}.json" for i in ids}:
+            return f"state {path} is a bisect of {of!r}, not of {' or '.join(sorted(ids))}"
     return None
 
 
