@@ -69,6 +69,9 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
         return "CRASH", _first_line(e)  # a CUDA error's cause comes first; torch appends advice
     if type(e).__name__ == "Unbuildable":  # harness.kernels.Unbuildable: the program, not the compiler
         return "UNSUPPORTED", _first_line(e)
+    if type(e).__name__ == "Rejected":  # harness.kernels.program_family.Rejected: a generated program did not parse
+        # TileLang's frontend refusing a well-formed program is "rejects valid"; Python refusing our text is ours.
+        return ("REJECTED" if from_compiler(e.__cause__) else "HARNESS_ERROR"), _first_line(e)
     if _OUT_OF_SHARED_MEMORY.search(str(e)):  # a tile the device cannot hold: a resource limit, not a bug
         return "UNSUPPORTED", _first_line(e)
     if stage == "compile" and from_compiler(e):

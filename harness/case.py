@@ -12,10 +12,14 @@ an off value is off: older files lack the fields added since). Family names are 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from harness.programs import generate
+from harness.programs import model as programs
 
 DTYPES = ("float16", "bfloat16")
 LAYOUTS = ("bhsd", "bshd", "thd")  # thd: packed varlen tokens (harness.layout)
@@ -25,7 +29,7 @@ LAYOUTS = ("bhsd", "bshd", "thd")  # thd: packed varlen tokens (harness.layout)
 # its broadcast shape over (batch, heads) and the bias are compiled in (static).
 MASKS = ("none", "random", "empty_rows", "empty_blocks", "causal", "band", "single")
 BROADCASTS = ("bh", "b1", "1h", "11")  # mask/bias [batch or 1, heads or 1, seq_q, seq_k]
-KNOBS = ("fast_math", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize", "no_wgmma")
+KNOBS = ("fast_math", "no_safe_memory", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize", "no_wgmma")
 # Program forms: equivalent ways to write a kernel block, drawn like shapes so that campaigns reach the
 # lowering paths each takes (layout inference, the pipeliner, warp specialization, vectorization).
 # block -> {form: how it is written}; the first form is the default, which a Case leaves unnamed. Each of
@@ -89,6 +93,8 @@ class Case:
     mask: str = _dynamic("none")
     mask_broadcast: str = _static("bh")
     bias: bool = _static(False)
+    # Generated tile programs (harness.programs): the program, as its canonical JSON text ("" for none).
+    program: str = _static("")
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -138,6 +144,8 @@ class Case:
             raise CaseError("the packed layout 'thd' goes with seqlens, and seqlens with it")
         if self.seqlens:
             self._validate_seqlens()
+        if self.program:
+            program_of(self.program)
         elements = self.batch * self.heads * max(self.seqlen_q, self.seqlen_k) * max(self.head_dim, self.head_dim_v)
         if elements > MAX_ELEMENTS:
             raise CaseError(f"a tensor of batch x heads x length x head_dim = {elements} elements "
@@ -188,10 +196,11 @@ DYNAMIC = tuple(name for name, f in _FIELDS.items() if not f.metadata["static"])
 
 # Window bounds a campaign draws: 0, 1, odd, around a block, and larger than any sequence drawn.
 WINDOW_BOUNDS = (-1, 0, 1, 3, 17, 63, 64, 65, 129, 4096)
-# Not drawn (a case may still set it by hand): no_warp_specialize breaks CUDA codegen of every 2-stage
-# kernel on TileLang 0.1.14+ (reproducers 752120de86bc, c1cea3d90700), and that one bug would surface
-# under a new signature in every family and variant. Draw it again once fixed.
-DRAWN_KNOBS = tuple(k for k in KNOBS if k != "no_warp_specialize")
+# Not drawn for the attention families (a case may still set them by hand): no_warp_specialize breaks CUDA
+# codegen of every 2-stage kernel on TileLang 0.1.14+ (reproducers 752120de86bc, c1cea3d90700), and that
+# one bug would surface under a new signature in every family and variant; no_safe_memory drops the guards
+# their ragged tiles rely on. Generated programs draw their own (Family.knobs: the twins).
+DRAWN_KNOBS = tuple(k for k in KNOBS if k not in ("no_warp_specialize", "no_safe_memory"))
 
 
 @dataclass(frozen=True)
@@ -216,6 +225,7 @@ class Feature:
     factors: Callable | None = None             # overrides: several factors for one field (forms)
     level: Callable | None = None
     sets: Callable | None = None
+    steps: Callable | None = None               # overrides: shrink steps of its own (a program's statements)
 
     def levels(self, family) -> dict:
         if self.factors:
@@ -234,6 +244,8 @@ class Feature:
         now, off, name = getattr(case, self.name), self.off, self.name
         if now == off:
             return []
+        if self.steps:
+            return self.steps(case)
         out = [(f"{name} {now!r} -> {off!r}", case.replace(**{name: off}))]
         if isinstance(off, tuple) and off:
             halves = [now[:i] + off[i:i + 1] + now[i + 1:] for i in range(len(off))]
@@ -259,13 +271,21 @@ def window_kind(window: tuple) -> str:
     return "up_to_diagonal" if right == 0 else "band"
 
 
+@functools.lru_cache(maxsize=1024)
+def program_of(text: str):
+    try:
+        return programs.from_json(text)
+    except programs.ProgramError as e:
+        raise CaseError(f"program: {e}") from None
+
+
 def _windows(st):
     return st.one_of(st.just((-1, -1)), st.tuples(st.sampled_from(WINDOW_BOUNDS), st.sampled_from(WINDOW_BOUNDS)))
 
 
-def _knobs(st):
+def _knobs(st, offered):
     """Half the kernels with the release's default passes, the rest with one or two switched."""
-    some = st.lists(st.sampled_from(DRAWN_KNOBS), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
+    some = st.lists(st.sampled_from(offered), min_size=1, max_size=2, unique=True).map(lambda k: tuple(sorted(k)))
     return st.one_of(st.just(()), some)
 
 
@@ -296,10 +316,17 @@ FEATURES = (
     Feature("bias", False, optional=True, draw=lambda st, fam: st.booleans(), values=lambda fam: (False, True)),
     Feature("layout", "bhsd", draw=lambda st, fam: st.sampled_from(fam.layouts), values=lambda fam: fam.layouts),
     # One knob at a time in the covering array: a pair of knobs is a pair of factor values only through other factors.
-    Feature("knobs", (), draw=lambda st, fam: _knobs(st), values=lambda fam: ((),) + tuple((k,) for k in DRAWN_KNOBS)),
+    Feature("knobs", (), draw=lambda st, fam: _knobs(st, fam.knobs), values=lambda fam: ((),) + tuple((k,) for k in fam.knobs)),
     # Each block the family writes in several forms is a factor ("form:<block>"), its forms the values.
     Feature("forms", (), draw=_forms, factors=lambda fam: {f"form:{b}": tuple(FORMS[b]) for b in fam.forms},
             level=lambda c, fam: {f"form:{b}": c.form(b) for b in fam.forms}, sets=_form_rows),
+    # A generated program: the covering array's values are the attention chains it starts from.
+    Feature("program", "", optional=True, draw=lambda st, fam: generate.programs(st).map(programs.to_json),
+            values=lambda fam: tuple(generate.TEMPLATES),
+            level=lambda c, fam: {"program": generate.construct(program_of(c.program))},
+            sets=lambda row: {"program": programs.to_json(generate.template(row["program"]))},
+            steps=lambda c: [(step, c.replace(program=programs.to_json(q)))
+                             for step, q in generate.shrink(program_of(c.program))]),
     Feature("seed", 0),                                    # dynamic: the lengths strategy draws these
     Feature("mask", "none", optional=True),
 )
@@ -327,6 +354,10 @@ def to_dict(case: Case) -> dict:
     d["forms"] = list(case.forms)
     if not case.forms:
         del d["forms"]  # off: the JSON (and so the id) of every case without forms stays as it was
+    if case.program:
+        d["program"] = json.loads(case.program)  # an object in the file, read by people
+    else:
+        del d["program"]
     return d
 
 
@@ -345,6 +376,15 @@ def _check_type(name, value):
         if not (isinstance(value, (list, tuple)) and all(isinstance(k, str) for k in value)):
             raise CaseError(f"field {name!r} must be a list of strings, got {value!r}")
         return tuple(value)
+    if name == "program":
+        if isinstance(value, dict):
+            try:
+                return programs.to_json(programs.from_dict(value))
+            except programs.ProgramError as e:
+                raise CaseError(f"program: {e}") from None
+        if not isinstance(value, str):
+            raise CaseError(f"field 'program' must be an object, got {type(value).__name__}")
+        return value
     if name == "seqlens":
         if not (isinstance(value, (list, tuple)) and all(
                 isinstance(p, (list, tuple)) and len(p) == 2 and all(type(n) is int for n in p) for p in value)):

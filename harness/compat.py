@@ -11,7 +11,8 @@ Tensor = getattr(T, "Tensor", None) or T.Buffer
 
 
 # The harness's compile knobs (harness.case.KNOBS) -> the PassConfigKey member that sets each.
-KNOBS = {"fast_math": "TL_ENABLE_FAST_MATH", "no_smem_reuse": "TL_DISABLE_SHARED_MEMORY_REUSE",
+KNOBS = {"fast_math": "TL_ENABLE_FAST_MATH", "no_safe_memory": "TL_DISABLE_SAFE_MEMORY_ACCESS",
+         "no_smem_reuse": "TL_DISABLE_SHARED_MEMORY_REUSE",
          "no_tma": "TL_DISABLE_TMA_LOWER", "no_vectorize_256": "TL_DISABLE_VECTORIZE_256",
          "no_warp_specialize": "TL_DISABLE_WARP_SPECIALIZED", "no_wgmma": "TL_DISABLE_WGMMA"}
 

@@ -18,7 +18,7 @@ from harness import kernels
 from harness.case import FEATURES, Case
 
 # GQA shapes -> (kv_heads, heads per KV head): a query head and its KV head differ only under gqa/mqa.
-GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4)}
+GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4), "one": (1, 1)}
 
 
 def _features(fam) -> list:
@@ -28,14 +28,15 @@ def _features(fam) -> list:
 
 def factors(family: str) -> dict[str, tuple]:
     fam = kernels.family(family)
-    return {"variant": fam.variants, "gqa": tuple(GQA) if fam.gqa else ("mha",), "tile": fam.tiles,
+    shapes = ("one",) if not fam.multihead else ("mha", "gqa", "mqa") if fam.gqa else ("mha",)
+    return {"variant": fam.variants, "gqa": shapes, "tile": fam.tiles,
             **{name: values for f in _features(fam) for name, values in f.levels(fam).items()}}
 
 
 def levels(case: Case) -> dict:
     """The factor values of a case (any case, drawn or built here)."""
     fam = kernels.family(case.family)
-    gqa = "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
+    gqa = "one" if not fam.multihead else "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
     return {"variant": case.variant, "gqa": gqa, "tile": case.tile,
             **{name: value for f in _features(fam) for name, value in f.of(case, fam).items()}}
 

@@ -14,11 +14,13 @@ from types import MappingProxyType
 from typing import Any
 
 from harness import case as case_mod
+from harness.programs import model as programs
 
-VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "UNSUPPORTED",
-            "CRASH", "HANG", "HARNESS_ERROR")
-# The compiler's, recordable.
-FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "CRASH", "HANG")
+VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "REJECTED",
+            "UNSUPPORTED", "CRASH", "HANG", "HARNESS_ERROR")
+# The compiler's, recordable. REJECTED: TileLang's frontend refused a well-formed generated program ("rejects
+# valid"), kept apart from COMPILE_ERROR (a lowering pass or nvcc failed) so that such findings are counted apart.
+FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "REJECTED", "CRASH", "HANG")
 
 # The exit status of a command whose harness failed itself (a HARNESS_ERROR verdict, an exception the
 # command did not expect): never 1, which says "a bug found"; harness repro and the bisect steps, which
@@ -72,11 +74,15 @@ class Result:
 
     @property
     def signature(self) -> tuple:
-        """(family, variant, verdict, stage, tensor, region, normalized message). A failure pinned on
+        """(family, variant, verdict, stage, tensor, region, normalized message). A generated program's
+        construct fingerprint (harness.programs.model.fingerprint) stands for its variant, and a twin's knobs
+        are in its region: one root cause met through several programs is one signature. A failure pinned on
         a shared kernel (one program, whatever the variant, and whichever family runs it: the dense
         backward's sink gradient serves the varlen backward too) names that kernel instead of the
         family and variant: one bug, one signature."""
         family, scope = ("", f"kernel:{self.kernel}") if self.kernel else (self.case["family"], self.case["variant"])
+        if "program" in self.case:  # a generated program: what it is made of stands for the variant
+            scope = "program:" + programs.fingerprint(programs.from_dict(self.case["program"]))
         return family, scope, self.verdict, self.stage, self.tensor, self.region, normalize(self.message)
 
     def to_dict(self) -> dict:

@@ -9,7 +9,8 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from harness import kernels, pairwise
-from harness.case import FEATURES, MASKS, Case
+from harness.case import FEATURES, MASKS, Case, program_of
+from harness.programs.generate import LENGTH_BLOCKS
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Masked families' key lengths: rows of a uint8 mask start 16-byte aligned only when seq_k % 16 == 0,
@@ -84,7 +85,7 @@ def static_case(family: str) -> st.SearchStrategy[Case]:
 @st.composite
 def _static_case(draw, family: str) -> Case:
     fam = kernels.family(family)
-    kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4)))
+    kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4))) if fam.multihead else 1
     group = draw(st.sampled_from((1, 1, 2, 4, 5, 8)))
     head_dim = draw(st.sampled_from(fam.head_dims))
     head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fam.head_dims)))
@@ -147,6 +148,16 @@ def packed(draw, block_m: int, block_n: int, equal: bool = False) -> dict:
             "seqlen_k": max(1, max(k for _, k in pairs)), "seed": draw(st.integers(0, 2**31 - 1))}
 
 
+@st.composite
+def program_lengths(draw, block: int) -> dict:
+    """A generated program's length n: around its block's edges (a ragged last block), below
+    LENGTH_BLOCKS blocks (the generator bounds its values by that many trips)."""
+    top = LENGTH_BLOCKS * block - 1
+    edges = sorted({1, block - 1, block, block + 1, 2 * block - 1, 2 * block + 1, top} - {0})
+    n = draw(st.one_of(st.sampled_from(edges), st.sampled_from([p for p in PRIMES if p <= top]), st.integers(1, top)))
+    return {"batch": 1, "seqlen_q": n, "seqlen_k": n, "seed": draw(st.integers(0, 2**31 - 1))}
+
+
 def _ring(side: str):
     return lambda c: st.one_of(pipelined(c.block_m, c.block_n, c.num_stages, side), dynamic(c.block_m, c.block_n))
 
@@ -162,6 +173,7 @@ LENGTHS = {
     "ring_q": _ring("q"),
     "decode": lambda c: decode(c.block_n),
     "same": lambda c: same(c.block_m, c.block_n),
+    "program": lambda c: program_lengths(program_of(c.program).block),
 }
 
 

@@ -83,9 +83,9 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         stage = "judge"
         t0 = time.perf_counter()
         result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs, seconds)
-        if result.verdict == "PASS" and case.forms:
-            stage = "forms"
-            result = unlike_default_forms(fam, case, target, cache, inputs, fam.canonical(case, outputs)) or result
+        if result.verdict == "PASS" and control(fam, case) is not None:
+            stage = "twin"
+            result = unlike_control(fam, case, target, cache, inputs, fam.canonical(case, outputs)) or result
         if result.verdict in ("MISMATCH", "NONFINITE") and bands.enabled():
             stage = "reread"
             changed = reads_outside(fam, kernel, case, fam.canonical(case, outputs))
@@ -101,11 +101,19 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     return result.replace(hazards=found, code=code)
 
 
-def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> Result | None:
-    """A MISMATCH if an output differs in any bit from the default forms' kernel on the same inputs
-    (harness.case.FORMS: forms move data, never the arithmetic), else None. The reference check forgives
-    rounding; this sees it. A default kernel that does not compile, or whose own runs differ, proves nothing."""
-    base = case.replace(forms=())
+def control(fam, case):
+    """The case whose kernel must give `case`'s outputs bit for bit, or None: the default forms (harness.case.FORMS
+    move data, never the arithmetic) and, for a family whose knobs are twins (Family.twins), no knobs."""
+    other = case.replace(forms=(), knobs=() if fam.twins else case.knobs)
+    return None if other == case else other
+
+
+def unlike_control(fam, case, target, cache, inputs, mine: dict) -> Result | None:
+    """A MISMATCH if an output differs in any bit from the control's kernel (`control`) on the same inputs, else
+    None. The reference check forgives rounding; this sees it. A control kernel that does not compile, or whose own
+    runs differ, proves nothing. The region names what the two differ in ("forms", or "twin:<knobs>"), so
+    the control is the report's."""
+    base = control(fam, case)
     key = kernels.kernel_key(base)
     if key not in cache:
         try:
@@ -113,13 +121,15 @@ def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> Result
         except Exception as e:
             cache[key] = e
         else:
-            # Cached as run_case caches it (scanned), so that the default case itself, run later in this
+            # Cached as run_case caches it (scanned), so that the control case itself, run later in this
             # worker, still gets its code checks and digest.
             cache[key] = (kernel, *scan(fam, base, kernel))
     if isinstance(cache[key], Exception):
         return None
     kernel = cache[key][0]
     theirs = fam.canonical(base, fam.run(kernel, base, inputs))
+    what, region = (f"its twin without {', '.join(case.knobs)}", "twin:" + ",".join(case.knobs)) if base.knobs != case.knobs \
+        else ("the default forms' kernel", "forms")
     for name, t in mine.items():
         if _bits(t) == _bits(theirs[name]):
             continue
@@ -127,9 +137,9 @@ def unlike_default_forms(fam, case, target, cache, inputs, mine: dict) -> Result
             return None
         differ = _words(t) != _words(theirs[name])
         gap = (t.double() - theirs[name].double()).abs()[differ].max()
-        return Result.of(case, "MISMATCH", "judge", f"{name} differs from the default forms' kernel on the same "
+        return Result.of(case, "MISMATCH", "judge", f"{name} differs from {what} on the same "
                          f"inputs in {int(differ.sum())} elements (max |difference| {float(gap):.3g}, "
-                         f"first at {differ.nonzero()[0].tolist()})", tensor=name, region="forms")
+                         f"first at {differ.nonzero()[0].tolist()})", tensor=name, region=region)
     return None
 
 

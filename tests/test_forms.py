@@ -73,26 +73,26 @@ def _no_code_scan(monkeypatch):
 def test_the_default_kernel_is_cached_scanned_for_the_default_case_itself():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0])})
     cache = {}
-    worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", cache, {}, {"O": torch.tensor([1.0])})
+    worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", cache, {}, {"O": torch.tensor([1.0])})
     assert cache[kernels.kernel_key(Case())] == ((), [], "digest")
 
 
 def _fake(outputs_of):
     """A family whose kernel is its case's forms and whose run returns outputs_of(forms)."""
-    return types.SimpleNamespace(build=lambda case, target: case.forms,
+    return types.SimpleNamespace(build=lambda case, target: case.forms, twins=False,
                                  run=lambda kernel, case, inputs: outputs_of(kernel),
                                  canonical=lambda case, outputs: outputs)
 
 
 def test_forms_that_agree_bit_for_bit_pass():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0, 2.0])})
-    assert worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([1.0, 2.0])}) is None
+    assert worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([1.0, 2.0])}) is None
 
 
 def test_a_one_ulp_difference_is_a_mismatch_naming_the_tensor_and_region():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0, 2.0], dtype=torch.float16)})
     mine = {"O": torch.tensor([1.0, 2.0], dtype=torch.float16).nextafter(torch.tensor(3.0, dtype=torch.float16))}
-    r = worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, mine)
+    r = worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, mine)
     assert (r.verdict, r.tensor, r.region) == ("MISMATCH", "O", "forms")
     assert "in 2 elements" in r.message and "first at [0]" in r.message
 
@@ -100,11 +100,11 @@ def test_a_one_ulp_difference_is_a_mismatch_naming_the_tensor_and_region():
 def test_a_default_kernel_whose_own_runs_differ_proves_nothing():
     runs = iter([torch.tensor([1.0]), torch.tensor([1.5])])
     fam = _fake(lambda forms: {"O": next(runs)})
-    assert worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
+    assert worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
 
 
 def test_a_default_kernel_that_does_not_compile_proves_nothing():
     def broken(case, target):
         raise RuntimeError("no")
-    fam = types.SimpleNamespace(build=broken, run=None, canonical=None)
-    assert worker.unlike_default_forms(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
+    fam = types.SimpleNamespace(build=broken, run=None, canonical=None, twins=False)
+    assert worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None

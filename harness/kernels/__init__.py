@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.case import DTYPES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
+from harness.case import DRAWN_KNOBS, DTYPES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -30,6 +30,7 @@ _REGISTRY = {
     "masked_fwd": "harness.kernels.masked_family:FAMILY",
     "masked_bwd": "harness.kernels.masked_bwd_family:FAMILY",
     "softcap_fwd": "harness.kernels.softcap_family:FAMILY",
+    "program": "harness.kernels.program_family:FAMILY",
 }
 # Kernels nobody here wrote (harness.outside): TileLang's own examples, loaded from the source tree
 # that HARNESS_EXAMPLES names (`harness run --examples PATH`). "<name>@outside" is the same kernel
@@ -126,6 +127,7 @@ class Family:
     clean: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = DTYPES
     gqa: bool = True                                   # takes kv_heads < heads; else heads == kv_heads
+    multihead: bool = True                             # takes several heads; else heads == kv_heads == 1
     # Dynamic fields its kernels take as compile-time constants (an example's Python-int lengths):
     # each value is its own kernel (kernel_key).
     compiled: tuple[str, ...] = ()
@@ -141,6 +143,14 @@ class Family:
     # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
     # (harness.codegen.unaligned_vectors).
     aligned: frozenset = field(default_factory=frozenset)
+    # The compile knobs (harness.case.KNOBS) a campaign draws for it.
+    knobs: tuple[str, ...] = DRAWN_KNOBS
+    # Its knobs are twins: each must leave every output bit for bit as the kernel without knobs gives it
+    # (harness.worker), as forms must leave the default forms' outputs.
+    twins: bool = False
+    # Its inputs make exact arithmetic possible (small integers): a tensor whose same-precision baseline
+    # equals the float64 reference must equal it bit for bit (harness.oracle.check).
+    exact: bool = False
 
     def unsupported(self, case: Case, static_only: bool = False) -> str | None:
         """A one-line reason the family cannot express `case`, or None; `static_only`: judging a
@@ -149,6 +159,8 @@ class Family:
             return f"{case.family} takes dtype {' or '.join(self.dtypes)}, not {case.dtype}"
         if not self.gqa and case.kv_heads != case.heads:
             return f"{case.family} takes no GQA: kv_heads must equal heads"
+        if not self.multihead and case.heads != 1:
+            return f"{case.family} takes one head"
         if case.variant not in self.variants:
             return f"{case.family} has no variant {case.variant!r}; offered: {self.variants}"
         if case.layout not in self.layouts:

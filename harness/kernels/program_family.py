@@ -1,0 +1,129 @@
+"""Generated tile programs (harness.programs) as a family: the program is the Case's `program`, its length `n`
+the Case's seqlen_q, its inputs small integers drawn from the seed.
+
+Each program is written to a file and imported (TileLang parses a prim_func from its source), then compiled
+with the case's knobs. The knobs are twins (Family.twins): a program compiled with one must give the
+knob-free kernel's outputs bit for bit. A well-formed program whose prim_func TileLang's frontend refuses
+is REJECTED ("rejects valid"), apart from COMPILE_ERROR, where a lowering pass failed.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+
+import torch
+
+from harness import bands
+from harness import case as case_mod
+from harness.kernels import Family, Rule, launch
+from harness.programs import emit, interpret
+
+# The pass configurations that must not change what a program computes: they change how it is scheduled
+# (warp specialization), how data moves (TMA, 256-bit vectors) and where shared memory lives, and the
+# guards of accesses a program keeps in bounds itself.
+TWINS = ("no_safe_memory", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize")
+INPUT_RANGE = 2
+
+
+class Rejected(RuntimeError):
+    """TileLang's frontend refused a well-formed program (its parser or tracer raised): "rejects valid"."""
+
+
+def program(case):
+    return case_mod.program_of(case.program)
+
+
+def module(p):
+    """The program's module (emit.module), written once per process under the temporary directory."""
+    text = emit.module(p)
+    name = "harness_program_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    if name in sys.modules:
+        return sys.modules[name]
+    directory = os.path.join(tempfile.gettempdir(), f"harness-programs-{os.getuid()}")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name + ".py")
+    with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".tmp", delete=False) as f:
+        f.write(text)
+    os.replace(f.name, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    loaded = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(loaded)
+    except Exception as e:  # harness.blame decides whose: TileLang's (REJECTED), or ours (the emitter's text)
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+        raise Rejected(f"TileLang's frontend rejects the program: {type(e).__name__}: {first}") from e
+    sys.modules[name] = loaded
+    return loaded
+
+
+def build(case, target: str):
+    from harness import compat
+    return compat.compile(module(program(case)).program, target, case.knobs, kernel="program")
+
+
+def make_inputs(case, device) -> dict:
+    """Every global buffer's initial contents: integers in [-2, 2] (outputs too, so an element never written shows)."""
+    p = program(case)
+    gen = torch.Generator().manual_seed(case.seed)
+    return {b.name: torch.randint(-INPUT_RANGE, INPUT_RANGE + 1, (case.seqlen_q if b.rows == "n" else b.rows, b.shape[1]),
+                                  generator=gen).to(getattr(torch, b.dtype)).to(device) for b in p.globals}
+
+
+def run(kernel, case, inputs) -> dict:
+    """The kernel over copies of the buffers it writes (guarded), so that `inputs` keeps their initial contents."""
+    p = program(case)
+    outputs = {name: bands.adopt(name, inputs[name]) for name in p.written()}
+    launch("program", kernel, *(outputs.get(b.name, inputs[b.name]) for b in p.globals))
+    return outputs
+
+
+def reference(case, inputs, dtype) -> dict:
+    """The interpreter (harness.programs.interpret): float64, or float32 (the kernel's arithmetic) for the baseline."""
+    device = next(iter(inputs.values())).device
+    out = interpret.run(program(case), case.seqlen_q, inputs, torch.float64 if dtype == torch.float64 else torch.float32)
+    return {name: t.to(device) for name, t in out.items()}
+
+
+def tensors(case) -> tuple:
+    return tuple((name, "forward") for name in program(case).written())
+
+
+def locate(case, inputs):
+    """Region of an output element: the ragged last block's rows, an interior block's, or a buffer every block shares."""
+    p = program(case)
+    n = case.seqlen_q
+
+    def where(name, index):
+        if p.buffer(name).rows != "n":
+            return "every_block"
+        return "tail_block" if n % p.block and index[0] >= n // p.block * p.block else "interior"
+    return where
+
+
+FAMILY = Family(
+    name="program",
+    variants=("default",),
+    head_dims=(64,),
+    tiles=((64, 64, 1, 128),),      # unused: a program carries its own block and threads
+    fits=lambda *args: None,
+    build=build,
+    run=run,
+    make_inputs=make_inputs,
+    tensors=tensors,
+    reference=reference,
+    canonical=lambda case, outputs: outputs,
+    locate=locate,
+    layouts=("bhsd",),
+    dtypes=("float16",),
+    gqa=False,
+    multihead=False,
+    takes=("program",),
+    lengths="program",
+    knobs=TWINS,
+    twins=True,
+    exact=True,
+    rules=(Rule("a program case has a program", ("program",), lambda c: bool(c.program), asserted=True),),
+)

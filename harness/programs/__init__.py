@@ -1,0 +1,22 @@
+"""Generated tile programs: small TileLang programs that Hypothesis writes from attention's building blocks.
+
+A program is data (harness.programs.model): one kernel launch over a symbolic length `n`
+(`T.ceildiv(n, block)` blocks of `threads` threads), named buffers, and a list of statements. Each
+statement kind is one module here, holding what the statement reads and writes, its validity rules,
+its TileLang text and its meaning as torch text, side by side:
+
+    check(stmt, program, scope)   raise ProgramError unless the statement is valid where it stands
+    reads(stmt) / writes(stmt)    buffer names; `full(stmt, program)`: it defines every element it writes
+    tilelang(stmt, program, at)   lines of the prim_func body
+    torch(stmt, program, at)      lines of the float64 reference (the interpreter)
+
+The generator (generate.py) only composes statements whose rules hold, so a program it writes is valid
+by construction and a disagreement is the compiler's. Nothing here imports TileLang or Hypothesis:
+emit.py writes source text, and the generator is handed Hypothesis's strategies module. A new kind is
+one module plus one line in KINDS.
+"""
+from harness.programs import atomic, copy, fill, gemm, loop, parallel, reduce
+
+# op name -> its module.
+KINDS = {"copy": copy, "fill": fill, "gemm": gemm, "reduce": reduce, "map": parallel, "atomic": atomic,
+         "loop": loop}

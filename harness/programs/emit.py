@@ -1,0 +1,88 @@
+"""A program as Python source: the TileLang prim_func `program`, and `expected`, its meaning in torch.
+
+`expected(n, *globals, F=torch.float64)` takes every global buffer's initial contents (in declaration
+order) and returns {name: contents after the kernel} for the buffers the program writes. Every value
+is computed in F and rounded to a buffer's dtype whenever it is stored there, as the kernel stores it:
+F = float64 is the reference; F = float32 (the kernel's own arithmetic) the baseline that measures what
+rounding alone may cost. A block's shared and fragment buffers start as NaN, so a read of an element never
+written shows. Blocks run one after another: the program's rules make their order immaterial.
+
+The text needs only torch and TileLang: `harness export` writes it as it is, with a main that runs it.
+"""
+from __future__ import annotations
+
+from harness.programs.model import Program, kind
+
+# The reference's helpers: rounding to a buffer's dtype, and T.copy's and the atomics' guards on a ragged tail.
+HELPERS = '''\
+def rnd(x, dtype):
+    """x rounded to dtype, kept in x's own dtype."""
+    return x.to(getattr(torch, dtype)).to(x.dtype)
+
+
+def load(g, row, col, h, w):
+    """A tile of g; rows past its end read as 0."""
+    out = torch.zeros(h, w, dtype=g.dtype)
+    rows = max(0, min(h, g.shape[0] - row))
+    out[:rows] = g[row:row + rows, col:col + w]
+    return out
+
+
+def store(g, dtype, row, col, t):
+    """A tile into g; rows past its end are not written."""
+    rows = max(0, min(t.shape[0], g.shape[0] - row))
+    g[row:row + rows, col:col + t.shape[1]] = rnd(t[:rows], dtype)
+
+
+def accumulate(g, dtype, row, col, t, op):
+    rows = max(0, min(t.shape[0], g.shape[0] - row))
+    part = g[row:row + rows, col:col + t.shape[1]]
+    f = {"add": torch.add, "max": torch.maximum, "min": torch.minimum}[op]
+    g[row:row + rows, col:col + t.shape[1]] = rnd(f(part, t[:rows]), dtype)
+
+
+def grid(h, w):
+    return torch.arange(h)[:, None], torch.arange(w)[None, :]
+'''
+
+
+def body_lines(body, p: Program, ind: str, lang: str) -> list[str]:
+    return [line for s in body for line in getattr(kind(s), lang)(s, p, ind)]
+
+
+def _shape(b) -> str:
+    return "(" + ", ".join(map(str, b.shape)) + ("," if len(b.shape) == 1 else "") + ")"
+
+
+def tilelang_source(p: Program) -> str:
+    params = ", ".join(f'{b.name}: T.Tensor({_shape(b)}, "{b.dtype}")' for b in p.globals)
+    lines = ["@T.prim_func", f"def program({params}):",
+             f"    with T.Kernel(T.ceildiv(n, {p.block}), threads={p.threads}) as bx:"]
+    for b in p.buffers:
+        if b.local:
+            alloc = "alloc_shared" if b.scope == "shared" else "alloc_fragment"
+            lines.append(f'        {b.name} = T.{alloc}({_shape(b)}, "{b.dtype}")')
+    swizzled = [b.name for b in p.buffers if b.swizzle]
+    if swizzled:
+        lines.append("        T.annotate_layout({" + ", ".join(f"{n}: tilelang.layout.make_swizzled_layout({n})"
+                                                     for n in swizzled) + "})")
+    return "\n".join(lines + body_lines(p.body, p, "        ", "tilelang")) + "\n"
+
+
+def torch_source(p: Program) -> str:
+    names = [b.name for b in p.globals]
+    lines = [f"def expected(n, {', '.join(names)}, F=torch.float64):",
+             *(f"    {x} = {x}.to(F).clone()" for x in names),
+             f"    for bx in range(-(-n // {p.block})):"]
+    for b in p.buffers:
+        if b.local:
+            lines.append(f"        {b.name} = torch.full({_shape(b)}, float('nan'), dtype=F)")
+    lines += body_lines(p.body, p, "        ", "torch")
+    lines.append("    return {" + ", ".join(f'"{x}": {x}' for x in p.written()) + "}")
+    return "\n".join(lines) + "\n"
+
+
+def module(p: Program) -> str:
+    """The program and its reference as one importable module (TileLang parses a prim_func from a real file)."""
+    return "\n".join(["import tilelang", "import tilelang.language as T", "import torch", "",
+                      'n = T.symbolic("n")', "", "", tilelang_source(p), "", HELPERS, "", torch_source(p)])

@@ -1,0 +1,537 @@
+"""Writing programs: attention's chains (TEMPLATES), then changed statement by statement, and free compositions.
+
+`programs(st)` is the Hypothesis strategy; it is handed Hypothesis's strategies module, so that the
+layers below the campaign never import Hypothesis. Every statement is drawn so that its rules hold where it
+stands (model.check confirms each program), and values stay small integers wherever the arithmetic
+allows: inputs lie in [-2, 2], and a statement whose result could leave a dtype's exactly representable
+integers is not drawn, so most checks are bit-exact. A program is a list of statements; Hypothesis
+shrinks it by drawing fewer and simpler ones, and `shrink` deletes statements from a recorded one.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from harness.programs import model
+from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
+from harness.programs.model import Buffer, Program, ProgramError
+
+# Exactly representable integers by dtype: a value drawn past these is rounded, and checked by tolerance.
+EXACT = {"float16": 2048, "bfloat16": 256, "float32": 1 << 24}
+INPUT_RANGE = 2                    # inputs are integers in [-2, 2]
+LENGTH_BLOCKS = 5                  # n stays below 5 blocks (harness.strategies draws it): trips <= 5
+PLAIN_THREADS = (64, 96, 128, 160, 192, 256, 384)   # thread counts without a gemm, powers of two or not
+WIDTHS = (16, 32, 64, 48, 80, 96)   # the last three spread over 96, 160, 192 and 384 threads
+
+
+class Builder:
+    """A program being written: its buffers, statements, what is defined and how large its values may be."""
+
+    def __init__(self, block, threads):
+        self.block, self.threads = block, threads
+        self.buffers: dict[str, Buffer] = {}
+        self.body: list = []
+        self.mag: dict[str, float] = {}      # name -> a bound on |value| (inputs: INPUT_RANGE)
+        self.defined: set = set()
+        self.count = 0
+
+    def new(self, scope, dtype, shape, swizzle=False, mag=INPUT_RANGE) -> str:
+        self.count += 1
+        prefix = {"global": "G", "shared": "S", "fragment": "F"}[scope]
+        name = f"{prefix}{self.count}"
+        self.buffers[name] = Buffer(name, scope, dtype, tuple(shape), swizzle)
+        self.mag[name] = mag
+        return name
+
+    def program(self) -> Program:
+        return Program(self.block, self.threads, tuple(self.buffers.values()), tuple(self.body))
+
+    def locals(self, shape=None, scope=None, dtype=None, defined=True):
+        return [b.name for b in self.buffers.values() if b.local and (not defined or b.name in self.defined)
+                and (shape is None or b.shape == tuple(shape)) and (scope is None or b.scope == scope)
+                and (dtype is None or b.dtype == dtype)]
+
+    def widths(self, scope) -> tuple:
+        """Widths of a [block, width] tile this scope can hold here (a fragment must spread over the threads)."""
+        return tuple(w for w in WIDTHS if scope == "shared" and w <= 64 or model.spreads((self.block, w), self.threads)) or (64,)
+
+    def fits(self, name, mag) -> bool:
+        return mag <= EXACT[self.buffers[name].dtype]
+
+    def inputs(self):
+        written = {s["dst"] for s in model.walk(self.body) if s["op"] in ("copy", "atomic")}
+        return [b for b in self.buffers.values() if b.scope == "global" and b.name not in written]
+
+    def outputs(self):
+        read = {s["src"] for s in model.walk(self.body) if s["op"] == "copy"}
+        return [b for b in self.buffers.values() if b.scope == "global" and b.name not in read]
+
+
+# ----------------------------------------------------------------------------------- statements
+def load(c, b: Builder, scope, dtype, shape, at="bx", into=None, swizzle=None) -> list:
+    """Statements that define a local tile of `shape` from an n-row global input (new, or one wide enough),
+    at row base(at) + row: a read-only input may be read from any row, past the block's own ones too."""
+    h, w = shape
+    if into is None:
+        sw = swizzle if swizzle is not None else (scope == "shared" and model.swizzles(shape, dtype) and c.flip())
+        into = b.new(scope, dtype, shape, swizzle=sw)
+    candidates = [g for g in b.inputs() if g.shape[1] >= w and g.rows == "n"]
+    if candidates and c.flip():
+        g = c.one(candidates)
+    else:
+        width = w + c.one((0, 0, 0, 4, 8, 13))
+        g = b.buffers[b.new("global", c.one(("float16", "float16", "bfloat16", "float32")), ("n", width))]
+    col = c.between((0, g.shape[1] - w))
+    row = c.one((0, 0, 1, 3))
+    stmt = {"op": "copy", "src": g.name, "dst": into, "at": at, "row": row, "col": col,
+            "form": c.one(("tile", "tile", "loop"))}
+    b.mag[into] = b.mag[g.name]
+    return [stmt]
+
+
+def _emit(b: Builder, stmts, defines=()):
+    b.body.extend(stmts)
+    b.defined |= set(defines)
+
+
+def draw_load(c, b, at):
+    scope = c.one(("shared", "fragment"))
+    dtype = c.one(("float16", "bfloat16", "float32"))
+    shape = (b.block, c.one(b.widths(scope)))
+    existing = b.locals(shape=shape, scope=scope, dtype=dtype, defined=False)
+    into = c.one(existing) if existing and c.flip() else None
+    stmts = load(c, b, scope, dtype, shape, at=at, into=into)
+    _emit(b, stmts, [stmts[0]["dst"]])
+
+
+def draw_fill(c, b, at):
+    existing = b.locals(defined=False)
+    if existing and c.flip():
+        dst = c.one(existing)
+    else:
+        scope = c.one(("shared", "fragment"))
+        shapes = [(b.block, w) for w in b.widths(scope)] + [(b.block,)] * (scope == "fragment")
+        dst = b.new(scope, c.one(("float32", "float16")), c.one(shapes))
+    value = c.one((0, 0, 1, -1, 2, -3, 0.5))
+    b.mag[dst] = abs(value)
+    _emit(b, [{"op": "fill", "dst": dst, "value": value}], [dst])
+
+
+def draw_gemm(c, b, at):
+    if b.threads not in M_BY_THREADS or b.block not in M_BY_THREADS[b.threads]:
+        return
+    m, n, k = b.block, c.one(N), c.one(K)
+    dtype = c.one(("float16", "float16", "bfloat16"))
+    a_scope = c.one(("shared", "shared", "fragment"))
+    ta = a_scope == "shared" and c.flip()
+    tb = c.flip()
+    a = _operand(c, b, a_scope, dtype, (k, m) if ta else (m, k), at)
+    bb = _operand(c, b, "shared", dtype, (n, k) if tb else (k, n), at)
+    cs = b.locals(shape=(m, n), scope="fragment", dtype="float32")
+    clear = not cs or c.flip()
+    acc = b.new("fragment", "float32", (m, n)) if clear and (not cs or c.flip()) else c.one(cs)
+    mag = k * b.mag[a] * b.mag[bb] * (LENGTH_BLOCKS if at == "k" else 1) + (0 if clear else b.mag[acc])
+    if not b.fits(acc, mag):
+        return
+    b.mag[acc] = mag
+    _emit(b, [{"op": "gemm", "a": a, "b": bb, "c": acc, "ta": ta, "tb": tb, "clear": clear,
+               "policy": c.one(POLICIES)}], [acc])
+
+
+def _operand(c, b, scope, dtype, shape, at):
+    """A defined local of this spec, or one loaded now."""
+    have = b.locals(shape=shape, scope=scope, dtype=dtype)
+    if have and c.flip():
+        return c.one(have)
+    stmts = load(c, b, scope, dtype, shape, at=at)
+    _emit(b, stmts, [stmts[0]["dst"]])
+    return stmts[0]["dst"]
+
+
+def draw_reduce(c, b, at):
+    srcs = [n for n in b.locals(scope="fragment", dtype="float32") if len(b.buffers[n].shape) == 2]
+    if not srcs:
+        return
+    src = c.one(srcs)
+    dim = c.one((1, 1, 0))
+    length = b.buffers[src].shape[1 - dim]
+    kind = c.one(("max", "sum", "abssum"))
+    dsts = b.locals(shape=(length,), scope="fragment", dtype="float32")
+    clear = kind == "abssum" or not dsts or c.flip()
+    dst = b.new("fragment", "float32", (length,)) if clear and (not dsts or c.flip()) else c.one(dsts)
+    grow = b.mag[src] * (1 if kind == "max" else b.buffers[src].shape[dim])
+    mag = grow if clear else b.mag[dst] + grow * (LENGTH_BLOCKS if at == "k" else 1)
+    if not b.fits(dst, mag):
+        return
+    b.mag[dst] = mag
+    _emit(b, [{"op": "reduce", "src": src, "dst": dst, "kind": kind, "dim": dim, "clear": clear}], [dst])
+
+
+def draw_map(c, b, at):
+    dsts = b.locals()
+    new = not dsts or c.flip()
+    if new:
+        shape = c.one([b.buffers[n].shape for n in dsts] or [(b.block, 32)])
+        dst = b.new(c.one(("fragment", "shared")) if len(shape) == 2 else "fragment",
+                    c.one(("float32", "float16")), shape)
+    else:
+        dst = c.one(dsts)
+    shape = b.buffers[dst].shape
+    full = new or c.flip()
+    rows = shape[0] if full else c.between((1, shape[0]))
+    cols = None if len(shape) == 1 else (shape[1] if full else c.between((1, shape[1])))
+    operands = [n for n in b.locals() if n != dst or not new]
+    refs = [n for n in operands if b.buffers[n].shape in (shape, (shape[0],))]
+    expr, mag = _expression(c, b, refs, len(shape), at, 3)
+    if not b.fits(dst, mag):
+        return
+    b.mag[dst] = max(mag, b.mag.get(dst, 0) if not full else 0)
+    stmt = {"op": "map", "dst": dst, "rows": rows, "expr": expr, **({"cols": cols} if cols is not None else {})}
+    _emit(b, [stmt], [dst] if rows == shape[0] and (cols is None or cols == shape[1]) else [])
+
+
+def _expression(c, b, refs, dims, at, depth):
+    """(expression, bound on its magnitude)."""
+    choice = c.between((0, 9)) if depth else 0
+    if choice <= 2 or depth == 0:
+        if refs and c.between((0, 3)):
+            name = c.one(refs)
+            return ["buf", name], b.mag[name]
+        v = c.one((0, 1, -1, 2, 3, -2, 0.5, 0.25, 8))
+        return ["num", v], abs(v)
+    if choice <= 6:
+        op = c.one(("add", "sub", "mul", "max", "min", "div"))
+        x, mx = _expression(c, b, refs, dims, at, depth - 1)
+        if op == "div":  # by a power of two: exact, and never by zero
+            d = c.one((2, 0.5, 8, -2))
+            return [op, x, ["num", d]], mx / abs(d)
+        y, my = _expression(c, b, refs, dims, at, depth - 1)
+        return [op, x, y], (mx * my if op == "mul" else mx + my if op in ("add", "sub") else max(mx, my))
+    if choice == 7:
+        x, mx = _expression(c, b, refs, dims, at, depth - 1)
+        if mx > 8:
+            return ["neg", x], mx
+        return ["exp2", x], 2.0 ** mx
+    kinds = ["i<", "row<n"] + (["j<", "col<n"] if dims == 2 else [])
+    kind = c.one(kinds)
+    pred = [kind, c.between((0, b.block))] if kind in ("i<", "j<") else [kind, c.one(("bx", at) if at == "k" else ("bx",))]
+    (x, mx), (y, my) = (_expression(c, b, refs, dims, at, depth - 1) for _ in range(2))
+    return ["where", pred, x, y], max(mx, my)
+
+
+def draw_store(c, b, at):
+    srcs = [n for n in b.locals() if len(b.buffers[n].shape) == 2 and b.buffers[n].shape[0] <= b.block]
+    if not srcs:
+        return
+    src = c.one(srcs)
+    h, w = b.buffers[src].shape
+    dtype = c.one(("float32", "float16", "bfloat16"))
+    if b.mag[src] > EXACT[dtype]:
+        dtype = "float32"
+    g = b.new("global", dtype, ("n", w + c.one((0, 0, 3, 8))))
+    col = c.between((0, b.buffers[g].shape[1] - w))
+    _emit(b, [{"op": "copy", "src": src, "dst": g, "at": "bx", "row": c.between((0, b.block - h)), "col": col,
+               "form": c.one(("tile", "tile", "loop"))}])
+
+
+def draw_atomic(c, b, at):
+    srcs = [n for n in b.locals() if len(b.buffers[n].shape) == 2 and b.buffers[n].shape[0] <= b.block]
+    if not srcs:
+        return
+    src = c.one(srcs)
+    t = b.buffers[src]
+    h, w = t.shape
+    kind = c.one(("add", "add", "max", "min"))
+    form = c.one(("tile", "element")) if kind == "add" else "element"
+    dtype = t.dtype if form == "tile" else ("float32" if kind != "add" else c.one(("float32", "float16", "bfloat16")))
+    whole = c.flip()
+    outs = [g for g in b.outputs() if g.dtype == dtype and g.shape[1] >= w and (g.rows != "n") == whole
+            and (not whole or g.rows >= h)
+            and g.name not in {s["dst"] for s in model.walk(b.body) if s["op"] == "copy"}]
+    g = c.one(outs) if outs and c.flip() else b.buffers[
+        b.new("global", dtype, (h if whole else "n", w + c.one((0, 0, 2, 8))))]
+    adds = (LENGTH_BLOCKS if whole else 1) * (LENGTH_BLOCKS if at == "k" else 1)
+    mag = b.mag[g.name] + b.mag[src] * (adds if kind == "add" else 1)
+    if mag > EXACT[g.dtype] or b.mag[src] > EXACT[g.dtype]:
+        return
+    b.mag[g.name] = mag
+    row = c.between((0, (g.rows if whole else b.block) - h))
+    _emit(b, [{"op": "atomic", "kind": kind, "src": src, "dst": g.name, "at": "0" if whole else "bx", "row": row,
+               "col": c.between((0, g.shape[1] - w)), "form": form}])
+
+
+def draw_loop(c, b, at):
+    kind = c.one(("pipelined", "pipelined", "serial", "unroll"))
+    trips = c.one((0, 1, 2, 3, "n", "n", "n")) if kind != "unroll" else c.one((1, 2, 3))
+    stages = c.between((0, 3)) if kind == "pipelined" else 0
+    outer, b.body = b.body, []
+    outer_defined = set(b.defined)
+    for _ in range(c.between((1, 4))):
+        c.one(INNER)(c, b, "k")
+    inner, b.body = b.body, outer
+    if not trips or trips == "n":
+        b.defined = outer_defined
+    if inner:
+        _emit(b, [{"op": "loop", "kind": kind, "trips": trips, "stages": stages, "body": tuple(inner)}])
+
+
+INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_fill, draw_atomic, draw_store)
+OUTER = INNER + (draw_loop, draw_loop)
+
+
+# ------------------------------------------------------------------------------------ templates
+def _attention(c, b):
+    """Load Q; per key block: load K and V, S = QK^T, mask the keys past n, the running max, P = exp2(S - m),
+    O += PV; store O, and accumulate it atomically (as dQ is) into a buffer every block adds to."""
+    dtype = c.one(("float16", "bfloat16"))
+    d = c.one((32, 64))
+    q = load(c, b, "shared", dtype, (b.block, d))
+    o = b.new("fragment", "float32", (b.block, d), mag=0)
+    m = b.new("fragment", "float32", (b.block,), mag=3)
+    _emit(b, q + [{"op": "fill", "dst": o, "value": 0}, {"op": "fill", "dst": m, "value": -3}], [q[0]["dst"], o, m])
+    outer, b.body = b.body, []
+    k = load(c, b, "shared", dtype, (b.block, d), at="k")
+    v = load(c, b, "shared", dtype, (b.block, d), at="k")
+    s, p, ps = b.new("fragment", "float32", (b.block, b.block)), b.new("fragment", "float32", (b.block, b.block)), \
+        b.new("shared", dtype, (b.block, b.block), swizzle=model.swizzles((b.block, b.block), dtype))
+    inner = k + v + [
+        {"op": "gemm", "a": q[0]["dst"], "b": k[0]["dst"], "c": s, "ta": False, "tb": True, "clear": True, "policy": "FullRow"},
+        {"op": "map", "dst": s, "rows": b.block, "cols": b.block, "expr": ["where", ["col<n", "k"], ["buf", s], ["num", -2]]},
+        {"op": "reduce", "src": s, "dst": m, "kind": "max", "dim": 1, "clear": False},
+        {"op": "map", "dst": p, "rows": b.block, "cols": b.block, "expr": ["exp2", ["sub", ["buf", s], ["buf", m]]]},
+        {"op": "copy", "src": p, "dst": ps, "at": "0", "row": 0, "col": 0, "form": "tile"},
+        {"op": "gemm", "a": ps, "b": v[0]["dst"], "c": o, "ta": False, "tb": False, "clear": False, "policy": "FullRow"},
+    ]
+    b.body = outer
+    stages = c.between((0, 3))
+    _emit(b, [{"op": "loop", "kind": "pipelined" if stages else "serial", "trips": "n", "stages": stages, "body": tuple(inner)}])
+    b.mag[o] = EXACT["float32"]
+    out = b.new("global", "float32", ("n", d))
+    acc = b.new("global", "float32", (b.block, d))
+    _emit(b, [{"op": "copy", "src": o, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"},
+              {"op": "atomic", "kind": "add", "src": o, "dst": acc, "at": "0", "row": 0, "col": 0,
+               "form": c.one(("element", "tile"))}])
+
+
+def _pipelined_gemm(c, b):
+    """C = sum over key blocks of A B_k (B loaded in the loop), stored."""
+    dtype = c.one(("float16", "bfloat16"))
+    kdim, n = c.one(K), c.one(N)
+    a = load(c, b, c.one(("shared", "fragment")), dtype, (b.block, kdim))
+    acc = b.new("fragment", "float32", (b.block, n))
+    _emit(b, a + [{"op": "fill", "dst": acc, "value": 0}], [a[0]["dst"], acc])
+    outer, b.body = b.body, []
+    tb = c.flip()
+    bb = load(c, b, "shared", dtype, (n, kdim) if tb else (kdim, n), at="k")
+    b.body = outer
+    stages = c.between((0, 3))
+    trips = c.one(("n", "n", 0, 1, 2))
+    inner = bb + [{"op": "gemm", "a": a[0]["dst"], "b": bb[0]["dst"], "c": acc, "ta": False, "tb": tb, "clear": False,
+                   "policy": c.one(POLICIES)}]
+    _emit(b, [{"op": "loop", "kind": "pipelined", "trips": trips, "stages": stages, "body": tuple(inner)}])
+    out = b.new("global", "float32", ("n", n))
+    _emit(b, [{"op": "copy", "src": acc, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}])
+
+
+def _reduce(c, b):
+    """A tile's row max, sum or abs-sum, broadcast back over the rows, stored."""
+    w = c.one(b.widths("fragment"))
+    x = load(c, b, "fragment", "float32", (b.block, w))
+    r = b.new("fragment", "float32", (b.block,))
+    kind = c.one(("max", "sum", "abssum"))
+    y = b.new("fragment", "float32", (b.block, w))
+    out = b.new("global", c.one(("float32", "float16")), ("n", w))
+    _emit(b, x + [{"op": "reduce", "src": x[0]["dst"], "dst": r, "kind": kind, "dim": 1, "clear": True},
+                  {"op": "map", "dst": y, "rows": b.block, "cols": w, "expr": ["sub", ["buf", x[0]["dst"]], ["buf", r]]},
+                  {"op": "copy", "src": y, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}],
+          [x[0]["dst"], r, y])
+
+
+def _atomic(c, b):
+    """A tile added atomically into the block's own rows and into a buffer every block adds to."""
+    dtype = c.one(("float32", "float16", "bfloat16"))
+    w = c.one(b.widths("fragment"))
+    x = load(c, b, "fragment", dtype, (b.block, w))
+    own = b.new("global", dtype, ("n", w + c.one((0, 1, 8))))
+    every = b.new("global", dtype, (b.block, w))
+    form = c.one(("tile", "element"))
+    _emit(b, x + [{"op": "atomic", "kind": "add", "src": x[0]["dst"], "dst": own, "at": "bx", "row": 0, "col": 0, "form": form},
+                  {"op": "atomic", "kind": "add", "src": x[0]["dst"], "dst": every, "at": "0", "row": 0, "col": 0, "form": form}],
+          [x[0]["dst"]])
+
+
+def _copy(c, b):
+    """A tile through shared memory and registers, odd widths and a ragged last block, stored."""
+    w = c.one(b.widths("fragment"))
+    dtype = c.one(("float16", "bfloat16", "float32"))
+    x = load(c, b, "shared", dtype, (b.block, w))
+    f = b.new("fragment", dtype, (b.block, w))
+    out = b.new("global", dtype, ("n", w + c.one((0, 3, 8))))
+    _emit(b, x + [{"op": "copy", "src": x[0]["dst"], "dst": f, "at": "0", "row": 0, "col": 0, "form": "tile"},
+                  {"op": "copy", "src": f, "dst": out, "at": "bx", "row": 0, "col": c.between((0, b.buffers[out].shape[1] - w)),
+                   "form": c.one(("tile", "loop"))}], [x[0]["dst"], f])
+
+
+TEMPLATES = {"attention": _attention, "pipelined_gemm": _pipelined_gemm, "reduce": _reduce, "atomic": _atomic, "copy": _copy}
+GEMM_TEMPLATES = ("attention", "pipelined_gemm")   # they need a thread count and block a gemm takes
+
+
+def construct(p: Program) -> str:
+    """The chain a program is nearest to, by the constructs it holds (the covering array's program level)."""
+    ops = [s["op"] for s in model.walk(p.body)]
+    looped = [x["op"] for s in p.body if s["op"] == "loop" for x in s["body"]]
+    if "gemm" in looped and "reduce" in looped:
+        return "attention"
+    if "gemm" in looped:
+        return "pipelined_gemm"
+    if "atomic" in ops:
+        return "atomic"
+    if "reduce" in ops:
+        return "reduce"
+    return "copy"
+
+
+# ------------------------------------------------------------------------------------- programs
+class Drawn:
+    """Choices drawn by Hypothesis (so that it shrinks them)."""
+
+    def __init__(self, draw, st):
+        self.draw, self.st = draw, st
+
+    def one(self, options):
+        return self.draw(self.st.sampled_from(tuple(options)))
+
+    def between(self, bounds):
+        return self.draw(self.st.integers(*bounds))
+
+    def flip(self) -> bool:
+        return self.draw(self.st.booleans())
+
+
+class First:
+    """The first choice every time: each template's simplest program (the covering array's rows)."""
+
+    def __init__(self, template):
+        self.template = template
+
+    def one(self, options):
+        options = tuple(options)
+        return self.template if self.template in options else options[0]
+
+    def between(self, bounds):
+        return bounds[0]
+
+    def flip(self) -> bool:
+        return False
+
+
+def write(c) -> Program | None:
+    """One program from choices `c`: an attention chain (then changed) in five of eight, free compositions in
+    the rest; None when the rules refuse what was composed (shared memory over its limit, say)."""
+    template = c.one((None, None, None) + tuple(TEMPLATES))
+    if template in GEMM_TEMPLATES or template is None and c.flip():
+        threads = c.one(tuple(M_BY_THREADS))
+        block = c.one(M_BY_THREADS[threads])
+    else:
+        threads = c.one((64, 128, 256) if template == "reduce" else PLAIN_THREADS)
+        block = c.one((16, 32, 64))
+    b = Builder(block, threads)
+    chain = None
+    if template:
+        TEMPLATES[template](c, b)
+        chain = _changed(c, b)
+    else:
+        for _ in range(c.between((1, 6))):
+            c.one(OUTER)(c, b, "bx")
+    if chain is None and not b.program().written():
+        draw_store(c, b, "bx")
+    try:
+        return model.check(_used(chain or b.program()))
+    except ProgramError:
+        return None
+
+
+def programs(st):
+    """The Hypothesis strategy of programs (`st`: Hypothesis's strategies module)."""
+    @st.composite
+    def program(draw):
+        return write(Drawn(draw, st))
+    return program().filter(lambda p: p is not None)
+
+
+def template(name: str) -> Program:
+    """The simplest program of one of TEMPLATES."""
+    return write(First(name))
+
+
+def _changed(c, b: Builder) -> Program | None:
+    """The chain with statements dropped, swapped in order or inserted, each change kept only if the result
+    is still valid (None: unchanged)."""
+    p = b.program()
+    for _ in range(c.between((0, 3))):
+        body = list(p.body)
+        what = c.one(("drop", "swap", "insert"))
+        i = c.between((0, len(body) - 1))
+        if what == "drop":
+            del body[i]
+        elif what == "swap" and i + 1 < len(body):
+            body[i], body[i + 1] = body[i + 1], body[i]
+        elif what == "insert":
+            before = len(b.body)
+            c.one(OUTER)(c, b, "bx")
+            body[i:i] = b.body[before:]
+            p = dataclasses.replace(p, buffers=tuple(b.buffers.values()))
+        candidate = dataclasses.replace(p, body=tuple(body))
+        try:
+            p = model.check(_used(candidate))
+        except ProgramError:
+            continue
+    return p
+
+
+def _used(p: Program) -> Program:
+    """`p` without buffers no statement names."""
+    named = {n for s in model.walk(p.body) for n in model.kind(s).reads(s) + model.kind(s).writes(s)}
+    return dataclasses.replace(p, buffers=tuple(x for x in p.buffers if x.name in named))
+
+
+def _outside_loop(x):
+    """A loop body's statement moved out of the loop: what it indexed by `k` it indexes by `bx`."""
+    def rebased(e):
+        return "bx" if e == "k" else [rebased(a) for a in e] if isinstance(e, list) else e
+    return {key: "bx" if key == "at" and v == "k" else rebased(v) if key == "expr" else v for key, v in x.items()}
+
+
+def shrink(p: Program) -> list[tuple[str, Program]]:
+    """Smaller valid programs: a statement dropped (a loop's too), a loop unwrapped, its trips or stages lowered,
+    a tile copy or atomic in its other form. The minimizer keeps one while the failure stays the same."""
+    out = []
+
+    def bodies(body, path=()):
+        for i, s in enumerate(body):
+            yield path + (i,), body, i, s
+            if s["op"] == "loop":
+                yield from bodies(s["body"], path + (i,))
+
+    def rebuilt(body, path, replacement):
+        i = path[0]
+        if len(path) == 1:
+            return tuple(body[:i]) + tuple(replacement) + tuple(body[i + 1:])
+        loop = dict(body[i], body=rebuilt(body[i]["body"], path[1:], replacement))
+        return tuple(body[:i]) + (loop,) + tuple(body[i + 1:])
+
+    for path, _, _, s in bodies(p.body):
+        where = ".".join(map(str, path))
+        options = [(f"drop statement {where} ({s['op']})", ())]
+        if s["op"] == "loop":
+            options.append((f"unwrap loop {where}", tuple(_outside_loop(x) for x in s["body"])))
+            options += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]
+            if s["trips"] == "n" or s["trips"] > 1:
+                options.append((f"loop {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
+        if s.get("form") in ("loop", "element"):
+            options.append((f"statement {where} form {s['form']} -> tile", (dict(s, form="tile"),)))
+        for step, replacement in options:
+            try:
+                out.append((step, model.check(_used(dataclasses.replace(p, body=rebuilt(p.body, path, replacement))))))
+            except ProgramError:
+                continue
+    return out

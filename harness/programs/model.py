@@ -1,0 +1,268 @@
+"""A tile program as data: its launch, its buffers and its statements; JSON round trip and validation.
+
+    {"block": 64, "threads": 128,
+     "buffers": [{"name": "A", "scope": "global", "dtype": "float16", "shape": ["n", 64]}, ...],
+     "body": [{"op": "copy", "src": "A", "dst": "As", "at": "bx", "row": 0, "col": 0}, ...]}
+
+Global buffers have `n` rows (block `bx` owns rows bx * block .. + block, the last block a ragged tail)
+or a fixed row count (every block sees all of it). A global is read or written, never both: blocks run
+in any order. Shared and fragment buffers are each block's own, and every element is written before it
+is read. `check` enforces all of it, so a program loaded from an untrusted file is as valid as a
+generated one: its names become identifiers in generated code, and are checked as such.
+"""
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from dataclasses import dataclass
+
+SCOPES = ("global", "shared", "fragment")
+DTYPES = ("float16", "bfloat16", "float32")
+BLOCKS = (16, 32, 64, 128)
+THREADS = (64, 96, 128, 160, 192, 256, 384)
+MAX_DIM = 256            # any fixed extent
+MAX_STATEMENTS = 64
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}\Z")
+_RESERVED = {"T", "n", "bx", "k", "i", "j", "tilelang", "torch", "program", "expected", "main", "F"}
+
+
+class ProgramError(ValueError):
+    """A program that is not well formed: the one reason, naming the statement or buffer."""
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    scope: str
+    dtype: str
+    shape: tuple            # ints; a global's first extent may be "n"
+    swizzle: bool = False   # shared: a swizzled layout annotated
+
+    @property
+    def rows(self):
+        return self.shape[0]
+
+    @property
+    def local(self) -> bool:
+        return self.scope != "global"
+
+
+@dataclass(frozen=True)
+class Program:
+    block: int
+    threads: int
+    buffers: tuple          # Buffer, in declaration order (globals are the kernel's parameters, in this order)
+    body: tuple             # statement dicts
+
+    def buffer(self, name) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise ProgramError(f"no buffer named {name!r}")
+
+    @property
+    def globals(self) -> tuple:
+        return tuple(b for b in self.buffers if b.scope == "global")
+
+    def written(self) -> list[str]:
+        """The global buffers some statement writes: the program's outputs."""
+        return [b.name for b in self.globals if any(b.name in kind(s).writes(s) for s in walk(self.body))]
+
+
+def kind(stmt):
+    from harness.programs import KINDS
+    return KINDS[stmt["op"]]
+
+
+def walk(body):
+    """Every statement, loop bodies included, in program order."""
+    for s in body:
+        yield s
+        yield from walk(s.get("body", ()))
+
+
+def fingerprint(program: Program) -> str:
+    """The statement kinds, in order (a loop's body in brackets): what a shrunk failure is made of."""
+    def words(body):
+        return " ".join(f"{s['op']}[{words(s['body'])}]" if s["op"] == "loop" else s["op"] for s in body)
+    return words(program.body)
+
+
+# ------------------------------------------------------------------------------------------- JSON
+def to_dict(p: Program) -> dict:
+    buffers = [{"name": b.name, "scope": b.scope, "dtype": b.dtype, "shape": list(b.shape),
+                **({"swizzle": True} if b.swizzle else {})} for b in p.buffers]
+    return {"block": p.block, "threads": p.threads, "buffers": buffers, "body": [dict(s) for s in p.body]}
+
+
+def to_json(p: Program) -> str:
+    """The canonical text (sorted keys, no spaces): a Case holds this, so equal programs compare equal."""
+    return json.dumps(to_dict(p), sort_keys=True, separators=(",", ":"))
+
+
+def from_json(text: str) -> Program:
+    try:
+        return from_dict(json.loads(text))
+    except json.JSONDecodeError as e:
+        raise ProgramError(f"program is not valid JSON: {e}") from None
+
+
+def from_dict(d) -> Program:
+    if not isinstance(d, dict) or set(d) != {"block", "threads", "buffers", "body"}:
+        raise ProgramError("a program is an object with exactly block, threads, buffers and body")
+    _one_of("block", d["block"], BLOCKS)
+    _one_of("threads", d["threads"], THREADS)
+    if not isinstance(d["buffers"], list) or not isinstance(d["body"], list):
+        raise ProgramError("buffers and body must be lists")
+    buffers = tuple(_buffer(b) for b in d["buffers"])
+    names = [b.name for b in buffers]
+    if len(set(names)) != len(names):
+        raise ProgramError(f"buffer names must be distinct, got {names}")
+    p = Program(d["block"], d["threads"], buffers, tuple(_freeze(s) for s in d["body"]))
+    return check(p)
+
+
+def _freeze(s):
+    if not isinstance(s, dict) or s.get("op") not in _kinds():
+        raise ProgramError(f"a statement is an object whose op is one of {sorted(_kinds())}, got {s!r:.80}")
+    if "body" in s:
+        if not isinstance(s["body"], list):
+            raise ProgramError("a loop's body must be a list")
+        s = {**s, "body": tuple(_freeze(x) for x in s["body"])}
+    return s
+
+
+def _kinds():
+    from harness.programs import KINDS
+    return KINDS
+
+
+def _buffer(d) -> Buffer:
+    keys = {"name", "scope", "dtype", "shape"}
+    if not isinstance(d, dict) or not keys <= set(d) <= keys | {"swizzle"}:
+        raise ProgramError(f"a buffer is an object with name, scope, dtype, shape (and swizzle), got {d!r:.80}")
+    name = d["name"]
+    if not isinstance(name, str) or not _NAME.match(name) or keyword.iskeyword(name) or name in _RESERVED:
+        raise ProgramError(f"buffer name {name!r} must be a letter then up to 15 letters, digits or _, not reserved")
+    _one_of(f"{name}: scope", d["scope"], SCOPES)
+    _one_of(f"{name}: dtype", d["dtype"], DTYPES)
+    shape = d["shape"]
+    if not isinstance(shape, list) or not 1 <= len(shape) <= 2:
+        raise ProgramError(f"{name}: shape must be a list of 1 or 2 extents")
+    for i, e in enumerate(shape):
+        if not (e == "n" and i == 0 and d["scope"] == "global" and len(shape) == 2) and \
+                not (type(e) is int and 1 <= e <= MAX_DIM):
+            raise ProgramError(f"{name}: extent {e!r} must be an int in [1, {MAX_DIM}] (a global's rows may be 'n')")
+    if d["scope"] == "global" and len(shape) != 2:
+        raise ProgramError(f"{name}: a global buffer is 2-D")
+    swizzle = d.get("swizzle", False)
+    if swizzle is not False and not (swizzle is True and d["scope"] == "shared" and swizzles(shape, d["dtype"])):
+        raise ProgramError(f"{name}: swizzle is for 2-D 16-bit shared buffers of 64 columns and rows in multiples of 8")
+    return Buffer(name, d["scope"], d["dtype"], tuple(shape), swizzle)
+
+
+def swizzles(shape, dtype) -> bool:
+    """Shapes TileLang's make_swizzled_layout takes: 128-byte rows (64 half-precision columns), whole 8-row groups."""
+    return len(shape) == 2 and dtype != "float32" and shape[1] == 64 and shape[0] % 8 == 0
+
+
+def _one_of(what, value, allowed):
+    if type(value) is not type(allowed[0]) or value not in allowed:
+        raise ProgramError(f"{what} must be one of {list(allowed)}, got {value!r}")
+
+
+# ------------------------------------------------------------------------------------- validity
+class Scope:
+    """What a statement may rely on where it stands: the buffers whose every element is defined, and
+    the loop variable it may index by ("k" inside a loop)."""
+
+    def __init__(self, defined=(), in_loop=False):
+        self.defined, self.in_loop = set(defined), in_loop
+
+
+def check(p: Program) -> Program:
+    """`p`, or ProgramError naming the first statement that breaks a rule."""
+    if len(list(walk(p.body))) > MAX_STATEMENTS:
+        raise ProgramError(f"at most {MAX_STATEMENTS} statements")
+    if sum(_bytes(b) for b in p.buffers if b.scope == "shared") > 96 * 1024:
+        raise ProgramError("shared buffers exceed 96 KiB")
+    for b in p.buffers:
+        if b.scope == "fragment" and not spreads(b.shape, p.threads):
+            raise ProgramError(f"fragment {b.name} of {_elements(b.shape)} elements does not spread evenly over {p.threads} "
+                               "threads (TileLang finds no layout)")
+    check_body(p, p.body, Scope())
+    outputs = p.written()
+    if not outputs:
+        raise ProgramError("no statement writes a global buffer: the program has no output")
+    read = {name for s in walk(p.body) for name in kind(s).reads(s)}
+    both = sorted(set(outputs) & read)
+    if both:
+        raise ProgramError(f"global {both[0]} is both read and written (blocks run in any order)")
+    return p
+
+
+def _elements(shape) -> int:
+    size = 1
+    for e in shape:
+        size *= e
+    return size
+
+
+def spreads(shape, threads) -> bool:
+    """A fragment TileLang can lay out: whole elements per thread, or whole threads per element (replicated)."""
+    return _elements(shape) % threads == 0 or threads % _elements(shape) == 0
+
+
+def _bytes(b: Buffer) -> int:
+    return _elements(b.shape) * (4 if b.dtype == "float32" else 2)
+
+
+def check_body(p, body, scope):
+    for index, s in enumerate(body):
+        try:
+            kind(s).check(s, p, scope)
+            undefined = [n for n in kind(s).reads(s) if p.buffer(n).local and n not in scope.defined]
+            if undefined:
+                raise ProgramError(f"reads {undefined[0]} before every element of it is written")
+        except ProgramError as e:
+            raise ProgramError(f"statement {index} ({s['op']}): {e}") from None
+        if kind(s).full(s, p):
+            scope.defined |= {n for n in kind(s).writes(s) if p.buffer(n).local}
+
+
+# Helpers the statement kinds share.
+def need(cond, message):
+    if not cond:
+        raise ProgramError(message)
+
+
+def fields(s, **types):
+    """Check a statement's keys and their types: `types` maps each key to its type, or to a tuple of allowed values."""
+    extra = sorted(set(s) - set(types) - {"op"})
+    need(not extra, f"unknown field(s) {extra}")
+    for key, allowed in types.items():
+        need(key in s, f"missing field {key!r}")
+        v = s[key]
+        if isinstance(allowed, tuple):
+            need(type(v) in {type(a) for a in allowed} and v in allowed, f"{key} must be one of {list(allowed)}, got {v!r}")
+        else:
+            need(type(v) is allowed, f"{key} must be {allowed.__name__}, got {v!r}")
+
+
+def local(p, name, dims=None, scopes=("shared", "fragment")) -> Buffer:
+    b = p.buffer(name)
+    need(b.scope in scopes, f"{name} must be {' or '.join(scopes)}, not {b.scope}")
+    need(dims is None or len(b.shape) == dims, f"{name} must be {dims}-D")
+    return b
+
+
+def base(at, block) -> str:
+    """The first row of the tile `at` names, as an expression in both languages."""
+    return {"bx": f"bx * {block}", "k": f"k * {block}", "0": "0"}[at]
+
+
+def cast(expr, frm, to, lang) -> str:
+    if frm == to:
+        return expr
+    return f'T.cast({expr}, "{to}")' if lang == "tilelang" else expr

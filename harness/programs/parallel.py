@@ -1,0 +1,125 @@
+"""map: a T.Parallel loop over the first `rows` x `cols` elements of a shared/fragment buffer, assigning an
+expression of the loop indices (i, j), of buffers of its shape (X[i, j]) or one value per row (X[i]),
+and of small constants, computed in float32 and cast to the buffer's dtype.
+
+    expr := ["buf", name] | ["num", v] | [op, expr, expr] (op: add sub mul max min div) | ["exp2", expr]
+          | ["neg", expr] | ["where", pred, expr, expr]
+    pred := ["i<", t] | ["j<", t] | ["row<n", at] | ["col<n", at]   (at: "bx" or "k": base(at) + i < n)
+"""
+from harness.programs.model import base, cast, fields, local, need
+
+BINARY = {"add": ("({} + {})", "({} + {})"), "sub": ("({} - {})", "({} - {})"), "mul": ("({} * {})", "({} * {})"),
+          "max": ("T.max({}, {})", "torch.maximum({}, {})"), "min": ("T.min({}, {})", "torch.minimum({}, {})"),
+          "div": ("({} / {})", "({} / {})")}
+UNARY = {"exp2": ("T.exp2({})", "torch.exp2({})"), "neg": ("(-{})", "(-{})")}
+NUMBERS = (0, 1, -1, 2, 3, -2, 0.5, 0.25, 8)
+MAX_DEPTH = 5
+
+
+def check(s, p, scope):
+    dst = local(p, s["dst"])
+    if len(dst.shape) == 2:
+        fields(s, dst=str, rows=int, cols=int, expr=list)
+        need(1 <= s["cols"] <= dst.shape[1], f"cols must be in [1, {dst.shape[1]}]")
+    else:
+        fields(s, dst=str, rows=int, expr=list)
+    need(1 <= s["rows"] <= dst.shape[0], f"rows must be in [1, {dst.shape[0]}]")
+    _expr(s["expr"], p, dst, scope, 0)
+
+
+def _expr(e, p, dst, scope, depth):
+    need(isinstance(e, list) and e and depth <= MAX_DEPTH, f"an expression is a non-empty list, at most {MAX_DEPTH} deep")
+    op, args = e[0], e[1:]
+    if op == "buf":
+        need(len(args) == 1 and isinstance(args[0], str), "['buf', name]")
+        b = local(p, args[0])
+        need(b.shape == dst.shape or (len(b.shape) == 1 and b.shape[0] == dst.shape[0]),
+             f"{b.name} must have {dst.name}'s shape or one value per row")
+    elif op == "num":
+        need(len(args) == 1 and type(args[0]) in (int, float) and args[0] in NUMBERS, f"a number is one of {NUMBERS}")
+    elif op in BINARY:
+        need(len(args) == 2, f"{op} takes two operands")
+        for a in args:
+            _expr(a, p, dst, scope, depth + 1)
+    elif op in UNARY:
+        need(len(args) == 1, f"{op} takes one operand")
+        _expr(args[0], p, dst, scope, depth + 1)
+    elif op == "where":
+        need(len(args) == 3, "['where', pred, then, else]")
+        _pred(args[0], p, dst, scope)
+        for a in args[1:]:
+            _expr(a, p, dst, scope, depth + 1)
+    else:
+        need(False, f"unknown expression {op!r}")
+
+
+def _pred(e, p, dst, scope):
+    need(isinstance(e, list) and len(e) == 2, "a predicate is [kind, value]")
+    kind, v = e
+    if kind in ("i<", "j<"):
+        need(type(v) is int and 0 <= v <= 256, "a bound is an int in [0, 256]")
+    else:
+        need(kind in ("row<n", "col<n") and v in ("bx", "k"), "a predicate is i<, j<, row<n or col<n")
+        need(v != "k" or scope.in_loop, "'k' only inside a loop")
+    need(kind[0] != "j" and kind != "col<n" or len(dst.shape) == 2, "a 1-D buffer has no j")
+
+
+def _refs(e):
+    if e[0] == "buf":
+        return [e[1]]
+    return [r for a in e[1:] if isinstance(a, list) for r in _refs(a)]
+
+
+def reads(s):
+    return list(dict.fromkeys(_refs(s["expr"])))
+
+
+def writes(s):
+    return [s["dst"]]
+
+
+def full(s, p):
+    dst = p.buffer(s["dst"])
+    return s["rows"] == dst.shape[0] and (len(dst.shape) == 1 or s["cols"] == dst.shape[1])
+
+
+def _render(e, p, dst, lang):
+    op, args = e[0], e[1:]
+    two = len(dst.shape) == 2
+    if op == "buf":
+        b = p.buffer(args[0])
+        if lang == "tilelang":
+            return cast(f"{b.name}[i, j]" if len(b.shape) == 2 else f"{b.name}[i]", b.dtype, "float32", lang)
+        return f"{b.name}[:h, :w]" if len(b.shape) == 2 else (f"{b.name}[:h, None]" if two else f"{b.name}[:h]")
+    if op == "num":
+        return f"T.float32({float(args[0])!r})" if lang == "tilelang" else f"torch.tensor({float(args[0])!r}, dtype=F)"
+    side = 0 if lang == "tilelang" else 1
+    if op in BINARY:
+        return BINARY[op][side].format(*(_render(a, p, dst, lang) for a in args))
+    if op in UNARY:
+        return UNARY[op][side].format(_render(args[0], p, dst, lang))
+    pred, then, other = args
+    kind, v = pred
+    index = "i" if kind in ("i<", "row<n") else "j"
+    cond = f"{index} < {v}" if kind in ("i<", "j<") else f"{base(v, p.block)} + {index} < n"
+    if lang == "tilelang":
+        return f"T.if_then_else({cond}, {_render(then, p, dst, lang)}, {_render(other, p, dst, lang)})"
+    return f"torch.where({cond}, {_render(then, p, dst, lang)}, {_render(other, p, dst, lang)})"
+
+
+def tilelang(s, p, ind):
+    dst = p.buffer(s["dst"])
+    value = cast(_render(s["expr"], p, dst, "tilelang"), "float32", dst.dtype, "tilelang")
+    if len(dst.shape) == 2:
+        return [f"{ind}for i, j in T.Parallel({s['rows']}, {s['cols']}):", f"{ind}    {dst.name}[i, j] = {value}"]
+    return [f"{ind}for i in T.Parallel({s['rows']}):", f"{ind}    {dst.name}[i] = {value}"]
+
+
+def torch(s, p, ind):
+    dst = p.buffer(s["dst"])
+    value = _render(s["expr"], p, dst, "torch")
+    if len(dst.shape) == 2:
+        return [f"{ind}h, w = {s['rows']}, {s['cols']}", f"{ind}i, j = grid(h, w)",
+                f'{ind}{dst.name}[:h, :w] = rnd(({value}).expand(h, w), "{dst.dtype}")']
+    return [f"{ind}h = {s['rows']}", f"{ind}i = torch.arange(h)",
+            f'{ind}{dst.name}[:h] = rnd(({value}).expand(h), "{dst.dtype}")']

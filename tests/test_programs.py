@@ -1,0 +1,212 @@
+"""Generated tile programs (harness.programs): the model and its JSON, the generator's validity, the interpreter
+against torch written by hand and against reference.py, the shrinker, and the family's judging (CPU only)."""
+import json
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import case as case_mod
+from harness import kernels, oracle, pairwise, reference, strategies
+from harness.kernels import program_family
+from harness.programs import KINDS, emit, generate, interpret, model
+from harness.programs.model import ProgramError
+
+SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+def _buffers(*specs):
+    return [{"name": n, "scope": s, "dtype": d, "shape": list(shape)} for n, s, d, shape in specs]
+
+
+def _program(buffers, body, block=64, threads=128):
+    return model.from_dict({"block": block, "threads": threads, "buffers": buffers, "body": body})
+
+
+def _initial(p, n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {b.name: torch.randint(-2, 3, (n if b.rows == "n" else b.rows, b.shape[1]), generator=g).to(getattr(torch, b.dtype))
+            for b in p.globals}
+
+
+COPY = _buffers(("A", "global", "float16", ("n", 72)), ("O", "global", "float32", ("n", 40)),
+                ("S", "shared", "float16", (64, 32)))
+
+
+def test_every_statement_kind_is_registered_with_both_semantics():
+    for name, module in KINDS.items():
+        for part in ("check", "reads", "writes", "full", "tilelang", "torch"):
+            assert callable(getattr(module, part)), f"{name} lacks {part}"
+
+
+@SETTINGS
+@given(generate.programs(st))
+def test_generated_programs_are_valid_and_round_trip(p):
+    text = model.to_json(p)
+    assert model.from_json(text) == p and model.to_json(model.from_json(text)) == text
+    assert p.written() and model.fingerprint(p)
+    compile(emit.module(p), "<program>", "exec")  # Python accepts the text TileLang will parse
+
+
+@SETTINGS
+@given(generate.programs(st), st.integers(1, 200))
+def test_the_interpreter_runs_every_generated_program_without_reading_undefined_values(p, n):
+    out = interpret.run(p, n, _initial(p, n))
+    assert set(out) == set(p.written())
+    # Local buffers start as NaN: a value read before it is written would show (the rules forbid it).
+    assert all(torch.isfinite(t).all() for t in out.values())
+
+
+def test_a_copy_with_a_ragged_tail_reads_zeros_and_writes_only_rows_below_n():
+    p = _program(COPY, [{"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 8, "form": "tile"},
+                        {"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 4, "form": "loop"}])
+    init = _initial(p, 70)
+    out = interpret.run(p, 70, init)["O"]
+    want = init["O"].double().clone()
+    want[:, 4:36] = init["A"][:, 8:40].double()
+    assert torch.equal(out, want)
+
+
+def test_gemm_reduce_map_and_atomic_mean_what_torch_says():
+    bufs = _buffers(("A", "global", "float16", ("n", 32)), ("B", "global", "float16", ("n", 32)),
+                    ("O", "global", "float32", ("n", 64)), ("D", "global", "float32", (64, 64)),
+                    ("As", "shared", "float16", (64, 32)), ("Bs", "shared", "float16", (64, 32)),
+                    ("C", "fragment", "float32", (64, 64)), ("m", "fragment", "float32", (64,)))
+    body = [{"op": "copy", "src": "A", "dst": "As", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+            {"op": "copy", "src": "B", "dst": "Bs", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+            {"op": "gemm", "a": "As", "b": "Bs", "c": "C", "ta": False, "tb": True, "clear": True, "policy": "Square"},
+            {"op": "reduce", "src": "C", "dst": "m", "kind": "max", "dim": 1, "clear": True},
+            {"op": "map", "dst": "C", "rows": 64, "cols": 64, "expr": ["sub", ["buf", "C"], ["buf", "m"]]},
+            {"op": "copy", "src": "C", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+            {"op": "atomic", "kind": "add", "src": "C", "dst": "D", "at": "0", "row": 0, "col": 0, "form": "element"}]
+    p, n = _program(bufs, body), 100
+    init = _initial(p, n)
+    out = interpret.run(p, n, init)
+    a, b = init["A"].double(), init["B"].double()
+    want_o, want_d = init["O"].double().clone(), init["D"].double().clone()
+    for bx in range(2):
+        rows = slice(64 * bx, min(n, 64 * bx + 64))
+        at, bt = torch.zeros(64, 32, dtype=torch.float64), torch.zeros(64, 32, dtype=torch.float64)
+        at[:rows.stop - rows.start], bt[:rows.stop - rows.start] = a[rows], b[rows]
+        c = at @ bt.T
+        c = c - c.amax(1, keepdim=True)
+        want_o[rows] = c[:rows.stop - rows.start]
+        want_d += c
+    assert torch.equal(out["O"], want_o) and torch.equal(out["D"], want_d)
+
+
+def test_on_one_key_block_the_interpreter_is_attention_as_reference_py_computes_it():
+    """S = QK^T, P = exp2(S - rowmax), O = PV / rowsum: softmax attention at scale ln 2 (exp(s ln 2) = 2^s)."""
+    bufs = _buffers(("Q", "global", "float16", ("n", 64)), ("K", "global", "float16", ("n", 64)),
+                    ("V", "global", "float16", ("n", 64)), ("O", "global", "float32", ("n", 64)),
+                    ("Qs", "shared", "float16", (64, 64)), ("Ks", "shared", "float16", (64, 64)),
+                    ("Vs", "shared", "float16", (64, 64)), ("S", "fragment", "float32", (64, 64)),
+                    ("m", "fragment", "float32", (64,)), ("l", "fragment", "float32", (64,)),
+                    ("Ps", "shared", "float16", (64, 64)), ("Of", "fragment", "float32", (64, 64)))
+    load = [{"op": "copy", "src": x, "dst": x + "s", "at": "bx", "row": 0, "col": 0, "form": "tile"} for x in "QKV"]
+    body = load + [
+        {"op": "gemm", "a": "Qs", "b": "Ks", "c": "S", "ta": False, "tb": True, "clear": True, "policy": "FullRow"},
+        {"op": "map", "dst": "S", "rows": 64, "cols": 64, "expr": ["where", ["col<n", "bx"], ["buf", "S"], ["num", -1.0]]},
+        {"op": "reduce", "src": "S", "dst": "m", "kind": "max", "dim": 1, "clear": True},
+        {"op": "map", "dst": "S", "rows": 64, "cols": 64,
+         "expr": ["where", ["col<n", "bx"], ["exp2", ["sub", ["buf", "S"], ["buf", "m"]]], ["num", 0]]},
+        {"op": "reduce", "src": "S", "dst": "l", "kind": "sum", "dim": 1, "clear": True},
+        {"op": "copy", "src": "S", "dst": "Ps", "at": "0", "row": 0, "col": 0, "form": "tile"},
+        {"op": "gemm", "a": "Ps", "b": "Vs", "c": "Of", "ta": False, "tb": False, "clear": True, "policy": "FullRow"},
+        {"op": "map", "dst": "Of", "rows": 64, "cols": 64, "expr": ["div", ["buf", "Of"], ["buf", "l"]]},
+        {"op": "copy", "src": "Of", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+    p, n = _program(bufs, body), 37
+    g = torch.Generator().manual_seed(1)
+    init = {b.name: (torch.randn(n, 64, generator=g) / 4).to(torch.float16) for b in p.globals}
+    got = interpret.run(p, n, init)["O"][:n]
+    q, k, v = (init[x].double()[None, None] for x in "QKV")
+    seen = torch.ones(n, n, dtype=torch.bool)
+    want, _ = reference.attention(q, k, v, None, seen, math.log(2))
+    # P is rounded to float16 on its way to the PV gemm (its shared buffer's dtype); reference.py keeps float64.
+    assert torch.allclose(got, want[0, 0], atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("program, reason", [
+    ({"block": 64, "threads": 128, "buffers": [], "body": []}, "no output"),
+    ({"block": 64, "threads": 128, "buffers": _buffers(("os.system", "global", "float16", ("n", 8))), "body": []}, "buffer name"),
+    ({"block": 64, "threads": 128, "buffers": COPY,
+      "body": [{"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}]}, "before every element"),
+    ({"block": 64, "threads": 128, "buffers": COPY,
+      "body": [{"op": "copy", "src": "A", "dst": "S", "at": "k", "row": 0, "col": 0, "form": "tile"}]}, "inside a loop"),
+    ({"block": 32, "threads": 128, "buffers": COPY,
+      "body": [{"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+               {"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}]}, "own rows"),
+    ({"block": 64, "threads": 96, "body": [],
+      "buffers": _buffers(("Fr", "fragment", "float32", (64, 64)), ("O", "global", "float32", ("n", 64)))}, "spread evenly"),
+])
+def test_malformed_programs_are_refused_with_the_reason(program, reason):
+    with pytest.raises(ProgramError, match=reason):
+        model.from_dict(program)
+
+
+def test_a_case_carries_its_program_as_an_object_and_refuses_a_bad_one():
+    p = generate.template("pipelined_gemm")
+    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=70, seqlen_k=70)
+    d = json.loads(case_mod.to_json(c))
+    assert isinstance(d["program"], dict) and case_mod.from_json(case_mod.to_json(c)) == c
+    d["program"]["body"][0]["op"] = "launch_missiles"
+    with pytest.raises(case_mod.CaseError, match="program: a statement"):
+        case_mod.from_dict(d)
+    assert "program" not in case_mod.to_dict(case_mod.Case())  # other families' ids are unchanged
+
+
+def test_the_covering_array_puts_every_chain_under_every_twin():
+    rows = pairwise.covering("program", 0)
+    assert {(pairwise.levels(r)["program"], r.knobs) for r in rows} == \
+        {(t, k) for t in generate.TEMPLATES for k in ((),) + tuple((x,) for x in program_family.TWINS)}
+    for name in generate.TEMPLATES:
+        assert generate.construct(generate.template(name)) == name
+
+
+def test_shrinking_keeps_programs_valid_and_reaches_a_few_statements():
+    p = generate.template("attention")
+    steps = generate.shrink(p)
+    assert steps and all(model.check(q) == q for _, q in steps)
+    assert any("drop statement" in step for step, _ in steps) and any("unwrap loop" in step for step, _ in steps)
+    # Greedy: keep dropping while something stays valid (as the minimizer does while the failure holds).
+    size = len(list(model.walk(p.body)))
+    while (smaller := generate.shrink(p)):
+        p = smaller[0][1]
+    assert len(list(model.walk(p.body))) < size and p.written()
+
+
+def _judged(p, n, change=None):
+    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=n, seqlen_k=n, seed=3)
+    fam = kernels.family("program")
+    inputs = fam.make_inputs(c, "cpu")
+    outputs = fam.reference(c, inputs, torch.float64)
+    if change:
+        change(outputs)
+    return oracle.judge(c, fam, inputs, {k: v.to(torch.float32) for k, v in outputs.items()})
+
+
+def test_exact_programs_are_held_bit_exact_and_a_one_off_element_is_a_mismatch_in_its_region():
+    p = generate.template("copy")
+    assert _judged(p, 40).verdict == "PASS"
+    name = p.written()[0]
+    r = _judged(p, 40, lambda out: out[name].__setitem__((33, 0), out[name][33, 0] + 1))
+    assert (r.verdict, r.tensor, r.region) == ("MISMATCH", name, "tail_block")
+    assert r.checks[0]["tolerance"] == 0.0
+
+
+def test_program_lengths_stay_below_the_generators_trip_bound():
+    cases = strategies.draw("program", 30, seed=2, per_kernel=3)
+    assert len(cases) == 30
+    for c in cases:
+        p = case_mod.program_of(c.program)
+        assert 1 <= c.seqlen_q < generate.LENGTH_BLOCKS * p.block and c.heads == 1 and set(c.knobs) <= set(program_family.TWINS)
+
+
+def test_the_signature_names_the_constructs_and_the_twin():
+    p = generate.template("reduce")
+    c = case_mod.Case(family="program", program=model.to_json(p), knobs=("no_tma",))
+    from harness.result import Result
+    r = Result.of(c, "MISMATCH", "judge", "x", tensor=p.written()[0], region="twin:no_tma")
+    assert r.signature[1] == "program:" + model.fingerprint(p) and "twin:no_tma" in r.signature
