@@ -99,8 +99,13 @@ def _first_line(e) -> str:
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:500]
 
 
+# Source context TVM prints under an error ("  --> file.py:14:1", "  14 |   code", "     |   ^"): says nothing alone.
+_GUTTER = re.compile(r"^\s*(\d*\s*\||-->)")
+
+
 def _last_line(e) -> str:
-    lines = [l for l in str(e).strip().splitlines() if l.strip()]
+    """The last line that says something: TVM's messages end with the source they point at."""
+    lines = [l for l in str(e).strip().splitlines() if l.strip() and not _GUTTER.match(l)]
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
 
 

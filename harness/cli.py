@@ -418,7 +418,7 @@ def cmd_export(args) -> int:
     except (export.ExportError, case_mod.CaseError) as e:
         print(f"harness export: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {written} ({', '.join(c.kernel for c in calls)})")
+    print(f"wrote {written} ({', '.join(c.kernel for c in calls) or 'a generated program'})")
     if not args.check_program:
         return 0
     lines = export.check_program(written, calls)

@@ -222,8 +222,30 @@ def _quote(text: str) -> str:
     return repr(text)
 
 
+def program_source(rep) -> str:
+    """A generated program's standalone (harness.programs.standalone): the program itself, its meaning in torch,
+    and the check its verdict needs, with the twin's knobs as the control when a twin disagreed."""
+    from harness import compat
+    from harness.programs import standalone
+
+    seen, case = rep.result, rep.case
+    failing = next((c for c in seen.checks or [] if c.get("tensor") == seen.tensor), {})
+    header = f"{rep.id}: {rep.title}.\n\nRecorded on TileLang {rep.environment.get('tilelang', '?')} " \
+             f"({rep.environment.get('gpu', '?')}): {seen.verdict} {seen.message}"
+    # A crash while the twin's control ran is the knob-free kernel's.
+    knobs = () if seen.stage == "twin" else case.knobs
+    return standalone.text(case_mod.program_of(case.program), case.seqlen_q, case.seed,
+                           [compat.KNOBS[k] for k in knobs], seen.verdict, _wrap(header),
+                           failing.get("tolerance", 0.0), control=seen.region.startswith("twin:"))
+
+
 def export(rep, to: Path) -> tuple[Path, list[Call]]:
-    """Write `rep`'s standalone file to `to`; the recorded calls come back for check_program."""
+    """Write `rep`'s standalone file to `to`; the recorded calls come back for check_program (none for a
+    generated program, whose file is its own text)."""
+    if rep.case.program:
+        to.parent.mkdir(parents=True, exist_ok=True)
+        to.write_text(program_source(rep))
+        return to, []
     fam = kernels.family(rep.case.family)
     if fam.module is not None:
         raise ExportError(f"{rep.case.family} is an outside kernel (TileLang's {fam.module}); not exported yet")

@@ -64,15 +64,15 @@ def atol_floor(ref: torch.Tensor, dtype: torch.dtype) -> float:
     return max(fa, ulp)
 
 
-def check(name, out, ref, base, dtype, k, locate, floor=0.0, exact=False) -> Check:
-    """Judge one tensor. All three are canonical; `locate(index) -> region` names a place. `exact`: where the
-    baseline equals the reference (exact arithmetic, harness.kernels.Family.exact), the tolerance is 0."""
+def check(name, out, ref, base, dtype, k, locate, floor=0.0, exact_arithmetic=False) -> Check:
+    """Judge one tensor. All three are canonical; `locate(index) -> region` names a place. `exact_arithmetic`
+    (harness.kernels.Family.exact): where the baseline equals the reference, the tolerance is 0."""
     import torch
 
     out, ref, base = out.double(), ref.double(), base.double()
     finite = torch.isfinite(ref)
     base_err = (base - ref)[finite].abs().max().item() if finite.any() else 0.0
-    atol = 0.0 if exact and torch.equal(base, ref) else max(atol_floor(ref[finite], dtype), floor)
+    atol = 0.0 if exact_arithmetic and torch.equal(base, ref) else max(atol_floor(ref[finite], dtype), floor)
     tol = k * base_err + atol
     diff = (out - ref).abs()
     # Non-finite reference entries (-inf LSE of empty rows) must be matched exactly.
@@ -185,7 +185,7 @@ def judge(case, fam, inputs, outputs, seconds=None) -> Result:
         locate = region_locator(case, seen.any(dim=1), seen.any(dim=0))
     spreads = fam.floors(case, inputs)
     checks = [check(name, got[name], ref[name], base[name], dtype, K[kind], locate, K[kind] * spreads.get(name, 0.0),
-                    exact=fam.exact) for name, kind in fam.tensors(case)]
+                    exact_arithmetic=fam.exact(case)) for name, kind in fam.tensors(case)]
     extra = {"seconds": seconds or {}, "checks": [as_dict(c) for c in checks]}
     bad = first_failure(checks)
     if bad is None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, oracle, untrusted
+from harness.programs.model import fingerprint
 from harness.result import Result
 
 SCHEMA = 1
@@ -70,6 +71,10 @@ def signature_id(signature) -> str:
 
 def expected_text(case) -> str:
     names = ", ".join(name for name, _ in kernels.family(case.family).tensors(case))
+    if case.program:
+        return (f"the program compiles, runs without a CUDA error, writes nothing past a buffer, and {names} hold what "
+                "the program means (its torch meaning in float64): bit for bit where the arithmetic is exact, else within "
+                "the tolerance rule; compiled with its knobs, bit for bit what it gives without them")
     return (f"the {case.family} kernel compiles, runs without a CUDA error or hang, and {names} match the "
             f"float64 reference within the FlashAttention tolerance rule "
             f"max|t - ref| <= k * max|base - ref| + atol (k = {oracle.K_FORWARD} forward, "
@@ -79,6 +84,8 @@ def expected_text(case) -> str:
 def _feature(name, value) -> str:
     if isinstance(value, bool):
         return name
+    if name == "program":
+        return f"program [{fingerprint(case_mod.program_of(value))}]"
     return value if isinstance(value, str) else f"{name}={list(value) if isinstance(value, tuple) else value}"
 
 
@@ -86,8 +93,12 @@ def default_title(result: Result) -> str:
     c = case_mod.from_dict(result.case)
     what = " ".join(x for x in (result.verdict, result.tensor, result.region) if x)
     feats = [_feature(name, value) for name, value in case_mod.features_on(c, static_only=True).items()]
-    shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "
-             f"d={c.head_dim}/{c.head_dim_v} tile={c.block_m}x{c.block_n}/{c.num_stages}/{c.threads}")
+    if c.program:  # its shape is the program's own
+        p = case_mod.program_of(c.program)
+        shape = f"n={c.seqlen_q} block={p.block} threads={p.threads}"
+    else:
+        shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "
+                 f"d={c.head_dim}/{c.head_dim_v} tile={c.block_m}x{c.block_n}/{c.num_stages}/{c.threads}")
     return f"{c.family}/{c.variant}: {what} at stage {result.stage} ({', '.join(feats + [shape])})"
 
 

@@ -129,7 +129,8 @@ def test_on_one_key_block_the_interpreter_is_attention_as_reference_py_computes_
 
 
 @pytest.mark.parametrize("program, reason", [
-    ({"block": 64, "threads": 128, "buffers": [], "body": []}, "no output"),
+    ({"block": 64, "threads": 128, "buffers": [], "body": []}, "n rows"),
+    ({"block": 64, "threads": 128, "buffers": COPY[:1], "body": []}, "no output"),
     ({"block": 64, "threads": 128, "buffers": _buffers(("os.system", "global", "float16", ("n", 8))), "body": []}, "buffer name"),
     ({"block": 64, "threads": 128, "buffers": COPY,
       "body": [{"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}]}, "before every element"),

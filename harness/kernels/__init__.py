@@ -148,9 +148,10 @@ class Family:
     # Its knobs are twins: each must leave every output bit for bit as the kernel without knobs gives it
     # (harness.worker), as forms must leave the default forms' outputs.
     twins: bool = False
-    # Its inputs make exact arithmetic possible (small integers): a tensor whose same-precision baseline
-    # equals the float64 reference must equal it bit for bit (harness.oracle.check).
-    exact: bool = False
+    # exact(case): its inputs and arithmetic make every value exact in any order of summation (small
+    # integers, no exp2): a tensor whose same-precision baseline equals the float64 reference must then equal
+    # it bit for bit (harness.oracle.check).
+    exact: Callable = lambda case: False
 
     def unsupported(self, case: Case, static_only: bool = False) -> str | None:
         """A one-line reason the family cannot express `case`, or None; `static_only`: judging a

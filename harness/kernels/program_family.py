@@ -19,12 +19,13 @@ import torch
 from harness import bands
 from harness import case as case_mod
 from harness.kernels import Family, Rule, launch
-from harness.programs import emit, interpret
+from harness.programs import emit, interpret, model
 
 # The pass configurations that must not change what a program computes: they change how it is scheduled
-# (warp specialization), how data moves (TMA, 256-bit vectors) and where shared memory lives, and the
-# guards of accesses a program keeps in bounds itself.
-TWINS = ("no_safe_memory", "no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize")
+# (warp specialization), how data moves (TMA, 256-bit vectors) and where shared memory lives. Not
+# no_safe_memory: it removes the guard of T.copy on a ragged last tile (seen on an H100: 480 elements
+# written past the end of a tensor at n = 1), which a program relies on by design.
+TWINS = ("no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize")
 INPUT_RANGE = 2
 
 
@@ -87,6 +88,14 @@ def reference(case, inputs, dtype) -> dict:
     return {name: t.to(device) for name, t in out.items()}
 
 
+def exact(p) -> bool:
+    """Integer inputs stay exact in float32 in any order of summation unless an exp2 or a division makes
+    fractions whose sums need more bits than it has (seen: an attention chain's P @ V, 4.8e-7 apart)."""
+    def inexact(e):
+        return isinstance(e, list) and (e[0] in ("exp2", "div") or any(inexact(a) for a in e[1:]))
+    return not any(s["op"] == "map" and inexact(s["expr"]) for s in model.walk(p.body))
+
+
 def tensors(case) -> tuple:
     return tuple((name, "forward") for name in program(case).written())
 
@@ -124,6 +133,6 @@ FAMILY = Family(
     lengths="program",
     knobs=TWINS,
     twins=True,
-    exact=True,
+    exact=lambda case: exact(program(case)),
     rules=(Rule("a program case has a program", ("program",), lambda c: bool(c.program), asserted=True),),
 )

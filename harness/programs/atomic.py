@@ -2,7 +2,7 @@
 (`form: "tile"`, add only), or element by element in a T.Parallel loop. Into the block's own rows of an
 n-row buffer (rows past n skipped), or into a fixed-row buffer every block accumulates into. Max and min
 go into float32 (CUDA has no 16-bit atomic max); a tile add keeps the source's dtype (the element form casts)."""
-from harness.programs.model import base, cast, fields, local, need
+from harness.programs.model import base, cast, fields, local, need, parallel
 
 OPS = ("add", "max", "min")
 
@@ -12,6 +12,8 @@ def check(s, p, scope):
     t, g = local(p, s["src"], 2), p.buffer(s["dst"])
     need(g.scope == "global", f"{g.name} must be global")
     h, w = t.shape
+    if s["form"] == "element":
+        parallel(p, h, w)
     need(s["row"] >= 0 and 0 <= s["col"] and s["col"] + w <= g.shape[1], f"columns exceed {g.name}'s {g.shape[1]}")
     if g.rows == "n":
         need(s["at"] == "bx" and s["row"] + h <= p.block, "into its own rows only (at 'bx', row + rows <= block)")

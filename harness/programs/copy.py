@@ -5,12 +5,14 @@ The tile is the local buffer's shape, at row `base(at) + row` and column `col` o
 `n` read as 0 and are not written: T.copy's own guard on a ragged tail, which the loop form spells out.
 A block stores only into its own rows (at "bx", within `block`), and never into a fixed-row global.
 """
-from harness.programs.model import base, cast, fields, local, need
+from harness.programs.model import base, cast, fields, local, need, parallel
 
 
 def check(s, p, scope):
     fields(s, src=str, dst=str, at=("bx", "k", "0"), row=int, col=int, form=("tile", "loop"))
     src, dst = p.buffer(s["src"]), p.buffer(s["dst"])
+    if s["form"] == "loop":
+        parallel(p, *(dst if dst.local else src).shape)
     if src.local and dst.local:
         need(src.shape == dst.shape, f"a local copy needs one shape, got {src.shape} and {dst.shape}")
         need((s["at"], s["row"], s["col"]) == ("0", 0, 0), "a local copy has at '0', row 0 and col 0")

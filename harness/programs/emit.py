@@ -14,36 +14,40 @@ from __future__ import annotations
 from harness.programs.model import Program, kind
 
 # The reference's helpers: rounding to a buffer's dtype, and T.copy's and the atomics' guards on a ragged tail.
-HELPERS = '''\
-def rnd(x, dtype):
+_HELPERS = {
+    "rnd": '''def rnd(x, dtype):
     """x rounded to dtype, kept in x's own dtype."""
-    return x.to(getattr(torch, dtype)).to(x.dtype)
-
-
-def load(g, row, col, h, w):
+    return x.to(getattr(torch, dtype)).to(x.dtype)''',
+    "load": '''def load(g, row, col, h, w):
     """A tile of g; rows past its end read as 0."""
     out = torch.zeros(h, w, dtype=g.dtype)
     rows = max(0, min(h, g.shape[0] - row))
     out[:rows] = g[row:row + rows, col:col + w]
-    return out
-
-
-def store(g, dtype, row, col, t):
+    return out''',
+    "store": '''def store(g, dtype, row, col, t):
     """A tile into g; rows past its end are not written."""
     rows = max(0, min(t.shape[0], g.shape[0] - row))
-    g[row:row + rows, col:col + t.shape[1]] = rnd(t[:rows], dtype)
-
-
-def accumulate(g, dtype, row, col, t, op):
+    g[row:row + rows, col:col + t.shape[1]] = rnd(t[:rows], dtype)''',
+    "accumulate": '''def accumulate(g, dtype, row, col, t, op):
+    """An atomic add, max or min of a tile into g; rows past its end are skipped."""
     rows = max(0, min(t.shape[0], g.shape[0] - row))
-    part = g[row:row + rows, col:col + t.shape[1]]
     f = {"add": torch.add, "max": torch.maximum, "min": torch.minimum}[op]
-    g[row:row + rows, col:col + t.shape[1]] = rnd(f(part, t[:rows]), dtype)
+    g[row:row + rows, col:col + t.shape[1]] = rnd(f(g[row:row + rows, col:col + t.shape[1]], t[:rows]), dtype)''',
+    "grid": '''def grid(h, w):
+    return torch.arange(h)[:, None], torch.arange(w)[None, :]''',
+}
+HELPER_NAMES = tuple(_HELPERS)
 
 
-def grid(h, w):
-    return torch.arange(h)[:, None], torch.arange(w)[None, :]
-'''
+def helpers(names, compact=False) -> str:
+    """The helpers `names` need (rnd always: every store rounds); `compact`: without docstrings or blank lines."""
+    chosen = [_HELPERS[n] for n in HELPER_NAMES if n in names or n == "rnd"]
+    if compact:
+        return "\n".join(line for text in chosen for line in text.splitlines() if not line.strip().startswith('"""')) + "\n"
+    return "\n\n\n".join(chosen) + "\n"
+
+
+HELPERS = helpers(HELPER_NAMES)
 
 
 def body_lines(body, p: Program, ind: str, lang: str) -> list[str]:

@@ -6,7 +6,7 @@ from harness.programs.model import fields, local, need
 POLICIES = ("Square", "FullRow", "FullCol")
 M_BY_THREADS = {128: (64, 128), 256: (128,)}
 N = (32, 64, 128)
-K = (16, 32, 64)
+K = (16, 32, 64, 128)
 
 
 def check(s, p, scope):

@@ -191,11 +191,21 @@ def check(p: Program) -> Program:
         if b.scope == "fragment" and not spreads(b.shape, p.threads):
             raise ProgramError(f"fragment {b.name} of {_elements(b.shape)} elements does not spread evenly over {p.threads} "
                                "threads (TileLang finds no layout)")
+    need(any(b.rows == "n" for b in p.globals), "no global buffer has n rows: n would be bound by nothing")
     check_body(p, p.body, Scope())
+    statements = list(walk(p.body))
+    read = {name for s in statements for name in kind(s).reads(s)}
+    dead = [b.name for b in p.buffers if b.scope == "fragment" and b.name not in read]
+    # TileLang infers a fragment's layout from what reads it; one only written is refused (tile-ai/tilelang#40).
+    need(not dead, f"fragment {dead[0] if dead else ''} is written but never read")
+    policies = {}
+    for s in statements:
+        if s["op"] == "gemm":
+            # Two gemms into one accumulator under different warp policies ask for two layouts of it.
+            need(policies.setdefault(s["c"], s["policy"]) == s["policy"], f"gemms into {s['c']} use one warp policy")
     outputs = p.written()
     if not outputs:
         raise ProgramError("no statement writes a global buffer: the program has no output")
-    read = {name for s in walk(p.body) for name in kind(s).reads(s)}
     both = sorted(set(outputs) & read)
     if both:
         raise ProgramError(f"global {both[0]} is both read and written (blocks run in any order)")
@@ -235,6 +245,12 @@ def check_body(p, body, scope):
 def need(cond, message):
     if not cond:
         raise ProgramError(message)
+
+
+def parallel(p, *extent):
+    """A T.Parallel loop's extent must spread over the threads as a fragment must (`spreads`): TileLang lays the
+    loop out over them, and otherwise finds no bijective layout (tile-ai/tilelang#2398)."""
+    need(spreads(extent, p.threads), f"a T.Parallel of {_elements(extent)} iterations does not spread over {p.threads} threads")
 
 
 def fields(s, **types):

@@ -6,7 +6,7 @@ and of small constants, computed in float32 and cast to the buffer's dtype.
           | ["neg", expr] | ["where", pred, expr, expr]
     pred := ["i<", t] | ["j<", t] | ["row<n", at] | ["col<n", at]   (at: "bx" or "k": base(at) + i < n)
 """
-from harness.programs.model import base, cast, fields, local, need
+from harness.programs.model import base, cast, fields, local, need, parallel
 
 BINARY = {"add": ("({} + {})", "({} + {})"), "sub": ("({} - {})", "({} - {})"), "mul": ("({} * {})", "({} * {})"),
           "max": ("T.max({}, {})", "torch.maximum({}, {})"), "min": ("T.min({}, {})", "torch.minimum({}, {})"),
@@ -24,6 +24,7 @@ def check(s, p, scope):
     else:
         fields(s, dst=str, rows=int, expr=list)
     need(1 <= s["rows"] <= dst.shape[0], f"rows must be in [1, {dst.shape[0]}]")
+    parallel(p, s["rows"], s.get("cols", 1))
     _expr(s["expr"], p, dst, scope, 0)
 
 
