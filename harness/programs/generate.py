@@ -52,9 +52,11 @@ class Builder:
 
     def widths(self, scope) -> tuple:
         """Widths of a [block, width] tile this scope can hold here (a fragment must spread over the threads)."""
-        if scope == "shared" or self.threads & (self.threads - 1) == 0:  # 48, 80, 96: for the other thread counts
+        if self.threads & (self.threads - 1) == 0:  # 48, 80, 96: for the other thread counts
             return WIDTHS[:3]
-        return tuple(w for w in WIDTHS if model.spreads((self.block, w), self.threads))
+        if scope == "shared":
+            return WIDTHS[:3]
+        return tuple(w for w in WIDTHS if model.spreads((self.block, w), self.threads)) or WIDTHS[:3]  # none: refused, redrawn
 
     def fits(self, name, mag) -> bool:
         return mag <= EXACT[self.buffers[name].dtype]

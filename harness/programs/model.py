@@ -93,7 +93,11 @@ def fingerprint(program: Program) -> str:
 def to_dict(p: Program) -> dict:
     buffers = [{"name": b.name, "scope": b.scope, "dtype": b.dtype, "shape": list(b.shape),
                 **({"swizzle": True} if b.swizzle else {})} for b in p.buffers]
-    return {"block": p.block, "threads": p.threads, "buffers": buffers, "body": [dict(s) for s in p.body]}
+    return {"block": p.block, "threads": p.threads, "buffers": buffers, "body": [_thawed(s) for s in p.body]}
+
+
+def _thawed(s) -> dict:
+    return {**s, "body": [_thawed(x) for x in s["body"]]} if "body" in s else dict(s)
 
 
 def to_json(p: Program) -> str:
@@ -189,8 +193,8 @@ def check(p: Program) -> Program:
         raise ProgramError("shared buffers exceed 96 KiB")
     for b in p.buffers:
         if b.scope == "fragment" and not spreads(b.shape, p.threads):
-            raise ProgramError(f"fragment {b.name} of {_elements(b.shape)} elements does not spread evenly over {p.threads} "
-                               "threads (TileLang finds no layout)")
+            raise ProgramError(f"{b.scope} {b.name} of {_elements(b.shape)} elements does not spread evenly over {p.threads} "
+                               "threads (TileLang finds no layout: tile-ai/tilelang#2398)")
     need(any(b.rows == "n" for b in p.globals), "no global buffer has n rows: n would be bound by nothing")
     check_body(p, p.body, Scope())
     statements = list(walk(p.body))
