@@ -174,6 +174,23 @@ def cmd_forms(args) -> int:
     return 0
 
 
+def cmd_programs(args) -> int:
+    """The vocabulary of generated programs: statement kinds, the attention chains they start from, the twins."""
+    from harness import compat
+    from harness.kernels import program_family
+    from harness.programs import KINDS, generate, model
+
+    def first(doc):
+        return " ".join(doc.split()).split(". ")[0].rstrip(".")
+    for name, module in KINDS.items():
+        print(f"statement {name}: {first(module.__doc__).removeprefix(f'{name}: ')}")
+    for name, write in generate.TEMPLATES.items():
+        print(f"chain {name}: {first(write.__doc__)} [{model.fingerprint(generate.template(name))}]")
+    for knob in program_family.TWINS:
+        print(f"twin {knob} ({compat.KNOBS[knob]}): bit for bit the knob-free kernel's outputs where the arithmetic is exact")
+    return 0
+
+
 def cmd_run(args) -> int:
     families = tuple(args.families.split(","))
     try:
@@ -789,6 +806,8 @@ def parser() -> Parser:
     rr.set_defaults(func=cmd_report)
     fo = sub.add_parser("forms", help="each kernel block's equivalent forms, and the families that write them")
     fo.set_defaults(func=cmd_forms)
+    pg = sub.add_parser("programs", help="generated programs' vocabulary: statement kinds, the chains they start from, the twins")
+    pg.set_defaults(func=cmd_programs)
     e = sub.add_parser("env", help="what TileLang, torch, CUDA and GPU this machine has")
     e.set_defaults(func=cmd_env)
     return p

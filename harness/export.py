@@ -236,7 +236,15 @@ def program_source(rep) -> str:
     knobs = () if seen.stage == "twin" else case.knobs
     return standalone.text(case_mod.program_of(case.program), case.seqlen_q, case.seed,
                            [compat.KNOBS[k] for k in knobs], seen.verdict, _wrap(header),
-                           failing.get("tolerance", 0.0), control=seen.region.startswith("twin:"))
+                           failing.get("tolerance", 0.0), control=seen.region.startswith("twin:"),
+                           error=_words(seen.message))
+
+
+def _words(message: str) -> str:
+    """The longest run of a compile error's message free of numbers and names the compile makes up (paths,
+    addresses): what the same error says again on another machine."""
+    text = message.split(": ", 1)[-1]
+    return max(re.split(r"[0-9]|0x|/\S+", text), key=len).strip()
 
 
 def export(rep, to: Path) -> tuple[Path, list[Call]]:

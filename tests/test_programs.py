@@ -211,3 +211,35 @@ def test_the_signature_names_the_constructs_and_the_twin():
     from harness.result import Result
     r = Result.of(c, "MISMATCH", "judge", "x", tensor=p.written()[0], region="twin:no_tma")
     assert r.signature[1] == "program:" + model.fingerprint(p) and "twin:no_tma" in r.signature
+
+
+def test_harness_programs_lists_every_kind_chain_and_twin():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "programs"], capture_output=True, text=True, check=True).stdout
+    for name in (*KINDS, *generate.TEMPLATES, *program_family.TWINS):
+        assert f" {name}" in out, name
+
+
+def _exported(rid, tmp_path):
+    from harness import export, record
+    path, calls = export.export(record.load(f"reproducers/{rid}.json"), tmp_path / f"{rid}.py")
+    return path
+
+
+@pytest.mark.parametrize("rid", ["19be18df3f5c", "afbd3b136354", "be71d6527dc3"])
+def test_a_generated_finding_exports_as_a_small_file_of_tilelang_and_torch(rid, tmp_path):
+    text = _exported(rid, tmp_path).read_text()
+    assert "harness" not in text.split('"""', 2)[2]  # past the docstring: nothing of the harness
+    assert len(text.splitlines()) <= 80 and "REPRODUCED" in text
+    compile(text, rid, "exec")
+
+
+@pytest.mark.compile
+def test_the_exported_compile_error_reproduces_alone(tmp_path):
+    """19be18df3f5c's file, run with nothing but tilelang and torch: compile-only without a GPU."""
+    import subprocess
+    import sys
+    path = _exported("19be18df3f5c", tmp_path)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 1 and "REPRODUCED:" in done.stdout, done.stdout + done.stderr[-2000:]

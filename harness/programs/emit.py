@@ -74,13 +74,15 @@ def tilelang_source(p: Program) -> str:
 
 
 def torch_source(p: Program) -> str:
+    """`expected`: the program's meaning (shared and fragment buffers start as NaN, so an element read before it
+    is written would show)."""
     names = [b.name for b in p.globals]
+    local = [b for b in p.buffers if b.local]
     lines = [f"def expected(n, {', '.join(names)}, F=torch.float64):",
-             *(f"    {x} = {x}.to(F).clone()" for x in names),
-             f"    for bx in range(-(-n // {p.block})):"]
-    for b in p.buffers:
-        if b.local:
-            lines.append(f"        {b.name} = torch.full({_shape(b)}, float('nan'), dtype=F)")
+             f"    {', '.join(names)}{',' * (len(names) == 1)} = (x.to(F).clone() for x in ({', '.join(names)},))",
+             f"    for bx in range(-(-n // {p.block})):",
+             f"        {', '.join(b.name for b in local)}{',' * (len(local) == 1)} = "
+             f"(torch.full(s, float('nan'), dtype=F) for s in ({', '.join(_shape(b) for b in local)},))"]
     lines += body_lines(p.body, p, "        ", "torch")
     lines.append("    return {" + ", ".join(f'"{x}": {x}' for x in p.written()) + "}")
     return "\n".join(lines) + "\n"
