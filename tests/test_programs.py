@@ -243,3 +243,15 @@ def test_the_exported_compile_error_reproduces_alone(tmp_path):
     path = _exported("19be18df3f5c", tmp_path)
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert done.returncode == 1 and "REPRODUCED:" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+@SETTINGS
+@given(generate.programs(st), st.integers(1, 150))
+def test_a_backward_slice_computes_the_same_output(p, n):
+    """`shrink`'s first steps keep only what one output depends on: that output must not change."""
+    init = _initial(p, n)
+    whole = interpret.run(p, n, init)
+    for step, q in generate.shrink(p):
+        if step.startswith("only what "):
+            name = step.split()[2]
+            assert torch.equal(interpret.run(q, n, {b.name: init[b.name] for b in q.globals})[name], whole[name]), step

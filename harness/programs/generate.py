@@ -505,10 +505,71 @@ def _outside_loop(x):
     return {key: "bx" if key == "at" and v == "k" else rebased(v) if key == "expr" else v for key, v in x.items()}
 
 
+def _needed(body, needed: set) -> tuple:
+    """The statements of `body` that what `needed` names depends on, walking back; `needed` grows by their reads.
+    A loop's body is walked until nothing more is needed (a later statement may feed an earlier one next trip)."""
+    kept = []
+    for s in reversed(body):
+        if s["op"] == "loop":
+            while True:
+                before = set(needed)
+                inner = _needed(s["body"], needed)
+                if needed == before:
+                    break
+            if inner:
+                kept.append(dict(s, body=inner))
+        elif set(model.kind(s).writes(s)) & needed:
+            needed |= set(model.kind(s).reads(s)) | set(model.kind(s).writes(s))
+            kept.append(s)
+    return tuple(reversed(kept))
+
+
+def _dependents_dropped(p: Program, target) -> tuple:
+    """`p`'s body without `target` and every later statement that reads, directly or not, a buffer left undefined:
+    one `target` wrote and no statement kept before defines whole."""
+    defined, gone = set(), set()
+
+    def locals_written(s):
+        return {n for n in model.kind(s).writes(s) if p.buffer(n).local}
+
+    def keep(body):
+        out = []
+        for s in body:
+            if s["op"] == "loop":
+                inner = keep(s["body"])
+                if inner:
+                    out.append(dict(s, body=inner))
+            elif s is target or set(model.kind(s).reads(s)) & gone:
+                gone.update(locals_written(s) - defined)
+            else:
+                out.append(s)
+                if model.kind(s).full(s, p):
+                    defined.update(locals_written(s))
+                    gone.difference_update(locals_written(s))
+        return tuple(out)
+    return keep(p.body)
+
+
 def shrink(p: Program) -> list[tuple[str, Program]]:
-    """Smaller valid programs: a statement dropped (a loop's too), a loop unwrapped, its trips or stages lowered,
-    a tile copy or atomic in its other form. The minimizer keeps one while the failure stays the same."""
+    """Smaller valid programs, the largest steps first: only what one output depends on (a backward slice),
+    a statement dropped with what reads it, a statement dropped alone (a loop's too), a loop unwrapped, its trips
+    or stages lowered, a copy or atomic loop in its tile form. The minimizer keeps one while the failure stays."""
     out = []
+    size = len(list(model.walk(p.body)))
+    for name in p.written():
+        body = _needed(p.body, {name})
+        if len(list(model.walk(body))) < size:
+            try:
+                out.append((f"only what {name} depends on", model.check(_used(dataclasses.replace(p, body=body)))))
+            except ProgramError:
+                pass
+    for s in model.walk(p.body):
+        body = _dependents_dropped(p, s)
+        if len(list(model.walk(body))) < size - 1:
+            try:
+                out.append((f"drop {s['op']} and what reads it", model.check(_used(dataclasses.replace(p, body=body)))))
+            except ProgramError:
+                pass
 
     def bodies(body, path=()):
         for i, s in enumerate(body):
