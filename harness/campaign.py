@@ -25,7 +25,7 @@ from harness import kernels, oracle, record, report, untrusted
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
-from harness.result import HARNESS_ERROR_STATUS, Result
+from harness.result import HARNESS_ERROR_STATUS, Result, unscoped
 
 
 class CampaignError(ValueError):
@@ -364,4 +364,4 @@ def _minimized(r: Result, sig, pool, scan, opts: Options) -> Result:
         return r
     ran = pool.run_one(small)
     _err(f"  the shrunk case on the GPU: {record.describe(ran)}")
-    return ran if ran.signature == sig else r
+    return ran if unscoped(ran.signature) == unscoped(sig) else r

@@ -11,7 +11,7 @@ import time
 
 from harness import kernels, oracle
 from harness.case import FEATURES, CaseError
-from harness.result import Result
+from harness.result import Result, unscoped
 
 
 def _toward(value: int, target: int) -> list[int]:
@@ -71,7 +71,7 @@ DIMENSIONS = (_batch, _seqlens, _heads, _features, _head_dims, _tiles)
 
 def minimize(case, signature, evaluate, budget_s: float, log=lambda step: None):
     """Return (smallest case found with the same signature, accepted steps)."""
-    target = tuple(signature)
+    target = unscoped(signature)
     fam = kernels.family(case.family)
     deadline = time.monotonic() + budget_s
     verdicts = {}  # candidate -> keeps the signature
@@ -82,7 +82,7 @@ def minimize(case, signature, evaluate, budget_s: float, log=lambda step: None):
                 c.validate()
             except CaseError:
                 return False
-            verdicts[c] = fam.unsupported(c) is None and evaluate(c).signature == target
+            verdicts[c] = fam.unsupported(c) is None and unscoped(evaluate(c).signature) == target
         return verdicts[c]
 
     steps = []
@@ -108,7 +108,7 @@ def triage(case, evaluate, runs: int = 3, signature=None) -> dict:
     """Run `case` `runs` times: how often the failure (`signature`, or any failure verdict)
     shows, and whether every run gave the same signature."""
     seen = [evaluate(case).signature for _ in range(runs)]
-    hit = (lambda s: s == tuple(signature)) if signature else (lambda s: s[2] in oracle.FAILURES)
+    hit = (lambda s: unscoped(s) == unscoped(signature)) if signature else (lambda s: s[2] in oracle.FAILURES)
     return {"runs": runs, "reproduced": sum(map(hit, seen)), "deterministic": len(set(seen)) <= 1}
 
 
@@ -127,13 +127,13 @@ class Evaluator:
     def __call__(self, case) -> Result:
         for _ in range(self.confirm):
             self.results.append(self.view(self.pool.run_one(case)))
-            if self.target is None or self.results[-1].signature != self.target:
+            if self.target is None or unscoped(self.results[-1].signature) != unscoped(self.target):
                 break
         return self.results[-1]
 
     def last(self, case, signature) -> Result:
         """The latest result of `case` that showed `signature`."""
-        return next(r for r in reversed(self.results) if r.case_id == case.id and r.signature == signature)
+        return next(r for r in reversed(self.results) if r.case_id == case.id and unscoped(r.signature) == unscoped(signature))
 
 
 def shrink(result, evaluate, budget, runs, log=lambda line: None):

@@ -110,6 +110,13 @@ _NOISE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"), (re.compile(r"(/[\w.+-]+)+"), 
           (re.compile(r"\d+(\.\d+)?"), "N"), (re.compile(r"\s+"), " ")]
 
 
+def unscoped(signature) -> tuple:
+    """A signature without a generated program's statement kinds: what stays while the minimizer drops statements
+    (the recorded signature then names the kinds that remain)."""
+    signature = tuple(signature)
+    return signature[:1] + ("program",) + signature[2:] if str(signature[1]).startswith("program:") else signature
+
+
 def normalize(message: str) -> str:
     """A message with addresses, paths and numbers blanked, so equal failures compare equal."""
     for pattern, repl in _NOISE:
