@@ -255,3 +255,22 @@ def test_a_backward_slice_computes_the_same_output(p, n):
         if step.startswith("only what "):
             name = step.split()[2]
             assert torch.equal(interpret.run(q, n, {b.name: init[b.name] for b in q.globals})[name], whole[name]), step
+
+
+def test_the_minimizer_drops_statements_while_the_failure_stays():
+    """A stand-in compiler that fails whenever a program holds a reduce: the attention chain shrinks to a few
+    statements, though each drop changes the statement kinds its signature names."""
+    from harness import minimize
+    from harness.result import Result
+
+    def evaluate(c):
+        p = case_mod.program_of(c.program)
+        bad = any(s["op"] == "reduce" for s in model.walk(p.body))
+        return Result.of(c, "COMPILE_ERROR" if bad else "COMPILED", "compile", "reduce refused" if bad else "")
+    start = case_mod.Case(family="program", program=model.to_json(generate.template("attention")), seqlen_q=70, seqlen_k=70)
+    small, steps = minimize.minimize(start, evaluate(start).signature, evaluate, budget_s=60)
+    p = case_mod.program_of(small.program)
+    # A reduce needs a fragment a gemm fills from two loads, a result something reads (its own fold: a fill
+    # first), and an output: 7 statements, down from 14.
+    assert evaluate(small).verdict == "COMPILE_ERROR" and len(list(model.walk(p.body))) <= 7, model.fingerprint(p)
+    assert evaluate(small).signature != evaluate(start).signature  # the recorded one names what remains

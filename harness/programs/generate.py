@@ -553,7 +553,8 @@ def _dependents_dropped(p: Program, target) -> tuple:
 def shrink(p: Program) -> list[tuple[str, Program]]:
     """Smaller valid programs, the largest steps first: only what one output depends on (a backward slice),
     a statement dropped with what reads it, a statement dropped alone (a loop's too), a loop unwrapped, its trips
-    or stages lowered, a copy or atomic loop in its tile form. The minimizer keeps one while the failure stays."""
+    or stages lowered, a copy or atomic loop in its tile form, a gemm or reduce that clears first. The minimizer
+    keeps one while the failure stays."""
     out = []
     size = len(list(model.walk(p.body)))
     for name in p.written():
@@ -594,6 +595,8 @@ def shrink(p: Program) -> list[tuple[str, Program]]:
                 options.append((f"loop {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
         if s.get("form") in ("loop", "element"):
             options.append((f"statement {where} form {s['form']} -> tile", (dict(s, form="tile"),)))
+        if s.get("clear") is False:  # what it folded into may then be dropped
+            options.append((f"statement {where} ({s['op']}) clears first", (dict(s, clear=True),)))
         for step, replacement in options:
             try:
                 out.append((step, model.check(_used(dataclasses.replace(p, body=rebuilt(p.body, path, replacement))))))
