@@ -174,6 +174,14 @@ def cmd_forms(args) -> int:
     return 0
 
 
+def cmd_index(args) -> int:
+    """reproducers/INDEX.md from the reproducer files."""
+    path = Path(args.dir) / "INDEX.md"
+    path.write_text(record.index(args.dir))
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_programs(args) -> int:
     """The vocabulary of generated programs: statement kinds, the attention chains they start from, the twins."""
     from harness import compat
@@ -806,6 +814,9 @@ def parser() -> Parser:
     rr.set_defaults(func=cmd_report)
     fo = sub.add_parser("forms", help="each kernel block's equivalent forms, and the families that write them")
     fo.set_defaults(func=cmd_forms)
+    ix = sub.add_parser("index", help="reproducers/INDEX.md: every reproducer, what it records, what is ready to file")
+    ix.add_argument("--dir", type=_out_dir, default="reproducers", help="where reproducers live; INDEX.md is written there")
+    ix.set_defaults(func=cmd_index)
     pg = sub.add_parser("programs", help="generated programs' vocabulary: statement kinds, the chains they start from, the twins")
     pg.set_defaults(func=cmd_programs)
     e = sub.add_parser("env", help="what TileLang, torch, CUDA and GPU this machine has")

@@ -203,3 +203,12 @@ def test_which_reproducers_need_a_gpu():
     assert not rep("COMPILE_ERROR", "InternalError: x").needs_gpu
     scanned = rep("HANG", oracle.hang_message(60, "run", ["register_budget: x", "named_barrier_counts: y"]))
     assert not scanned.needs_gpu and scanned.scan_checks == ["named_barrier_counts", "register_budget"]
+
+
+def test_the_index_lists_every_reproducer_as_its_file_says():
+    """reproducers/INDEX.md is `harness index`'s output for the files here: regenerate it when one changes."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent / "reproducers"
+    text = (root / "INDEX.md").read_text()
+    assert text == record.index(root), "reproducers/INDEX.md is stale: run `harness index`"
+    assert all(f"[{p.stem}]({p.name})" in text for p in root.glob("*.json"))
