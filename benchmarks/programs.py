@@ -44,9 +44,7 @@ def interpreted(programs) -> list[float]:
     import torch
     seconds = []
     for p, n in programs:
-        gen = torch.Generator().manual_seed(0)
-        initial = {b.name: torch.randint(-2, 3, (n if b.rows == "n" else b.rows, b.shape[1]), generator=gen)
-                   .to(getattr(torch, b.dtype)) for b in p.globals}
+        initial = interpret.initial(p, n, 0)
         t0 = time.perf_counter()
         interpret.run(p, n, initial)
         interpret.run(p, n, initial, torch.float32)

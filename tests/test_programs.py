@@ -25,12 +25,6 @@ def _program(buffers, body, block=64, threads=128):
     return model.from_dict({"block": block, "threads": threads, "buffers": buffers, "body": body})
 
 
-def _initial(p, n, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return {b.name: torch.randint(-2, 3, (n if b.rows == "n" else b.rows, b.shape[1]), generator=g).to(getattr(torch, b.dtype))
-            for b in p.globals}
-
-
 COPY = _buffers(("A", "global", "float16", ("n", 72)), ("O", "global", "float32", ("n", 40)),
                 ("S", "shared", "float16", (64, 32)))
 
@@ -53,7 +47,7 @@ def test_generated_programs_are_valid_and_round_trip(p):
 @SETTINGS
 @given(generate.programs(st), st.integers(1, 200))
 def test_the_interpreter_runs_every_generated_program_without_reading_undefined_values(p, n):
-    out = interpret.run(p, n, _initial(p, n))
+    out = interpret.run(p, n, interpret.initial(p, n, 0))
     assert set(out) == set(p.written())
     # Local buffers start as NaN: a value read before it is written would show (the rules forbid it).
     assert all(torch.isfinite(t).all() for t in out.values())
@@ -62,7 +56,7 @@ def test_the_interpreter_runs_every_generated_program_without_reading_undefined_
 def test_a_copy_with_a_ragged_tail_reads_zeros_and_writes_only_rows_below_n():
     p = _program(COPY, [{"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 8, "form": "tile"},
                         {"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 4, "form": "loop"}])
-    init = _initial(p, 70)
+    init = interpret.initial(p, 70, 0)
     out = interpret.run(p, 70, init)["O"]
     want = init["O"].double().clone()
     want[:, 4:36] = init["A"][:, 8:40].double()
@@ -82,7 +76,7 @@ def test_gemm_reduce_map_and_atomic_mean_what_torch_says():
             {"op": "copy", "src": "C", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"},
             {"op": "atomic", "kind": "add", "src": "C", "dst": "D", "at": "0", "row": 0, "col": 0, "form": "element"}]
     p, n = _program(bufs, body), 100
-    init = _initial(p, n)
+    init = interpret.initial(p, n, 0)
     out = interpret.run(p, n, init)
     a, b = init["A"].double(), init["B"].double()
     want_o, want_d = init["O"].double().clone(), init["D"].double().clone()
@@ -249,7 +243,7 @@ def test_the_exported_compile_error_reproduces_alone(tmp_path):
 @given(generate.programs(st), st.integers(1, 150))
 def test_a_backward_slice_computes_the_same_output(p, n):
     """`shrink`'s first steps keep only what one output depends on: that output must not change."""
-    init = _initial(p, n)
+    init = interpret.initial(p, n, 0)
     whole = interpret.run(p, n, init)
     for step, q in generate.shrink(p):
         if step.startswith("only what "):

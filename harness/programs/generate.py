@@ -13,11 +13,10 @@ import dataclasses
 
 from harness.programs import model
 from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
-from harness.programs.model import Buffer, Program, ProgramError
+from harness.programs.model import INPUT_RANGE, Buffer, Program, ProgramError
 
 # Exactly representable integers by dtype: a value drawn past these is rounded, and checked by tolerance.
 EXACT = {"float16": 2048, "bfloat16": 256, "float32": 1 << 24}
-INPUT_RANGE = 2                    # inputs are integers in [-2, 2]
 LENGTH_BLOCKS = 5                  # n stays below 5 blocks (harness.strategies draws it): trips <= 5
 PLAIN_THREADS = (64, 96, 128, 160, 192, 256, 384)   # thread counts without a gemm, powers of two or not
 WIDTHS = (16, 32, 64, 48, 80, 96)   # the last three spread over 96, 160, 192 and 384 threads

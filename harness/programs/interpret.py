@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from harness.programs import emit
-from harness.programs.model import Program, to_json
+from harness.programs.model import INPUT_RANGE, Program, to_json
 
 
 @functools.lru_cache(maxsize=256)
@@ -17,6 +17,15 @@ def _expected(text: str):
     # The text is generated from a checked program: names are identifiers, numbers typed (model.check).
     exec(compile(emit.HELPERS + "\n" + emit.torch_source(p), "<program reference>", "exec"), namespace)
     return namespace["expected"]
+
+
+def initial(p: Program, n: int, seed: int) -> dict:
+    """Every global buffer's initial contents, on the CPU: integers in [-INPUT_RANGE, INPUT_RANGE] drawn from
+    `seed` in declaration order (outputs too, so that an element never written shows)."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    return {b.name: torch.randint(-INPUT_RANGE, INPUT_RANGE + 1, (n if b.rows == "n" else b.rows, b.shape[1]), generator=gen)
+            .to(getattr(torch, b.dtype)) for b in p.globals}
 
 
 def run(p: Program, n: int, initial: dict, dtype=None) -> dict:

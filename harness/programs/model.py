@@ -23,6 +23,7 @@ BLOCKS = (16, 32, 64, 128)
 THREADS = (64, 96, 128, 160, 192, 256, 384)
 MAX_DIM = 256            # any fixed extent
 MAX_STATEMENTS = 64
+INPUT_RANGE = 2          # every global's initial contents are integers in [-2, 2] (harness.programs.interpret.initial)
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}\Z")
 _RESERVED = {"T", "n", "bx", "k", "i", "j", "tilelang", "torch", "program", "expected", "main", "F"}
 

@@ -6,7 +6,7 @@ reads it; 125 where it cannot test: no GPU for a finding that runs).
 from __future__ import annotations
 
 from harness.programs import emit
-from harness.programs.model import Program
+from harness.programs.model import INPUT_RANGE, Program
 
 # What each verdict checks. A compile error and a frontend refusal only compile; the others run.
 COMPILES = ("COMPILE_ERROR", "REJECTED")
@@ -49,7 +49,8 @@ def text(p: Program, n: int, seed: int, configs: list[str], verdict: str, header
     shapes = ", ".join(f'"{b.name}": (({("N" if b.rows == "n" else b.rows)}, {b.shape[1]}), torch.{b.dtype})' for b in p.globals)
     lines += [f"N, SEED, BAND, OUTPUTS = {n}, {seed}, 64, {p.written()!r}",
               "gen = torch.Generator().manual_seed(SEED)",
-              f"init = {{k: torch.randint(-2, 3, s, generator=gen).to(d) for k, (s, d) in {{{shapes}}}.items()}}",
+              f"init = {{k: torch.randint(-{INPUT_RANGE}, {INPUT_RANGE + 1}, s, generator=gen).to(d) "
+              f"for k, (s, d) in {{{shapes}}}.items()}}",
               _RUN.strip(), "", "",
               'if __name__ == "__main__":',
               "    if not torch.cuda.is_available():",
