@@ -11,7 +11,7 @@ from harness.pool import default_size
 
 KERNELS = default_size()  # kernels per example: one per worker
 # Drawn generated programs find compiler bugs (CI's own draw found 2c588fe8e1d7): they run in campaigns, where a
-# new bug is a finding, not here, where it would fail an unrelated change. cases/test_programs.py runs their chains.
+# new bug is a finding, not here, where it would fail an unrelated change. cases/test_chains.py runs their chains.
 WRITTEN = tuple(f for f in kernels.FAMILIES if f != "program")
 
 
