@@ -43,7 +43,7 @@ def tilelang(s, p, ind):
     lines = [f"{ind}for i, j in T.Parallel({t.shape[0]}, {t.shape[1]}):"]
     if g.rows == "n":
         lines, ind = lines + [f"{ind}    if {row} + i < n:"], ind + "    "
-    value = cast(f"{t.name}[i, j]", t.dtype, g.dtype, "tilelang")
+    value = cast(f"{t.name}[i, j]", t.dtype, g.dtype)
     return lines + [f"{ind}    T.atomic_{s['kind']}({g.name}[{row} + i, {s['col']} + j], {value})"]
 
 

@@ -59,7 +59,7 @@ def tilelang(s, p, ind):
             return [f"{ind}T.copy({src.name}, {dst.name})"]
         idx = "i, j" if len(dst.shape) == 2 else "i"
         return [f"{ind}for {idx} in T.Parallel({', '.join(map(str, dst.shape))}):",
-                f"{ind}    {dst.name}[{idx}] = {cast(f'{src.name}[{idx}]', src.dtype, dst.dtype, 'tilelang')}"]
+                f"{ind}    {dst.name}[{idx}] = {cast(f'{src.name}[{idx}]', src.dtype, dst.dtype)}"]
     src, dst, g, t, row = _parts(s, p)
     if s["form"] == "tile":
         at = f"{g.name}[{row}, {s['col']}]"
@@ -69,8 +69,8 @@ def tilelang(s, p, ind):
     lines = [f"{ind}for i, j in T.Parallel({h}, {w}):"]
     if g is src:
         value = f'T.if_then_else({row} + i < n, {elem}, T.cast(0, "{g.dtype}"))' if g.rows == "n" else elem
-        return lines + [f"{ind}    {t.name}[i, j] = {cast(value, g.dtype, t.dtype, 'tilelang')}"]
-    value = cast(f"{t.name}[i, j]", t.dtype, g.dtype, "tilelang")
+        return lines + [f"{ind}    {t.name}[i, j] = {cast(value, g.dtype, t.dtype)}"]
+    value = cast(f"{t.name}[i, j]", t.dtype, g.dtype)
     return lines + [f"{ind}    if {row} + i < n:", f"{ind}        {elem} = {value}"]
 
 

@@ -283,7 +283,6 @@ def base(at, block) -> str:
     return {"bx": f"bx * {block}", "k": f"k * {block}", "0": "0"}[at]
 
 
-def cast(expr, frm, to, lang) -> str:
-    if frm == to:
-        return expr
-    return f'T.cast({expr}, "{to}")' if lang == "tilelang" else expr
+def cast(expr, frm, to) -> str:
+    """TileLang text of `expr` (of dtype `frm`) as dtype `to`."""
+    return expr if frm == to else f'T.cast({expr}, "{to}")'

@@ -90,7 +90,7 @@ def _render(e, p, dst, lang):
     if op == "buf":
         b = p.buffer(args[0])
         if lang == "tilelang":
-            return cast(f"{b.name}[i, j]" if len(b.shape) == 2 else f"{b.name}[i]", b.dtype, "float32", lang)
+            return cast(f"{b.name}[i, j]" if len(b.shape) == 2 else f"{b.name}[i]", b.dtype, "float32")
         return f"{b.name}[:h, :w]" if len(b.shape) == 2 else (f"{b.name}[:h, None]" if two else f"{b.name}[:h]")
     if op == "num":
         return f"T.float32({float(args[0])!r})" if lang == "tilelang" else f"torch.tensor({float(args[0])!r}, dtype=F)"
@@ -110,7 +110,7 @@ def _render(e, p, dst, lang):
 
 def tilelang(s, p, ind):
     dst = p.buffer(s["dst"])
-    value = cast(_render(s["expr"], p, dst, "tilelang"), "float32", dst.dtype, "tilelang")
+    value = cast(_render(s["expr"], p, dst, "tilelang"), "float32", dst.dtype)
     if len(dst.shape) == 2:
         return [f"{ind}for i, j in T.Parallel({s['rows']}, {s['cols']}):", f"{ind}    {dst.name}[i, j] = {value}"]
     return [f"{ind}for i in T.Parallel({s['rows']}):", f"{ind}    {dst.name}[i] = {value}"]
