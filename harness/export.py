@@ -6,6 +6,12 @@ function, with which static values) and each compile (kernel name, knobs); the m
 builders need are embedded as source text (TileLang reads a @T.prim_func's source with `inspect`,
 so the file writes them into a temporary package at run time). Inputs, the float64 reference and
 the tolerance rule are written inline (harness/export_template.py), as the harness computes them.
+
+`--flat` writes the same program as plain code instead: the embedded modules merged into the file's own
+namespace (harness.pysource.merge: `blocks.softmax_step(...)` becomes `softmax_step(...)`, a name two modules
+define is renamed), so that every line is the program's and a reducer (harness reduce) can delete any of them.
+A compile error's flat file only compiles, and says REPRODUCED when the error has the recorded words (another
+error is no reproduction): it needs no GPU. A numerical one carries the run, the bands and the judgement.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import kernels
+from harness import kernels, pysource
 
 TEMPLATE = Path(__file__).with_name("export_template.py")
 # Families whose run the file carries (the glue in export_template.py); any family exports a compile error.
@@ -41,6 +47,7 @@ class Call:
     args: dict
     knobs: list
     func: object = None  # the harness's prim_func (for --check-program)
+    flat_function: str = ""  # its name in a flat compile-only file (flat_source)
 
 
 # ----------------------------------------------------------------------------- recording the build
@@ -247,9 +254,66 @@ def _words(message: str) -> str:
     return max(re.split(r"[0-9]|0x|/\S+", text), key=len).strip()
 
 
-def export(rep, to: Path) -> tuple[Path, list[Call]]:
-    """Write `rep`'s standalone file to `to`; the recorded calls come back for check_program (none for a
-    generated program, whose file is its own text)."""
+# ----------------------------------------------------------------------------- the flat file
+_MAIN_NAMES = {"sm90", "target", "e", "said", "sys", "torch", "tilelang", "types", "FLAT"}  # what the flat file's own code binds
+
+
+def flat_source(rep, calls) -> str:
+    """The flat standalone file's text: the modules merged into one namespace, then a compile-only check (a
+    compile error) or the run and judgement of export_template.py (a numerical failure, on a GPU)."""
+    seen = rep.result
+    compile_only = seen.verdict == "COMPILE_ERROR"
+    if not compile_only:
+        source(rep, calls)  # what the embedded file refuses, the flat one refuses too
+    modules = bundle(sorted({c.module for c in calls} | {"harness.compat"}))
+    _, imports, values_part, code, tail = re.split(r"^# ---- \w+\n", TEMPLATE.read_text(), flags=re.M)
+    taken = set(_MAIN_NAMES)
+    if not compile_only:
+        taken |= {n for part in (imports, values_part, code) for n in pysource.Scopes(ast.parse(part)).module.bound}
+    try:
+        hoisted, merged, flat = pysource.merge(modules, "_PACKAGE_", taken)
+    except pysource.FlattenError as e:
+        raise ExportError(f"cannot flatten {rep.case.family}'s modules: {e}") from None
+    program = "".join(f"\n\n# ---- harness {name} (flat)\n{text}" for name, text in merged)
+    header = (f"{rep.id}: {rep.title}.\n\nRecorded on TileLang {rep.environment.get('tilelang', '?')} "
+              f"({rep.environment.get('gpu', '?')}): {seen.verdict} {seen.message}")
+    if compile_only:
+        from harness import compat
+
+        lines = ['"""' + _wrap(header) + "\n\n    python THIS_FILE   # REPRODUCED (exit 1) or NOT REPRODUCED (exit 0)\n"
+                 '"""', "import sys", *sorted(set(hoisted) | {"import tilelang", "import torch"})]
+        main = ["", "", 'if __name__ == "__main__":',
+                '    sm90 = tilelang.tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})',
+                '    target = "auto" if torch.cuda.is_available() else sm90', "    try:"]
+        for c in calls:
+            configs = "{" + ", ".join(f"tilelang.PassConfigKey.{compat.KNOBS[k]}: True" for k in c.knobs) + "}"
+            args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
+            c.flat_function = flat[(c.module.rsplit(".", 1)[-1], c.function)]
+            main.append(f"        tilelang.compile({c.flat_function}({args}), "
+                        f"target=target, pass_configs={configs})  # kernel {c.kernel}")
+        main += ["    except Exception as e:", f"        said = {_words(seen.message)!r}",
+                 "        print('REPRODUCED:' if said in str(e) else 'NOT REPRODUCED, another error:', type(e).__name__, said)",
+                 "        sys.exit(1 if said in str(e) else 0)", "    print('NOT REPRODUCED: it compiles')"]
+        return "\n".join(lines) + program + "\n".join(main) + "\n"
+    head, _, _ = source(rep, calls).partition("\nMODULES = {\n")
+    used = {"compat": {"compile", "VERSION"}}
+    for c in calls:
+        used.setdefault(c.module.rsplit(".", 1)[-1], set()).add(c.function)
+    table = {m: {n: flat[(m, n)] for n in sorted(names)} for m, names in sorted(used.items())}
+    hoisted = "".join(f"{line}  # noqa: E402\n" for line in sorted(hoisted))
+    tail = ("\n\n# ---- the programs are this file's own functions: FLAT names them as the harness's modules do\n"
+            f"FLAT = {_pretty(table)}\n\n\n"
+            "def load_modules() -> dict:  # noqa: F811\n"
+            "    g = globals()\n"
+            "    return {m: types.SimpleNamespace(**{n: g[f] for n, f in names.items()}) for m, names in FLAT.items()}\n"
+            '\n\nif __name__ == "__main__":\n    sys.exit(main())\n')
+    return head.rstrip() + "\n\n\nimport types  # noqa: E402\n" + hoisted + program + tail
+
+
+def export(rep, to: Path, flat: bool = False) -> tuple[Path, list[Call]]:
+    """Write `rep`'s standalone file to `to` (`flat`: its modules merged into the file, flat_source); the
+    recorded calls come back for check_program (none for a generated program, whose file is its own text
+    and flat already)."""
     if rep.case.program:
         to.parent.mkdir(parents=True, exist_ok=True)
         to.write_text(program_source(rep))
@@ -260,7 +324,7 @@ def export(rep, to: Path) -> tuple[Path, list[Call]]:
     calls = record_build(rep.case)
     if not calls:
         raise ExportError(f"{rep.case.family}'s build compiled nothing through harness.compat")
-    text = source(rep, calls)
+    text = flat_source(rep, calls) if flat else source(rep, calls)
     to.parent.mkdir(parents=True, exist_ok=True)
     to.write_text(text)
     return to, calls
@@ -271,7 +335,10 @@ def check_program(path: Path, calls) -> list[str]:
     spec = importlib.util.spec_from_file_location(f"standalone_{path.stem.replace('.', '_')}", path)
     standalone = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(standalone)
-    built = standalone.programs(standalone.load_modules())
+    if hasattr(standalone, "programs"):
+        built = standalone.programs(standalone.load_modules())
+    else:  # a flat compile-only file: the builders are its own functions
+        built = [(c.kernel, getattr(standalone, c.flat_function)(**c.args)) for c in calls]
     lines = []
     for call, (kernel, func) in zip(calls, built):
         same = func.script() == call.func.script()
