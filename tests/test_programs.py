@@ -141,6 +141,70 @@ def test_malformed_programs_are_refused_with_the_reason(program, reason):
         model.from_dict(program)
 
 
+STREAM = _buffers(("A", "global", "float16", ("n", 40)), ("O", "global", "float32", ("n", 32)),
+                  ("S", "shared", "float16", (64, 32)), ("Fr", "fragment", "float32", (64, 32)))
+
+
+def _stream(body, trips="n", threads=256, col=8, before=()):
+    return {"block": 64, "threads": threads, "buffers": STREAM,
+            "body": [*before, {"op": "stream", "src": "A", "dst": "S", "row": 0, "col": col, "stages": 2, "trips": trips,
+                               "body": body}]}
+
+
+_STORE = {"op": "copy", "src": "Fr", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}
+_TAKE = {"op": "copy", "src": "S", "dst": "Fr", "at": "0", "row": 0, "col": 0, "form": "tile"}
+
+
+@pytest.mark.parametrize("program, reason", [
+    (_stream([_TAKE, _STORE], threads=128), "128 or 256 consumers"),
+    (_stream([_TAKE, _STORE], col=4), "16 bytes"),
+    (_stream([_STORE], before=[{"op": "fill", "dst": "Fr", "value": 1}]), "inside the stream and outside"),
+    (_stream([{"op": "loop", "kind": "serial", "trips": 1, "stages": 0, "body": [_TAKE, _STORE]}]), "no loop inside a loop"),
+])
+def test_a_stream_keeps_to_what_warp_specialization_can_lay_out(program, reason):
+    with pytest.raises(ProgramError, match=reason):
+        model.from_dict(program)
+
+
+def test_a_stream_means_a_loop_over_its_tiles_and_declares_a_primed_ring():
+    p = model.from_dict(_stream([_TAKE, _STORE]))
+    init = interpret.initial(p, 150, 0)
+    want = init["O"].double().clone()
+    for bx in range(3):  # the last trip's tile stays in each block's rows; rows past n are not written
+        last = (150 + 63) // 64 - 1
+        rows = min(64, 150 - bx * 64)
+        tile = torch.zeros(64, 32, dtype=torch.float64)
+        tile[:max(0, min(64, 150 - last * 64))] = init["A"][last * 64:last * 64 + 64, 8:40].double()
+        want[bx * 64:bx * 64 + rows] = tile[:rows]
+    assert torch.equal(interpret.run(p, 150, init)["O"], want)
+    text = emit.tilelang_source(p)
+    assert "T.alloc_barrier([128] * 2)" in text and "for s in T.unroll(2):" in text and "T.tma_copy(A[k * 64 + 0:" in text
+    assert model.fingerprint(p) == "stream[copy copy]"
+    assert any(step.startswith("unwrap stream") for step, _ in generate.shrink(p))
+
+
+def test_the_dq_layout_is_a_bijection_and_the_reference_gives_memory_in_its_order():
+    ns = {"torch": torch}
+    exec(emit.HELPERS, ns)
+    g = torch.zeros(16, 24)
+    order = ns["dq_order"](g)
+    assert sorted(order.flatten().tolist()) == list(range(16 * 24))
+    assert order[0, 1] == 32 and order[1, 0] == 4 and order[0, 2] == 1 and order[0, 8] == 64
+    bufs = _buffers(("A", "global", "float32", ("n", 24)), ("Fr", "fragment", "float32", (64, 24)))
+    bufs.append({"name": "D", "scope": "global", "dtype": "float32", "shape": [64, 24], "layout": "dq"})
+    p = _program(bufs, [{"op": "copy", "src": "A", "dst": "Fr", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+                        {"op": "atomic", "kind": "add", "src": "Fr", "dst": "D", "at": "0", "row": 0, "col": 0,
+                         "form": "tile"}])
+    assert "T.Layout((64, 24), lambda r, c: [r // 8, c // 8, c % 2, 4 * (r % 8) + (c % 8) // 2])" in emit.tilelang_source(p)
+    init = interpret.initial(p, 64, 0)
+    init["D"] = torch.zeros(64, 24)
+    memory = interpret.run(p, 64, init)["D"]
+    assert torch.equal(memory.flatten()[ns["dq_order"](memory)], init["A"].double())
+    with pytest.raises(ProgramError, match="layout"):
+        model.from_dict({**model.to_dict(p), "buffers": [dict(b, layout="dq") if b["name"] == "A" else b
+                                                         for b in model.to_dict(p)["buffers"]]})
+
+
 def test_a_case_carries_its_program_as_an_object_and_refuses_a_bad_one():
     p = generate.template("pipelined_gemm")
     c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=70, seqlen_k=70)

@@ -13,7 +13,7 @@ def check(s, p, scope):
     need(g.scope == "global", f"{g.name} must be global")
     h, w = t.shape
     if s["form"] == "element":
-        parallel(p, h, w)
+        parallel(scope, h, w)
     need(s["row"] >= 0 and 0 <= s["col"] and s["col"] + w <= g.shape[1], f"columns exceed {g.name}'s {g.shape[1]}")
     if g.rows == "n":
         need(s["at"] == "bx" and s["row"] + h <= p.block, "into its own rows only (at 'bx', row + rows <= block)")

@@ -12,7 +12,7 @@ def check(s, p, scope):
     fields(s, src=str, dst=str, at=("bx", "k", "0"), row=int, col=int, form=("tile", "loop"))
     src, dst = p.buffer(s["src"]), p.buffer(s["dst"])
     if s["form"] == "loop":
-        parallel(p, *(dst if dst.local else src).shape)
+        parallel(scope, *(dst if dst.local else src).shape)
     if src.local and dst.local:
         need(src.shape == dst.shape, f"a local copy needs one shape, got {src.shape} and {dst.shape}")
         need((s["at"], s["row"], s["col"]) == ("0", 0, 0), "a local copy has at '0', row 0 and col 0")

@@ -11,7 +11,7 @@ The text needs only torch and TileLang: `harness export` writes it as it is, wit
 """
 from __future__ import annotations
 
-from harness.programs.model import Program, kind
+from harness.programs.model import Program, kind, walk
 
 # The reference's helpers: rounding to a buffer's dtype, and T.copy's and the atomics' guards on a ragged tail.
 _HELPERS = {
@@ -35,6 +35,10 @@ _HELPERS = {
     g[row:row + rows, col:col + t.shape[1]] = rnd(f(g[row:row + rows, col:col + t.shape[1]], t[:rows]), dtype)''',
     "grid": '''def grid(h, w):
     return torch.arange(h)[:, None], torch.arange(w)[None, :]''',
+    "dq_order": '''def dq_order(g):
+    """Where the "dq" layout stores each element of g: [r // 8, c // 8, c % 2, 4 * (r % 8) + (c % 8) // 2], flat."""
+    r, c = torch.arange(g.shape[0])[:, None], torch.arange(g.shape[1])[None, :]
+    return (((r // 8) * (g.shape[1] // 8) + c // 8) * 2 + c % 2) * 32 + 4 * (r % 8) + (c % 8) // 2''',
 }
 HELPER_NAMES = tuple(_HELPERS)
 
@@ -66,10 +70,13 @@ def tilelang_source(p: Program) -> str:
         if b.local:
             alloc = "alloc_shared" if b.scope == "shared" else "alloc_fragment"
             lines.append(f'        {b.name} = T.{alloc}({_shape(b)}, "{b.dtype}")')
-    swizzled = [b.name for b in p.buffers if b.swizzle]
-    if swizzled:
-        lines.append("        T.annotate_layout({" + ", ".join(f"{n}: tilelang.layout.make_swizzled_layout({n})"
-                                                     for n in swizzled) + "})")
+    for s in walk(p.body):
+        lines += getattr(kind(s), "allocations", lambda *_: [])(s, p, "        ")
+    layouts = [f"{b.name}: tilelang.layout.make_swizzled_layout({b.name})" for b in p.buffers if b.swizzle] + \
+        [f"{b.name}: T.Layout({_shape(b)}, lambda r, c: [r // 8, c // 8, c % 2, 4 * (r % 8) + (c % 8) // 2])"
+         for b in p.buffers if b.layout == "dq"]
+    if layouts:
+        lines.append("        T.annotate_layout({" + ", ".join(layouts) + "})")
     return "\n".join(lines + body_lines(p.body, p, "        ", "tilelang")) + "\n"
 
 
@@ -83,7 +90,11 @@ def torch_source(p: Program) -> str:
              f"    for bx in range(-(-n // {p.block})):",
              f"        {', '.join(b.name for b in local)}{',' * (len(local) == 1)} = "
              f"(torch.full(s, float('nan'), dtype=F) for s in ({', '.join(_shape(b) for b in local)},))"]
+    laid = [b.name for b in p.globals if b.layout == "dq"]
+    # A "dq" global's memory holds its elements in the layout's order: read it in logical order, give it back laid.
+    lines[2:2] = [f"    {x} = {x}.flatten()[dq_order({x})]" for x in laid]
     lines += body_lines(p.body, p, "        ", "torch")
+    lines += [f"    {x} = torch.empty_like({x}).flatten().index_put_((dq_order({x}),), {x}).view_as({x})" for x in laid]
     lines.append("    return {" + ", ".join(f'"{x}": {x}' for x in p.written()) + "}")
     return "\n".join(lines) + "\n"
 

@@ -19,8 +19,8 @@ def check(s, p, scope):
     k2, n = b.shape[::-1] if s["tb"] else b.shape
     need(k == k2, f"A's K ({k}) and B's K ({k2}) differ")
     need(c.shape == (m, n), f"C must be [{m}, {n}], got {list(c.shape)}")
-    need(p.threads in M_BY_THREADS and m in M_BY_THREADS[p.threads] and n in N and k in K,
-         f"M in {M_BY_THREADS.get(p.threads, ())} for {p.threads} threads, N in {N}, K in {K}")
+    need(scope.threads in M_BY_THREADS and m in M_BY_THREADS[scope.threads] and n in N and k in K,
+         f"M in {M_BY_THREADS.get(scope.threads, ())} for {scope.threads} threads, N in {N}, K in {K}")
 
 
 def reads(s):

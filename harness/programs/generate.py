@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.programs import model
+from harness.programs import model, stream
 from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
 from harness.programs.model import INPUT_RANGE, Buffer, Program, ProgramError
 
@@ -33,11 +33,11 @@ class Builder:
         self.defined: set = set()
         self.count = 0
 
-    def new(self, scope, dtype, shape, swizzle=False, mag=INPUT_RANGE) -> str:
+    def new(self, scope, dtype, shape, swizzle=False, mag=INPUT_RANGE, layout="") -> str:
         self.count += 1
         prefix = {"global": "G", "shared": "S", "fragment": "F"}[scope]
         name = f"{prefix}{self.count}"
-        self.buffers[name] = Buffer(name, scope, dtype, tuple(shape), swizzle)
+        self.buffers[name] = Buffer(name, scope, dtype, tuple(shape), swizzle, layout)
         self.mag[name] = mag
         return name
 
@@ -65,7 +65,7 @@ class Builder:
         return [b for b in self.buffers.values() if b.scope == "global" and b.name not in written]
 
     def outputs(self):
-        read = {s["src"] for s in model.walk(self.body) if s["op"] == "copy"}
+        read = {s["src"] for s in model.walk(self.body) if s["op"] in ("copy", "stream")}
         return [b for b in self.buffers.values() if b.scope == "global" and b.name not in read]
 
 
@@ -250,8 +250,12 @@ def draw_atomic(c, b, at):
     outs = [g for g in b.outputs() if g.dtype == dtype and g.shape[1] >= w and (g.rows != "n") == whole
             and (not whole or g.rows >= h)
             and g.name not in {s["dst"] for s in model.walk(b.body) if s["op"] == "copy"}]
-    g = c.one(outs) if outs and c.flip() else b.buffers[
-        b.new("global", dtype, (h if whole else "n", w + c.one((0, 0, 2, 8))))]
+    if outs and c.flip():
+        g = c.one(outs)
+    else:
+        width = w + c.one((0, 0, 2, 8))
+        laid = whole and dtype == "float32" and h % 8 == 0 and width % 8 == 0 and c.flip()
+        g = b.buffers[b.new("global", dtype, (h if whole else "n", width), layout="dq" if laid else "")]
     adds = (LENGTH_BLOCKS if whole else 1) * (LENGTH_BLOCKS if at == "k" else 1)
     mag = b.mag[g.name] + b.mag[src] * (adds if kind == "add" else 1)
     if mag > EXACT[g.dtype] or b.mag[src] > EXACT[g.dtype]:
@@ -277,8 +281,33 @@ def draw_loop(c, b, at):
         _emit(b, [{"op": "loop", "kind": kind, "trips": trips, "stages": stages, "body": tuple(inner)}])
 
 
+def draw_stream(c, b, at):
+    """A producer streaming tiles of a global to consumers that run 1 to 4 statements on each (stream.py)."""
+    if b.threads not in (256, 384) or any(s["op"] == "stream" for s in model.walk(b.body)):
+        return
+    dtype = c.one(("float16", "bfloat16", "float32"))
+    threads, b.threads = b.threads, b.threads - stream.PRODUCER
+    scope = c.one(("shared", "fragment"))
+    w = c.one([x for x in b.widths(scope) if x * (4 if dtype == "float32" else 2) % 16 == 0])
+    dst = b.new(scope, dtype, (b.block, w))
+    srcs = [g for g in b.inputs() if g.rows == "n" and g.dtype == dtype and g.shape[1] >= w and g.shape[1] % 8 == 0]
+    g = c.one(srcs) if srcs and c.flip() else b.buffers[b.new("global", dtype, ("n", w + c.one((0, 8, 16))))]
+    col = c.one(range(0, g.shape[1] - w + 1, 8))
+    b.mag[dst] = b.mag[g.name]
+    trips = c.one(("n", "n", 0, 1, 2, 3))
+    outer, b.body = b.body, []
+    outer_defined = set(b.defined)
+    b.defined = {n for n in b.defined if b.buffers[n].scope == "shared"} | {dst}   # fragments stay on their side
+    for _ in range(c.between((1, 4))):
+        c.one(INNER)(c, b, "k")
+    inner, b.body, b.threads = b.body, outer, threads
+    b.defined = outer_defined | ({dst} if trips not in (0, "n") and scope == "shared" else set())
+    _emit(b, [{"op": "stream", "src": g.name, "dst": dst, "row": c.one((0, 0, 1)), "col": col, "stages": c.between((1, 3)),
+               "trips": trips, "body": tuple(inner)}])
+
+
 INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_fill, draw_atomic, draw_store)
-OUTER = INNER + (draw_loop, draw_loop)
+OUTER = INNER + (draw_loop, draw_loop, draw_stream)
 
 
 # ------------------------------------------------------------------------------------ templates
@@ -374,14 +403,42 @@ def _copy(c, b):
                    "form": c.one(("tile", "loop"))}], [x[0]["dst"], f])
 
 
-TEMPLATES = {"attention": _attention, "pipelined_gemm": _pipelined_gemm, "reduce": _reduce, "atomic": _atomic, "copy": _copy}
+def _stream(c, b):
+    """Q loaded by every thread; a producer streams K tiles through an mbarrier ring to the consumers, which compute
+    S = Q K^T for each and add it atomically into a buffer every block adds to (as dQ is, in its layout or not)."""
+    dtype = c.one(("float16", "bfloat16"))
+    d = c.one((32, 64))
+    q = load(c, b, "shared", dtype, (b.block, d))
+    _emit(b, q, [q[0]["dst"]])
+    threads, b.threads = b.threads, b.threads - stream.PRODUCER
+    nk = c.one(N)
+    k = b.new("shared", dtype, (nk, d))
+    g = b.new("global", dtype, ("n", d + c.one((0, 8, 16))))
+    s = b.new("fragment", "float32", (b.block, nk))
+    laid = c.flip()
+    acc = b.new("global", "float32", (b.block, nk), layout="dq" if laid else "")
+    body = [{"op": "gemm", "a": q[0]["dst"], "b": k, "c": s, "ta": False, "tb": True, "clear": True,
+             "policy": c.one(POLICIES)},
+            {"op": "atomic", "kind": "add", "src": s, "dst": acc, "at": "0", "row": 0, "col": 0,
+             "form": c.one(("tile", "element"))}]
+    b.threads = threads
+    _emit(b, [{"op": "stream", "src": g, "dst": k, "row": 0, "col": c.one(range(0, b.buffers[g].shape[1] - d + 1, 8)),
+               "stages": c.between((1, 3)), "trips": c.one(("n", "n", 0, 1, 2)), "body": tuple(body)}])
+
+
+TEMPLATES = {"attention": _attention, "pipelined_gemm": _pipelined_gemm, "reduce": _reduce, "atomic": _atomic, "copy": _copy,
+             "stream": _stream}
 GEMM_TEMPLATES = ("attention", "pipelined_gemm")   # they need a thread count and block a gemm takes
+# A stream's consumers run the gemm: 128 of 256 threads at block 64 or 128, or 256 of 384 at block 128.
+STREAM_LAUNCHES = {256: (64, 128), 384: (128,)}
 
 
 def construct(p: Program) -> str:
     """The chain a program is nearest to, by the constructs it holds (the covering array's program level)."""
     ops = [s["op"] for s in model.walk(p.body)]
-    looped = [x["op"] for s in p.body if s["op"] == "loop" for x in s["body"]]
+    looped = [x["op"] for s in p.body if "body" in s for x in s["body"]]
+    if "stream" in ops:
+        return "stream"
     if "gemm" in looped and "reduce" in looped:
         return "attention"
     if "gemm" in looped:
@@ -431,7 +488,10 @@ def write(c) -> Program | None:
     """One program from choices `c`: an attention chain (then changed) in five of eight, free compositions in
     the rest; None when the rules refuse what was composed (shared memory over its limit, say)."""
     template = c.one((None, None, None) + tuple(TEMPLATES))
-    if template in GEMM_TEMPLATES or template is None and c.flip():
+    if template == "stream":
+        threads = c.one(tuple(STREAM_LAUNCHES))
+        block = c.one(STREAM_LAUNCHES[threads])
+    elif template in GEMM_TEMPLATES or template is None and c.flip():
         threads = c.one(tuple(M_BY_THREADS))
         block = c.one(M_BY_THREADS[threads])
     else:
@@ -509,13 +569,14 @@ def _needed(body, needed: set) -> tuple:
     A loop's body is walked until nothing more is needed (a later statement may feed an earlier one next trip)."""
     kept = []
     for s in reversed(body):
-        if s["op"] == "loop":
+        if "body" in s:
             while True:
                 before = set(needed)
                 inner = _needed(s["body"], needed)
                 if needed == before:
                     break
-            if inner:
+            if inner or s["op"] == "stream" and set(model.kind(s).writes(s)) & needed:
+                needed |= set(model.kind(s).reads(s))
                 kept.append(dict(s, body=inner))
         elif set(model.kind(s).writes(s)) & needed:
             needed |= set(model.kind(s).reads(s)) | set(model.kind(s).writes(s))
@@ -534,9 +595,11 @@ def _dependents_dropped(p: Program, target) -> tuple:
     def keep(body):
         out = []
         for s in body:
-            if s["op"] == "loop":
+            if s is target and s["op"] == "stream":
+                gone.update(locals_written(s) - defined)
+            elif "body" in s:
                 inner = keep(s["body"])
-                if inner:
+                if inner or s["op"] == "stream":
                     out.append(dict(s, body=inner))
             elif s is target or set(model.kind(s).reads(s)) & gone:
                 gone.update(locals_written(s) - defined)
@@ -574,7 +637,7 @@ def shrink(p: Program) -> list[tuple[str, Program]]:
     def bodies(body, path=()):
         for i, s in enumerate(body):
             yield path + (i,), body, i, s
-            if s["op"] == "loop":
+            if "body" in s:
                 yield from bodies(s["body"], path + (i,))
 
     def rebuilt(body, path, replacement):
@@ -587,6 +650,12 @@ def shrink(p: Program) -> list[tuple[str, Program]]:
     for path, _, _, s in bodies(p.body):
         where = ".".join(map(str, path))
         options = [(f"drop statement {where} ({s['op']})", ())]
+        if s["op"] == "stream":
+            load = {"op": "copy", "src": s["src"], "dst": s["dst"], "at": "bx", "row": s["row"], "col": s["col"], "form": "tile"}
+            options.append((f"unwrap stream {where}", (load,) + tuple(_outside_loop(x) for x in s["body"])))
+            options += [(f"stream {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(1, s["stages"])]
+            if s["trips"] == "n" or s["trips"] > 1:
+                options.append((f"stream {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
         if s["op"] == "loop":
             options.append((f"unwrap loop {where}", tuple(_outside_loop(x) for x in s["body"])))
             options += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]

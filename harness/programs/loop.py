@@ -14,7 +14,7 @@ def check(s, p, scope):
     need(s["kind"] == "pipelined" or s["stages"] == 0, "only a pipelined loop has stages")
     need(s["kind"] != "unroll" or s["trips"] != "n", "an unrolled loop has a constant trip count")
     need(1 <= len(s["body"]) <= 12, "a loop's body holds 1 to 12 statements")
-    inner = Scope(scope.defined, in_loop=True)
+    inner = Scope(scope.threads, scope.defined, in_loop=True)
     model.check_body(p, s["body"], inner)
     if s["trips"] != "n" and s["trips"] >= 1:
         scope.defined |= inner.defined

@@ -25,7 +25,12 @@ MAX_DIM = 256            # any fixed extent
 MAX_STATEMENTS = 64
 INPUT_RANGE = 2          # every global's initial contents are integers in [-2, 2] (harness.programs.interpret.initial)
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}\Z")
-_RESERVED = {"T", "n", "bx", "k", "i", "j", "tilelang", "torch", "program", "expected", "main", "F"}
+_RESERVED = {"T", "n", "bx", "k", "i", "j", "tilelang", "torch", "program", "expected", "main", "F",
+             "tx", "ring", "full", "empty", "s"}   # the names a stream's text declares (stream.py)
+# Layouts a float32 global may be annotated with: "dq" stores element (r, c) of [R, C] at [r // 8, c // 8, c % 2,
+# 4 * (r % 8) + (c % 8) // 2] of [R / 8, C / 8, 2, 32]: the order a gemm accumulator's fragment holds it, so that
+# atomic adds from it can be vectorized (make_dq_layout in TileLang's flash-attention backward examples).
+LAYOUTS = ("dq",)
 
 
 class ProgramError(ValueError):
@@ -39,6 +44,7 @@ class Buffer:
     dtype: str
     shape: tuple            # ints; a global's first extent may be "n"
     swizzle: bool = False   # shared: a swizzled layout annotated
+    layout: str = ""        # global: "dq", the layout TileLang's backward examples annotate on dQ (LAYOUTS)
 
     @property
     def rows(self):
@@ -84,16 +90,17 @@ def walk(body):
 
 
 def fingerprint(program: Program) -> str:
-    """The statement kinds, in order (a loop's body in brackets): what a shrunk failure is made of."""
+    """The statement kinds, in order (a loop's or stream's body in brackets): what a shrunk failure is made of."""
     def words(body):
-        return " ".join(f"{s['op']}[{words(s['body'])}]" if s["op"] == "loop" else s["op"] for s in body)
+        return " ".join(f"{s['op']}[{words(s['body'])}]" if "body" in s else s["op"] for s in body)
     return words(program.body)
 
 
 # ------------------------------------------------------------------------------------------- JSON
 def to_dict(p: Program) -> dict:
     buffers = [{"name": b.name, "scope": b.scope, "dtype": b.dtype, "shape": list(b.shape),
-                **({"swizzle": True} if b.swizzle else {})} for b in p.buffers]
+                **({"swizzle": True} if b.swizzle else {}), **({"layout": b.layout} if b.layout else {})}
+               for b in p.buffers]
     return {"block": p.block, "threads": p.threads, "buffers": buffers, "body": [_thawed(s) for s in p.body]}
 
 
@@ -133,7 +140,7 @@ def _freeze(s):
         raise ProgramError(f"a statement is an object whose op is one of {sorted(_kinds())}, got {s!r:.80}")
     if "body" in s:
         if not isinstance(s["body"], list):
-            raise ProgramError("a loop's body must be a list")
+            raise ProgramError(f"a {s['op']}'s body must be a list")
         s = {**s, "body": tuple(_freeze(x) for x in s["body"])}
     return s
 
@@ -145,8 +152,8 @@ def _kinds():
 
 def _buffer(d) -> Buffer:
     keys = {"name", "scope", "dtype", "shape"}
-    if not isinstance(d, dict) or not keys <= set(d) <= keys | {"swizzle"}:
-        raise ProgramError(f"a buffer is an object with name, scope, dtype, shape (and swizzle), got {d!r:.80}")
+    if not isinstance(d, dict) or not keys <= set(d) <= keys | {"swizzle", "layout"}:
+        raise ProgramError(f"a buffer is an object with name, scope, dtype, shape (and swizzle or layout), got {d!r:.80}")
     name = d["name"]
     if not isinstance(name, str) or not _NAME.match(name) or keyword.iskeyword(name) or name in _RESERVED:
         raise ProgramError(f"buffer name {name!r} must be a letter then up to 15 letters, digits or _, not reserved")
@@ -164,7 +171,12 @@ def _buffer(d) -> Buffer:
     swizzle = d.get("swizzle", False)
     if swizzle is not False and not (swizzle is True and d["scope"] == "shared" and swizzles(shape, d["dtype"])):
         raise ProgramError(f"{name}: swizzle is for 2-D 16-bit shared buffers of 64 columns and rows in multiples of 8")
-    return Buffer(name, d["scope"], d["dtype"], tuple(shape), swizzle)
+    lay = d.get("layout", "")
+    if lay != "" and not (lay in LAYOUTS and d["scope"] == "global" and d["dtype"] == "float32" and shape[0] != "n"
+                          and shape[0] % 8 == 0 and shape[1] % 8 == 0):
+        raise ProgramError(f"{name}: layout is one of {list(LAYOUTS)}, for a float32 global of fixed rows, "
+                           "rows and columns multiples of 8")
+    return Buffer(name, d["scope"], d["dtype"], tuple(shape), swizzle, lay)
 
 
 def swizzles(shape, dtype) -> bool:
@@ -179,25 +191,26 @@ def _one_of(what, value, allowed):
 
 # ------------------------------------------------------------------------------------- validity
 class Scope:
-    """What a statement may rely on where it stands: the buffers whose every element is defined, and
-    the loop variable it may index by ("k" inside a loop)."""
+    """What a statement may rely on where it stands: the threads that run it (a stream's body runs on its
+    consumers only), the buffers whose every element is defined, and the loop variable it may index by ("k"
+    inside a loop)."""
 
-    def __init__(self, defined=(), in_loop=False):
-        self.defined, self.in_loop = set(defined), in_loop
+    def __init__(self, threads, defined=(), in_loop=False):
+        self.threads, self.defined, self.in_loop = threads, set(defined), in_loop
 
 
 def check(p: Program) -> Program:
     """`p`, or ProgramError naming the first statement that breaks a rule."""
     if len(list(walk(p.body))) > MAX_STATEMENTS:
         raise ProgramError(f"at most {MAX_STATEMENTS} statements")
-    if sum(_bytes(b) for b in p.buffers if b.scope == "shared") > 96 * 1024:
+    if shared_bytes(p) > 96 * 1024:
         raise ProgramError("shared buffers exceed 96 KiB")
     for b in p.buffers:
         if b.scope == "fragment" and not spreads(b.shape, p.threads):
             raise ProgramError(f"{b.scope} {b.name} of {_elements(b.shape)} elements does not spread evenly over {p.threads} "
                                "threads (TileLang finds no layout: tile-ai/tilelang#2398)")
     need(any(b.rows == "n" for b in p.globals), "no global buffer has n rows: n would be bound by nothing")
-    check_body(p, p.body, Scope())
+    check_body(p, p.body, Scope(p.threads))
     statements = list(walk(p.body))
     read = {name for s in statements for name in kind(s).reads(s)}
     dead = [b.name for b in p.buffers if b.scope == "fragment" and b.name not in read]
@@ -233,6 +246,10 @@ def _bytes(b: Buffer) -> int:
     return _elements(b.shape) * (4 if b.dtype == "float32" else 2)
 
 
+def shared_bytes(p: Program) -> int:
+    return sum(_bytes(b) for b in p.buffers if b.scope == "shared")
+
+
 def check_body(p, body, scope):
     for index, s in enumerate(body):
         try:
@@ -252,10 +269,11 @@ def need(cond, message):
         raise ProgramError(message)
 
 
-def parallel(p, *extent):
-    """A T.Parallel loop's extent must spread over the threads as a fragment must (`spreads`): TileLang lays the
-    loop out over them, and otherwise finds no bijective layout (tile-ai/tilelang#2398)."""
-    need(spreads(extent, p.threads), f"a T.Parallel of {_elements(extent)} iterations does not spread over {p.threads} threads")
+def parallel(scope, *extent):
+    """A T.Parallel loop's extent must spread over the threads that run it as a fragment must (`spreads`): TileLang
+    lays the loop out over them, and otherwise finds no bijective layout (tile-ai/tilelang#2398)."""
+    need(spreads(extent, scope.threads),
+         f"a T.Parallel of {_elements(extent)} iterations does not spread over {scope.threads} threads")
 
 
 def fields(s, **types):

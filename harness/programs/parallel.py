@@ -24,7 +24,7 @@ def check(s, p, scope):
     else:
         fields(s, dst=str, rows=int, expr=list)
     need(1 <= s["rows"] <= dst.shape[0], f"rows must be in [1, {dst.shape[0]}]")
-    parallel(p, s["rows"], s.get("cols", 1))
+    parallel(scope, s["rows"], s.get("cols", 1))
     _expr(s["expr"], p, dst, scope, 0)
 
 

@@ -12,7 +12,7 @@ def check(s, p, scope):
     need(dst.shape[0] == src.shape[1 - s["dim"]], f"{dst.name} must hold {src.shape[1 - s['dim']]} values")
     need(s["clear"] or s["kind"] != "abssum", "abs-sum always clears")
     # TileLang's all-reduce is an XOR butterfly over a power-of-two number of threads (its own check says so).
-    need(p.threads & (p.threads - 1) == 0, f"a reduce runs with a power-of-two thread count, not {p.threads}")
+    need(scope.threads & (scope.threads - 1) == 0, f"a reduce runs with a power-of-two thread count, not {scope.threads}")
 
 
 def reads(s):

@@ -1,0 +1,109 @@
+"""stream: explicit warp specialization. The block's last 128 threads are a producer that TMA-loads a tile of an
+n-row global at row k * block + row, trip by trip, into a ring of `stages` shared slots; the threads before them
+are consumers that wait for a slot, copy it into `dst`, hand the slot back and run the body. Two mbarriers per
+slot: `full[s]` completes when the slot's bytes landed (one elected producer thread arrives), `empty[s]` when
+every consumer arrived. The consumers prime the ring (arrive on every `empty[s]` once before the loop), so both
+sides wait with parity (k // stages) & 1; both run the same trip count, 0 included.
+
+Its meaning is a plain loop: for k in range(trips): dst = the tile (rows past n read 0); body. The body (no loop
+in it) runs on the consumers only, so its fragments and T.Parallel extents spread over them, and a fragment it
+uses is not used outside (TileLang lays a fragment out over the threads of one region). At most one stream per
+program, at its top level; what `dst` holds is defined after it only if it surely runs.
+"""
+from harness.programs import model
+from harness.programs.model import Scope, fields, local, need
+
+PRODUCER = 128                 # one warpgroup
+TRIPS = (0, 1, 2, 3, "n")
+
+
+def consumers(p) -> int:
+    return p.threads - PRODUCER
+
+
+def check(s, p, scope):
+    fields(s, src=str, dst=str, row=int, col=int, stages=(1, 2, 3), trips=TRIPS, body=tuple)
+    need(not scope.in_loop, "no stream inside a loop")
+    need(sum(x["op"] == "stream" for x in model.walk(p.body)) == 1, "at most one stream")
+    need(p.threads in (256, 384), "a stream runs 128 or 256 consumers beside its 128 producers (256 or 384 threads)")
+    g, d = p.buffer(s["src"]), local(p, s["dst"], 2)
+    need(g.scope == "global" and g.rows == "n" and not g.layout, f"{g.name} must be an n-row global, no layout")
+    need(g.dtype == d.dtype, f"{d.name} takes {g.name}'s dtype")
+    h, w = d.shape
+    size = 4 if g.dtype == "float32" else 2
+    # TMA: a 16-byte aligned row stride, box width and start column.
+    need(g.shape[1] * size % 16 == 0 and w * size % 16 == 0 and s["col"] * size % 16 == 0,
+         "TMA needs the global's row, the tile's width and its column in whole 16 bytes")
+    need(s["row"] >= 0 and 0 <= s["col"] and s["col"] + w <= g.shape[1], f"columns exceed {g.name}'s {g.shape[1]}")
+    need(model.shared_bytes(p) + s["stages"] * h * w * size <= 96 * 1024, "shared buffers and the ring exceed 96 KiB")
+    need(len(s["body"]) <= 12, "a stream's body holds at most 12 statements")
+    inner = Scope(consumers(p), scope.defined | {d.name}, in_loop=True)
+    model.check_body(p, s["body"], inner)
+    inside = [s, *model.walk(s["body"])]
+    ours = _fragments(p, inside)
+    theirs = _fragments(p, [x for x in model.walk(p.body) if not any(x is y for y in inside)])
+    shared_frags = sorted(ours & theirs)
+    need(not shared_frags, f"fragment {shared_frags[0] if shared_frags else ''} is used inside the stream and outside it")
+    for name in sorted(ours):
+        need(model.spreads(p.buffer(name).shape, consumers(p)), f"fragment {name} does not spread over the consumers")
+    if s["trips"] != "n" and s["trips"] >= 1:
+        scope.defined |= inner.defined
+
+
+def _fragments(p, statements) -> set:
+    return {n for x in statements for n in model.kind(x).reads(x) + model.kind(x).writes(x)
+            if p.buffer(n).scope == "fragment"}
+
+
+def reads(s):
+    return [s["src"]]
+
+
+def writes(s):
+    return [s["dst"]]
+
+
+def full(s, p):
+    return False
+
+
+def trips(s, p) -> str:
+    return f"T.ceildiv(n, {p.block})" if s["trips"] == "n" else str(s["trips"])
+
+
+def allocations(s, p, ind):
+    g, d = p.buffer(s["src"]), p.buffer(s["dst"])
+    return [f'{ind}ring = T.alloc_shared(({s["stages"]}, {d.shape[0]}, {d.shape[1]}), "{g.dtype}")',
+            f"{ind}full = T.alloc_barrier([1] * {s['stages']})",
+            f"{ind}empty = T.alloc_barrier([{consumers(p)}] * {s['stages']})"]
+
+
+def tilelang(s, p, ind):
+    from harness.programs.emit import body_lines
+    g, d, st = p.buffer(s["src"]), p.buffer(s["dst"]), s["stages"]
+    h, w = d.shape
+    row = f"k * {p.block} + {s['row']}"
+    return [f"{ind}tx = T.get_thread_binding()",
+            f"{ind}if tx >= {consumers(p)}:",
+            f"{ind}    for k in T.serial({trips(s, p)}):",
+            f"{ind}        T.mbarrier_wait_parity(empty[k % {st}], (k // {st}) & 1)",
+            f"{ind}        T.tma_copy({g.name}[{row}:{row} + {h}, {s['col']}:{s['col'] + w}], ring[k % {st}, :, :], "
+            f"barrier=full[k % {st}])",
+            f"{ind}        if T.shuffle_elect({PRODUCER}):",
+            f"{ind}            T.barrier_arrive(full[k % {st}])",
+            f"{ind}else:",
+            f"{ind}    for s in T.unroll({st}):",
+            f"{ind}        T.barrier_arrive(empty[s])",
+            f"{ind}    for k in T.serial({trips(s, p)}):",
+            f"{ind}        T.mbarrier_wait_parity(full[k % {st}], (k // {st}) & 1)",
+            f"{ind}        T.copy(ring[k % {st}, :, :], {d.name})",
+            f"{ind}        T.barrier_arrive(empty[k % {st}])"] + body_lines(s["body"], p, ind + "        ", "tilelang")
+
+
+def torch(s, p, ind):
+    from harness.programs.emit import body_lines
+    g, d = p.buffer(s["src"]), p.buffer(s["dst"])
+    count = f"-(-n // {p.block})" if s["trips"] == "n" else str(s["trips"])
+    return [f"{ind}for k in range({count}):",
+            f'{ind}    {d.name}[:] = rnd(load({g.name}, k * {p.block} + {s["row"]}, {s["col"]}, {d.shape[0]}, {d.shape[1]}), '
+            f'"{d.dtype}")'] + body_lines(s["body"], p, ind + "    ", "torch")
