@@ -3,13 +3,21 @@
 The id is the first 12 hex digits of the SHA-1 of the failure signature, so it is stable
 across machines and across minimization (which keeps the signature), and one bug gets one
 file. Loading is strict: every malformed file raises RecordError naming the field.
+
+Besides what a run records (the case, what was observed, the environment), a reproducer holds what was
+learned about it later, each fact in a typed field: its links (`Links`: the tracker issue that is this bug,
+the nearest issues and why they differ, the reproducers of the same root cause, the bisects that placed it,
+the pull requests that introduced or fix it, the searches run, files kept beside it), the release matrix
+(`releases`: what each release did with the case), the triage (`Triage`: the culprit pass and its source, and
+the controls, one knob or one shape flipped, with their results), and the words of a report to TileLang's
+tracker (`Upstream`). harness.upstream and the index read these fields; nothing parses them back out of text.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from harness import case as case_mod
@@ -17,12 +25,132 @@ from harness import kernels, oracle, untrusted
 from harness.programs.model import fingerprint
 from harness.result import Result
 
-SCHEMA = 1
+SCHEMA = 2
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")
+MATRIX = ("reproduced", "not reproduced", "fails differently", "cannot test")  # a release's result for a case
 
 
 class RecordError(ValueError):
     """A reproducer file that cannot be read; the message is one line naming the field."""
+
+
+# ----------------------------------------------------------------------------- what was learned later
+@dataclass(frozen=True)
+class Issue:
+    """An issue or pull request on GitHub. `release`: for a fix, the first release that holds it."""
+    repo: str                  # owner/name, e.g. tile-ai/tilelang
+    number: int
+    kind: str = "issue"        # issue | pull
+    state: str = ""            # open | closed | merged; "" not recorded
+    note: str = ""
+    release: str = ""
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/{self.repo}/{'pull' if self.kind == 'pull' else 'issues'}/{self.number}"
+
+    @property
+    def ref(self) -> str:
+        """#2643, PR #2737 on tile-ai/tilelang; TileOPs#1852 elsewhere in tile-ai."""
+        owner, name = self.repo.split("/", 1)
+        where = "" if self.repo == "tile-ai/tilelang" else (name if owner == "tile-ai" else self.repo)
+        return ("PR " if self.kind == "pull" else "") + f"{where}#{self.number}"
+
+
+@dataclass(frozen=True)
+class Sibling:
+    """Another reproducer of the same root cause, and how this one relates to it."""
+    id: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Bisect:
+    """A bisect that ran (`harness bisect`), across releases or commits, from its --good to its --bad: the first
+    bad and the last good it found. `fixes`: it looked for the fix (--good newer than --bad), so `last_good` is the
+    first without the bug and `first_bad` the last with it."""
+    kind: str                  # release | commit
+    good: str
+    bad: str
+    first_bad: str
+    last_good: str
+    fixes: bool = False
+    note: str = ""             # where and how it ran
+
+
+@dataclass(frozen=True)
+class Search:
+    """A search of a tracker for this bug, and what it found."""
+    query: str
+    result: str
+
+
+@dataclass(frozen=True)
+class File:
+    """A file kept with the reproducer. kind: standalone (a program that needs only tilelang and torch), cuda
+    (generated code), study (a findings page)."""
+    path: str
+    kind: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Links:
+    tracker_issue: tuple = ()       # Issue: this bug on a tracker
+    related: tuple = ()             # Issue: the nearest issues and pull requests; each note says how it differs
+    same_root_cause_as: tuple = ()  # Sibling
+    bisected_by: tuple = ()         # Bisect
+    fixed_by: tuple = ()            # Issue: merged (in `release`), or open: a proposed fix
+    introduced_by: tuple = ()       # Issue: the pull request that introduced the construct
+    searches: tuple = ()            # Search
+    files: tuple = ()               # File
+    notes: tuple = ()               # str: anything else, as written
+
+    def issues(self) -> list:
+        """Every issue and pull request linked, this bug's first."""
+        return [*self.tracker_issue, *self.fixed_by, *self.introduced_by, *self.related]
+
+
+@dataclass(frozen=True)
+class Release:
+    """What one release did with the case (`harness matrix`, `harness repro` with that release)."""
+    result: str                # one of MATRIX
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """Where in TileLang the bug comes from, as read in the release's source."""
+    pass_name: str             # the pass (tl.LowerTileOp), or the stage (CUDA codegen)
+    file: str = ""             # under the TileLang source tree
+    function: str = ""
+    note: str = ""             # what it does wrong, as read
+
+
+@dataclass(frozen=True)
+class Control:
+    """The case with one thing changed. `knob`: the compile knob toggled (harness.case.KNOBS), "" for a change of
+    shape or program; `ok`: whether the changed case is right (compiles, or runs correctly)."""
+    change: str
+    result: str
+    ok: bool
+    knob: str = ""
+    source: str = ""           # how it was seen: harness triage, a GPU run, the standalone program
+
+
+@dataclass(frozen=True)
+class Triage:
+    culprit: Culprit | None = None
+    controls: tuple = ()       # Control
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The report's own words: a tracker-style title, and expected / observed in the language's semantics."""
+    title: str = ""
+    expected: str = ""
+    observed: str = ""
+    fix: str = ""              # a suggested fix, where the cause is read
 
 
 @dataclass(frozen=True)
@@ -33,8 +161,11 @@ class Reproducer:
     expected: str
     observed: dict
     environment: dict
-    links: list
+    links: Links = Links()
     minimized_from: case_mod.Case | None = None
+    releases: dict = field(default_factory=dict)   # version -> Release
+    triage: Triage | None = None
+    upstream: Upstream | None = None
 
     @property
     def result(self) -> Result:
@@ -60,8 +191,26 @@ class Reproducer:
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "id": self.id, "title": self.title, "case": case_mod.to_dict(self.case),
                 "expected": self.expected, "observed": self.observed, "environment": self.environment,
-                "links": self.links,
+                "links": _links_dict(self.links), "releases": {v: _plain(r) for v, r in self.releases.items()},
+                "triage": _plain(self.triage) if self.triage else None,
+                "upstream": _plain(self.upstream) if self.upstream else None,
                 "minimized_from": case_mod.to_dict(self.minimized_from) if self.minimized_from else None}
+
+
+def _plain(obj) -> dict:
+    """A typed fact as JSON: its fields, those at their default left out."""
+    if isinstance(obj, Triage):
+        return {"culprit": _plain(obj.culprit) if obj.culprit else None, "controls": [_plain(c) for c in obj.controls]}
+    d = {f.name: getattr(obj, f.name) for f in fields(obj)
+         if f.default is MISSING or getattr(obj, f.name) != f.default}
+    if isinstance(obj, Culprit):
+        d["pass"] = d.pop("pass_name")
+    return d
+
+
+def _links_dict(links: Links) -> dict:
+    return {name: [x if isinstance(x, str) else _plain(x) for x in getattr(links, name)]
+            for name in _LINKS if getattr(links, name)}
 
 
 # ----------------------------------------------------------------------------- building
@@ -115,7 +264,7 @@ def build(result: Result, env: dict, title=None, flaky=None, minimized_from=None
         raise ValueError(f"only compiler failures {oracle.FAILURES} are recorded, not {result.verdict}")
     case = case_mod.from_dict(result.case)
     return Reproducer(id or signature_id(result.signature), title or default_title(result), case,
-                      expected_text(case), observed(result, flaky), {**env, **program_of(case)}, [], minimized_from)
+                      expected_text(case), observed(result, flaky), {**env, **program_of(case)}, Links(), minimized_from)
 
 
 def program_of(case) -> dict:
@@ -196,11 +345,70 @@ def find(id_or_path, directory="reproducers") -> Path:
 # ----------------------------------------------------------------------------- strict loading
 _NUMBER = (int, float)
 _TOP = {"schema": int, "id": str, "title": str, "case": dict, "expected": str, "observed": dict,
-        "environment": dict, "links": list, "minimized_from": (dict, None)}
+        "environment": dict, "links": dict, "releases": (dict, None), "triage": (dict, None), "upstream": (dict, None),
+        "minimized_from": (dict, None)}
 _OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "kernel": (str, None),
              "traceback": str, "signature": list, "checks": list, "flaky": (dict, None)}
 _FLAKY = {"runs": int, "reproduced": int, "deterministic": bool}
 _CHECK = {"tensor": str, "ok": bool, "verdict": str, "error": _NUMBER, "tolerance": _NUMBER}  # extra keys allowed
+
+
+_ISSUE = {"repo": str, "number": int, "kind": (str, None), "state": (str, None), "note": (str, None), "release": (str, None)}
+_FACTS = {Issue: _ISSUE, Sibling: {"id": str, "note": (str, None)},
+          Bisect: {"kind": str, "good": str, "bad": str, "first_bad": str, "last_good": str, "fixes": (bool, None),
+                   "note": (str, None)},
+          Search: {"query": str, "result": str}, File: {"path": str, "kind": str, "note": (str, None)},
+          Release: {"result": str, "note": (str, None)},
+          Culprit: {"pass": str, "file": (str, None), "function": (str, None), "note": (str, None)},
+          Control: {"change": str, "result": str, "ok": bool, "knob": (str, None), "source": (str, None)},
+          Upstream: {"title": (str, None), "expected": (str, None), "observed": (str, None), "fix": (str, None)}}
+# links: field -> the type of its items (str: as written)
+_LINKS = {"tracker_issue": Issue, "related": Issue, "same_root_cause_as": Sibling, "bisected_by": Bisect,
+          "fixed_by": Issue, "introduced_by": Issue, "searches": Search, "files": File, "notes": str}
+_CHOICES = {(Issue, "kind"): ("issue", "pull"), (Issue, "state"): ("open", "closed", "merged"),
+            (Bisect, "kind"): ("release", "commit"), (File, "kind"): ("standalone", "cuda", "study"),
+            (Release, "result"): MATRIX}
+
+
+def _fact(cls, d, where: str):
+    """One typed fact read from a file: the fields its type declares, of their types, and no others."""
+    if not isinstance(d, dict):
+        raise RecordError(f"field '{where}' must be object, got {type(d).__name__}")
+    _fields(d, _FACTS[cls], where + ".")
+    for (c, name), allowed in _CHOICES.items():
+        if c is cls and d.get(name) not in (*allowed, None, ""):
+            raise RecordError(f"field '{where}.{name}' must be one of {', '.join(allowed)}, got {d[name]!r}")
+    if cls is Issue and "/" not in d["repo"]:
+        raise RecordError(f"field '{where}.repo' must be owner/name, got {d['repo']!r}")
+    kwargs = {("pass_name" if k == "pass" else k): v for k, v in d.items() if v is not None}
+    return cls(**kwargs)
+
+
+def _links(d: dict) -> Links:
+    unknown = sorted(set(d) - set(_LINKS))
+    if unknown:
+        raise RecordError(f"unknown field 'links.{unknown[0]}'")
+    out = {}
+    for name, cls in _LINKS.items():
+        items = d.get(name, [])
+        if not isinstance(items, list):
+            raise RecordError(f"field 'links.{name}' must be array, got {type(items).__name__}")
+        if cls is str:
+            bad = next((i for i, x in enumerate(items) if not isinstance(x, str)), None)
+            if bad is not None:
+                raise RecordError(f"field 'links.{name}[{bad}]' must be string, got {type(items[bad]).__name__}")
+            out[name] = tuple(items)
+        else:
+            out[name] = tuple(_fact(cls, x, f"links.{name}[{i}]") for i, x in enumerate(items))
+    return Links(**out)
+
+
+def _triage(d) -> Triage | None:
+    if d is None:
+        return None
+    _fields(d, {"culprit": (dict, None), "controls": list}, "triage.")
+    culprit = _fact(Culprit, d["culprit"], "triage.culprit") if d.get("culprit") is not None else None
+    return Triage(culprit, tuple(_fact(Control, c, f"triage.controls[{i}]") for i, c in enumerate(d["controls"])))
 
 
 def _type_name(t) -> str:
@@ -274,12 +482,12 @@ def from_dict(d) -> Reproducer:
     for k, v in d["environment"].items():
         if not isinstance(v, str):
             raise RecordError(f"field 'environment.{k}' must be string, got {type(v).__name__}")
-    for i, link in enumerate(d["links"]):
-        if not isinstance(link, str):
-            raise RecordError(f"field 'links[{i}]' must be string, got {type(link).__name__}")
+    links = _links(d["links"])
+    releases = {v: _fact(Release, r, f"releases.{v}") for v, r in (d.get("releases") or {}).items()}
+    upstream = _fact(Upstream, d["upstream"], "upstream") if d.get("upstream") is not None else None
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
     return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"],
-                      d["links"], original)
+                      links, original, releases, _triage(d.get("triage")), upstream)
 
 
 def load(path) -> Reproducer:
@@ -331,9 +539,6 @@ def describe(result: Result) -> str:
 
 
 # ----------------------------------------------------------------------------- the index
-_TRACKER = re.compile(r"github\.com/tile-ai/(tilelang|TileOPs)/(issues|pull)/(\d+)(?: \((open|closed|merged)?)?")
-
-
 def index(directory="reproducers") -> str:
     """reproducers/INDEX.md: a line per reproducer, what its file records (`harness index` writes it; a test
     keeps it true). The tracker column lists the links it carries, not a verdict of its own."""
@@ -345,7 +550,7 @@ def index(directory="reproducers") -> str:
         kernel = f"TileLang's example {fam.module}" if fam.module else f"this harness's {rep.case.family}"
         env = rep.environment
         where = f"{env.get('tilelang', '?')}, {'compile-only' if env.get('gpu', '').startswith('none') else env.get('gpu', '?')}"
-        tracker = ", ".join(dict.fromkeys(_tracker(*m.groups()) for link in rep.links for m in _TRACKER.finditer(link)))
+        tracker = ", ".join(dict.fromkeys(i.ref + (f" ({i.state})" if i.state else "") for i in rep.links.issues()))
         ready = ", ".join(x for x, f in (("report", f"upstream/{rep.id}.md"), ("standalone", f"{rep.id}.standalone.py"))
                           if (directory / f).exists())
         rows.append(f"| [{rep.id}]({path.name}) | {_cell(rep.title)} | {rep.result.verdict} | {kernel} | {where} | "
@@ -355,11 +560,6 @@ def index(directory="reproducers") -> str:
             "it carries and what is ready to file (reproducers/upstream/<id>.md, a standalone file).\n\n"
             "| id | title | verdict | kernel | recorded on | tracker | ready |\n|---|---|---|---|---|---|---|\n"
             + "\n".join(rows) + "\n")
-
-
-def _tracker(repo, kind, number, state) -> str:
-    name = ("" if repo == "tilelang" else repo) + ("#" if kind == "issues" else " PR #").lstrip()
-    return f"{name}{number}" + (f" ({state})" if state else "")
 
 
 def _cell(text: str) -> str:

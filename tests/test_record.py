@@ -33,7 +33,8 @@ def written(tmp_path):
 def test_round_trip(written):
     rep = record.load(written)
     assert written.name == f"{rep.id}.json" and rep.id == record.signature_id(failure().signature)
-    assert rep.case == CASE and rep.minimized_from is None and rep.links == []
+    assert rep.case == CASE and rep.minimized_from is None and rep.links == record.Links()
+    assert rep.releases == {} and rep.triage is None and rep.upstream is None
     assert rep.signature == failure().signature
     assert rep.observed["flaky"] == {"runs": 3, "reproduced": 3, "deterministic": True}
     assert rep.observed["checks"][0]["error"] == 0.5 and rep.environment == ENV
@@ -62,8 +63,8 @@ def _mutations():
     def obs(**kw):
         return lambda d: d["observed"].update(kw)
     return {
-        "wrong schema": (top(schema=2), "'schema' is 2"),
-        "schema as text": (top(schema="1"), "'schema'"),
+        "old schema": (top(schema=1), "'schema' is 1; this harness reads schema 2"),
+        "schema as text": (top(schema="2"), "'schema'"),
         "no schema": (drop("schema"), "missing field 'schema'"),
         "missing field": (drop("expected"), "missing field 'expected'"),
         "missing observed field": (lambda d: d["observed"].pop("region"), "missing field 'observed.region'"),
@@ -82,6 +83,20 @@ def _mutations():
         "case field type": (lambda d: d["case"].update(seqlen_q="130"), "field 'case': field 'seqlen_q'"),
         "invalid original": (top(minimized_from={"batch": 0}), "field 'minimized_from'"),
         "case not an object": (top(case=[]), "field 'case' must be object, got list"),
+        "links as text": (top(links=["https://github.com/tile-ai/tilelang/issues/1"]), "field 'links' must be object"),
+        "unknown link": (top(links={"tracker": []}), "unknown field 'links.tracker'"),
+        "issue without number": (top(links={"tracker_issue": [{"repo": "tile-ai/tilelang"}]}),
+                                 "missing field 'links.tracker_issue[0].number'"),
+        "issue state": (top(links={"fixed_by": [{"repo": "tile-ai/tilelang", "number": 1, "state": "done"}]}),
+                        "'links.fixed_by[0].state' must be one of open, closed, merged"),
+        "issue repo": (top(links={"related": [{"repo": "tilelang", "number": 1}]}), "'links.related[0].repo' must be owner/name"),
+        "bisect fields": (top(links={"bisected_by": [{"kind": "release", "good": "0.1.10"}]}),
+                          "missing field 'links.bisected_by[0].bad'"),
+        "note not text": (top(links={"notes": [1]}), "field 'links.notes[0]' must be string"),
+        "release result": (top(releases={"0.1.15": {"result": "bad"}}), "'releases.0.1.15.result' must be one of"),
+        "control ok": (top(triage={"controls": [{"change": "x", "result": "y", "ok": "yes"}]}),
+                       "'triage.controls[0].ok' must be bool"),
+        "unknown upstream field": (top(upstream={"titel": "x"}), "unknown field 'upstream.titel'"),
     }
 
 
@@ -104,6 +119,31 @@ def test_truncated_json_and_non_object(written):
     written.write_text("[]")
     with pytest.raises(record.RecordError, match="must be a JSON object"):
         record.load(written)
+
+
+def test_typed_links_and_facts_round_trip(written):
+    rep = record.load(written)
+    links = record.Links(
+        tracker_issue=(record.Issue("tile-ai/tilelang", 2643, state="open", note="this bug"),),
+        related=(record.Issue("tile-ai/TileOPs", 1852, state="closed", note="the same error elsewhere"),),
+        same_root_cause_as=(record.Sibling("157ba1f2e171", "also at head dim 128"),),
+        bisected_by=(record.Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
+                     record.Bisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)),
+        fixed_by=(record.Issue("tile-ai/tilelang", 2737, kind="pull", state="merged", release="0.1.13"),),
+        searches=(record.Search("the tracker: a fill over 384 threads", "nothing found"),),
+        files=(record.File("reproducers/x.standalone.py", "standalone"),), notes=("as written",))
+    rich = dataclasses.replace(
+        rep, links=links, releases={"0.1.14": record.Release("reproduced"), "0.1.13": record.Release("not reproduced", "CPU")},
+        triage=record.Triage(record.Culprit("tl.LowerTileOp", "src/transform/lower_tile_op.cc", "Lower"),
+                             (record.Control("knob no_warp_specialize added", "compiles", True, knob="no_warp_specialize"),)),
+        upstream=record.Upstream(title="[BUG][ice-on-valid-code] a title", expected="it compiles"))
+    again = record.load(record.save(rich, written.parent))
+    assert again == rich
+    assert [i.ref for i in again.links.issues()] == ["#2643", "PR #2737", "TileOPs#1852"]
+    assert again.links.fixed_by[0].url == "https://github.com/tile-ai/tilelang/pull/2737"
+    d = json.loads(written.read_text())
+    assert "kind" not in d["links"]["tracker_issue"][0] and "fixes" not in d["links"]["bisected_by"][0]  # defaults left out
+    assert d["triage"]["culprit"]["pass"] == "tl.LowerTileOp"
 
 
 def test_minimized_from_may_be_absent(written):
