@@ -1,4 +1,4 @@
-"""harness run | repro | export | upstream | minimize | env: parse, call, print.
+"""harness run | repro | export | reduce | upstream | minimize | env: parse, call, print.
 
 Exit statuses: run 0 nothing new failed, 1 a new failure, 125 TileLang does not import; repro
 follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any command 2 for bad input,
@@ -439,7 +439,7 @@ def cmd_export(args) -> int:
         print(f"harness export: {why}", file=sys.stderr)
         return 2
     try:
-        written, calls = export.export(rep, to)
+        written, calls = export.export(rep, to, flat=args.flat)
     except (export.ExportError, case_mod.CaseError) as e:
         print(f"harness export: {e}", file=sys.stderr)
         return 2
@@ -449,6 +449,31 @@ def cmd_export(args) -> int:
     lines = export.check_program(written, calls)
     print("\n".join(lines))
     return 0 if all(line.startswith("same") for line in lines) else 1
+
+
+def cmd_reduce(args) -> int:
+    """A standalone reproducer shrunk while it prints the same REPRODUCED line (harness.reduce)."""
+    from harness import reduce
+
+    given, rep = Path(args.reproducer), None
+    if not (given.suffix == ".py" and given.is_file()):
+        rep, given = _load(args, "reduce")
+        if rep is None:
+            return 2
+    to = Path(args.out) if args.out else reduce.default_out(given, rep and rep.id, Path(args.dir))
+    why = _cannot_write_file(to)
+    if why:
+        print(f"harness reduce: {why}", file=sys.stderr)
+        return 2
+    try:
+        r = reduce.reduce_file(given, to, args.jobs, args.timeout, rep=rep, log=lambda line: print(line, flush=True))
+    except reduce.ReduceError as e:  # 2: export refused it; 125: it does not reproduce here
+        print(f"harness reduce: {e}", file=sys.stderr)
+        return e.status
+    print(r.summary(args.reproducer))
+    print(r.line)
+    print(f"wrote {to}")
+    return 0
 
 
 def cmd_upstream(args) -> int:
@@ -735,7 +760,20 @@ def parser() -> Parser:
     xp.add_argument("--to", type=_out_file, help="the file to write (default: DIR/upstream/<id>.standalone.py)")
     xp.add_argument("--check-program", action="store_true",
                     help="build the file's prim_funcs and compare their TIR script with the harness's (no compile)")
+    xp.add_argument("--flat", action="store_true", help="the kernel modules merged into the file as plain code (what "
+                    "harness reduce shrinks); a compile error's file then only compiles")
     xp.set_defaults(func=cmd_export)
+    rd = sub.add_parser("reduce", help="shrink a standalone reproducer (a .py file, or a reproducer's flat export) while "
+                        "it prints the same REPRODUCED line: picire's delta debugging, then lines (docs/reduce.md)")
+    rd.add_argument("reproducer", help="a standalone .py file, or a reproducer file, id or unique id prefix in --dir")
+    rd.add_argument("--dir", type=_dir, default="reproducers", help="where reproducers live")
+    rd.add_argument("--out", type=_out_file, help="the reduced file (default: DIR/upstream/<id>.min.py, or FILE's "
+                    "name with .min.py)")
+    rd.add_argument("--jobs", type=_positive(int, MAX_WORKERS), default=1,
+                    help=f"candidates tested at once (each its own process; at most {MAX_WORKERS})")
+    rd.add_argument("--timeout", type=_positive(float, MAX_TIMEOUT), default=120,
+                    help=f"seconds for one run of a candidate; past it, it does not reproduce (at most {MAX_TIMEOUT:g})")
+    rd.set_defaults(func=cmd_reduce)
     up = sub.add_parser("upstream", help="a report ready to file on TileLang's tracker (markdown): environment, "
                         "standalone program, expected/observed, bisects, culprit pass, links; no network")
     up.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")

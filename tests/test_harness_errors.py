@@ -240,7 +240,7 @@ def _argv(tmp_path):
     (tmp_path / "c.jsonl").write_text("")
     (tmp_path / "out").mkdir()
     return {"run": [], "check": ["k.py", "--adapter", "a.py:X"], "repro": ["x"], "triage": ["x"],
-            "examples": ["fetch"], "export": ["x"], "upstream": ["x"], "minimize": ["x"], "bisect": ["x"],
+            "examples": ["fetch"], "export": ["x"], "reduce": ["x"], "upstream": ["x"], "minimize": ["x"], "bisect": ["x"],
             "matrix": ["--releases", "0.1.15"], "determinism": ["--cases-from", "c.jsonl"], "report": ["out"],
             "forms": [], "programs": [], "index": ["--dir", str(tmp_path)], "env": []}
 

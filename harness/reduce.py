@@ -1,0 +1,746 @@
+"""harness reduce: a standalone reproducer shrunk while it still says REPRODUCED, by delta debugging (picire).
+
+The predicate is the file's own check. A candidate text is run as `python repro.py` in a fresh temporary
+directory, under a timeout (its whole process group is killed past it). It is interesting when its stdout has
+the line starting with REPRODUCED that the unreduced file printed, and it exits with the same status: the same
+line, so that another failure which also says REPRODUCED is not taken for this one, and the same status, so that
+the result still exits 1 as `git bisect run` reads it. No transformation weakens the check itself: an `if` whose
+branches hold the REPRODUCED text is never replaced by one of them (that would print it whatever happened).
+A candidate Python cannot compile is never run (compile() first: most deletions break the syntax, and cost
+nothing that way). Outcomes are kept by the file's text (sha256), one small file each in a cache directory, so
+that picire's parallel tests (forked processes) share them and no text runs twice.
+
+Passes, repeated until a round changes nothing:
+1. statements: ddmin over the module's top-level statements, then over each body that is left (functions,
+   loops, branches, handlers), outermost first;
+2. simplifications, one at a time, each kept only if the file still reproduces:
+   - a function specialized to the literal arguments every call gives it (harness.pysource.substitute);
+   - a name assigned once replaced by what it is assigned (literals first);
+   - an `if` (statement or expression) replaced by one of its branches;
+   - a call to a function of the file inlined: a statement-level call (a T.macro's) by the body, an
+     expression call by the one return expression;
+   - a parameter nothing reads dropped, with what the calls pass for it;
+   - a keyword argument dropped (of a T.*/tilelang.* call, or one that a function of the file defaults);
+3. lines: ddmin over the lines left, so the result is 1-minimal by lines too.
+Every candidate is ast.unparse'd (no comments, no blank lines); `ruff format` (where installed) lays the result
+out, kept only if it still reproduces.
+
+Standard library and picire only (`python -m harness.reduce FILE`): it runs where the bug shows, a GPU machine for
+a wrong value or an out-of-bounds write, with TileLang and torch only for the file itself.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness import pysource
+
+SIGNAL = "REPRODUCED"
+MAX_CHANGES = 2000  # simplifications accepted in one reduction (inlining could otherwise go on)
+MAX_ROUNDS = 6      # statement + simplification rounds
+
+
+class ReduceError(ValueError):
+    """A file that cannot be reduced here, in one line; `status`: the command's exit status (2: bad input, such as
+    a reproducer export refuses; 125: the file does not reproduce here)."""
+
+    def __init__(self, message: str, status: int = 125):
+        super().__init__(message)
+        self.status = status
+
+
+def reproduced_line(stdout: str) -> str | None:
+    """The first line of `stdout` that starts with REPRODUCED ("NOT REPRODUCED" does not)."""
+    return next((s.strip() for s in stdout.splitlines() if s.strip().startswith(SIGNAL)), None)
+
+
+# ----------------------------------------------------------------------------- the predicate
+class Predicate:
+    """Is a text interesting? Runs it (python, a temporary directory, `timeout` seconds); outcomes cached in
+    `cache` by the text's sha256, shared by the processes picire forks. `want`: the REPRODUCED line it must print
+    (None: any); `status`: the exit status it must end with (None: any)."""
+
+    def __init__(self, cache: Path, timeout: float, want: str | None = None, status: int | None = None,
+                 python: str = sys.executable):
+        self.cache, self.timeout, self.want, self.status, self.python = Path(cache), timeout, want, status, python
+        self.cache.mkdir(parents=True, exist_ok=True)
+
+    def run(self, text: str) -> tuple[int | None, str, str]:
+        """(exit status, None if it timed out; stdout; stderr) of `text` run as a file."""
+        with tempfile.TemporaryDirectory(prefix="reduce-") as d:
+            (Path(d) / "repro.py").write_text(text)
+            p = subprocess.Popen([self.python, "repro.py"], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+            try:
+                out, err = p.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)  # its own session: nvcc and the like go with it
+                p.communicate()
+                return None, "", ""
+            return p.returncode, out, err
+
+    def __call__(self, text: str) -> bool:
+        key = hashlib.sha256(f"{self.want}\n{self.status}\n{text}".encode()).hexdigest()
+        hit = self.cache / key
+        if hit.exists():
+            return hit.read_text().startswith("1")
+        try:
+            compile(text, "repro.py", "exec")
+        except (SyntaxError, ValueError):
+            self._store(hit, "0 syntax")
+            return False
+        status, out, _ = self.run(text)
+        line = reproduced_line(out)
+        ok = line is not None and (self.want is None or line == self.want) and self.status in (None, status)
+        self._store(hit, f"{int(ok)} run")
+        return ok
+
+    @staticmethod
+    def _store(path: Path, value: str) -> None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(value)
+        os.replace(tmp, path)
+
+    def counts(self) -> tuple[int, int]:
+        """(texts run, texts skipped because they do not compile)."""
+        kinds = [p.read_text().split()[-1] for p in self.cache.iterdir() if not p.name.endswith(".tmp")]
+        return kinds.count("run"), kinds.count("syntax")
+
+
+# ----------------------------------------------------------------------------- ddmin (picire)
+def _picire():
+    """picire, imported. Its 21.8 reads its own version with pkg_resources, which setuptools no longer ships
+    (from 81): where that import fails, a stand-in answering from importlib.metadata is in sys.modules while
+    picire imports, and taken out again."""
+    try:
+        import picire
+        return picire
+    except ModuleNotFoundError as e:
+        if e.name != "pkg_resources":
+            raise
+    import types
+    from importlib import metadata
+
+    shim = types.ModuleType("pkg_resources")
+    shim.get_distribution = lambda name: types.SimpleNamespace(version=metadata.version(name))
+    sys.modules["pkg_resources"] = shim
+    try:
+        for name in [m for m in sys.modules if m == "picire" or m.startswith("picire.")]:
+            del sys.modules[name]  # the half-imported package of the failed attempt
+        import picire
+    finally:
+        del sys.modules["pkg_resources"]
+    return picire
+
+
+def ddmin(units: list, build, test, jobs: int = 1) -> list:
+    """A 1-minimal sublist of `units` (order kept) whose text build(sublist) is interesting: picire's ddmin,
+    its tests in `jobs` processes. `units` itself must be interesting."""
+    picire = _picire()
+    if not units:
+        return units
+    if len(units) == 1:
+        return [] if test(build([])) else units
+
+    def tester(config, config_id):
+        return picire.Outcome.FAIL if test(build([units[i] for i in config])) else picire.Outcome.PASS
+    dd = picire.ParallelDD(tester, proc_num=jobs) if jobs > 1 else picire.DD(tester)
+    kept = [units[i] for i in dd(list(range(len(units))))]
+    if len(kept) == 1 and test(build([])):
+        return []
+    return kept
+
+
+def text_of(tree: ast.Module) -> str:
+    return ast.unparse(tree).strip() + "\n" if tree.body else ""
+
+
+def _bodies(node):
+    """(owner, field) of each statement list directly inside statement `node`."""
+    for field in ("body", "orelse", "finalbody"):
+        value = getattr(node, field, None)
+        if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+            yield node, field
+    for handler in getattr(node, "handlers", None) or ():
+        yield handler, "body"
+    for case in getattr(node, "cases", None) or ():
+        yield case, "body"
+
+
+def _filled(owner, field, kept):
+    """A body with nothing kept is `pass` where Python needs a statement."""
+    return kept or ([] if isinstance(owner, ast.Module) or field in ("orelse", "finalbody") else [ast.Pass()])
+
+
+def statements(tree: ast.Module, test, jobs: int = 1) -> ast.Module:
+    """ddmin over each statement list, outermost first (in place)."""
+    queue = [(tree, "body")]
+    while queue:
+        owner, field = queue.pop(0)
+        stmts = getattr(owner, field)
+
+        def build(kept, owner=owner, field=field, saved=stmts):
+            setattr(owner, field, _filled(owner, field, kept))
+            try:
+                return text_of(tree)
+            finally:
+                setattr(owner, field, saved)
+        kept = ddmin(stmts, build, test, jobs)
+        setattr(owner, field, _filled(owner, field, kept))
+        for s in kept:
+            queue.extend(_bodies(s))
+    return tree
+
+
+def lines(text: str, test, jobs: int = 1) -> str:
+    return "".join(ddmin(text.splitlines(keepends=True), "".join, test, jobs))
+
+
+# ----------------------------------------------------------------------------- simplifications
+def _literal(node) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _functions(tree):
+    """{name: FunctionDef} of the module's top-level functions defined once."""
+    defs = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            defs[node.name] = node if node.name not in defs and isinstance(node, ast.FunctionDef) else None
+    return {n: f for n, f in defs.items() if f is not None}
+
+
+def _params(f):
+    """[(name, default node or None)] of a function with plain parameters only (None if it has others)."""
+    a = f.args
+    if a.vararg or a.kwarg or a.posonlyargs:
+        return None
+    pos = [(p.arg, None) for p in a.args]
+    for i, d in enumerate(a.defaults):
+        pos[len(pos) - len(a.defaults) + i] = (pos[len(pos) - len(a.defaults) + i][0], d)
+    return pos + [(p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+
+
+def _bind(f, call):
+    """{param: argument expression} of `call` to `f` (defaults filled in), or None where it cannot tell."""
+    params = _params(f)
+    if params is None or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    names = [n for n, _ in params]
+    if len(call.args) > len(f.args.args):
+        return None
+    bound = dict(zip(names, call.args))
+    for k in call.keywords:
+        if k.arg not in names or k.arg in bound:
+            return None
+        bound[k.arg] = k.value
+    for n, d in params:
+        if n not in bound:
+            if d is None:
+                return None
+            bound[n] = d
+    return bound
+
+
+def _stored(scopes, f, names):
+    """The names among `names` that `f`'s body assigns (a parameter reassigned cannot be substituted)."""
+    return {n.id for n in scopes.references(f, names) if not isinstance(n.ctx, ast.Load)}
+
+
+def _docless(body):
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _calls_to(tree, scopes, name, f_node_scope):
+    """The references to module-level `name`: [(Name node, Call node or None)]."""
+    parents = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    refs = scopes.references(f_node_scope, {name})
+    out = []
+    for r in refs:
+        p = parents.get(id(r))
+        out.append((r, p if isinstance(p, ast.Call) and p.func is r else None))
+    return out
+
+
+def _specialize(tree):
+    """A function whose every use is a call giving one parameter the same literal: that parameter substituted
+    and dropped (defaults count as given)."""
+    scopes = pysource.Scopes(tree)
+    for name, f in _functions(tree).items():
+        uses = _calls_to(tree, scopes, name, tree)
+        if not uses or any(call is None for _, call in uses):
+            continue
+        binds = [_bind(f, call) for _, call in uses]
+        if any(b is None for b in binds):
+            continue
+        params = [n for n, _ in _params(f)]
+        stored = _stored(scopes, f, set(params))
+        for p in params:
+            values = {ast.dump(b[p]) for b in binds}
+            if p in stored or len(values) != 1 or not _literal(binds[0][p]):
+                continue
+            yield f"specialize {name}({p}={ast.unparse(binds[0][p])})", (name, p)
+
+
+def _drop_param(f, p, calls) -> None:
+    """Parameter `p` taken out of `f`, and what each call in `calls` passes for it."""
+    a = f.args
+    positional = [x.arg for x in a.args]
+    if p in positional:
+        index = positional.index(p)
+        first_default = len(a.args) - len(a.defaults)
+        if index >= first_default:
+            del a.defaults[index - first_default]
+        del a.args[index]
+    else:
+        index = None
+        k = [x.arg for x in a.kwonlyargs].index(p)
+        del a.kwonlyargs[k]
+        del a.kw_defaults[k]
+    for call in calls:
+        if index is not None and index < len(call.args):
+            del call.args[index]
+        call.keywords = [k for k in call.keywords if k.arg != p]
+
+
+def _apply_specialize(tree, site):
+    name, p = site
+    scopes = pysource.Scopes(tree)
+    f = _functions(tree)[name]
+    calls = [call for _, call in _calls_to(tree, scopes, name, tree)]
+    pysource.substitute(f.body, scopes, f, {p: _bind(f, calls[0])[p]})
+    _drop_param(f, p, calls)
+    return tree
+
+
+def _defs(tree):
+    """[(FunctionDef, the scope node it is defined in)] of every function, in walk order."""
+    out = []
+
+    def visit(node, scope):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((child, scope))
+                visit(child, child)
+            elif isinstance(child, (ast.Lambda, ast.ClassDef) + pysource._COMPREHENSIONS):
+                visit(child, child)
+            else:
+                visit(child, scope)
+    visit(tree, tree)
+    return out
+
+
+def _unused(tree):
+    """A parameter nothing in its function reads: dropped, with what each call passes for it."""
+    scopes = pysource.Scopes(tree)
+    for k, (f, _) in enumerate(_defs(tree)):
+        params = _params(f)
+        if params is None:
+            continue
+        read = {n.id for n in scopes.references(f) if isinstance(n.ctx, ast.Load)}
+        for name, _ in params:
+            if name not in read:
+                yield f"drop unused parameter {name} of {f.name}", (k, name)
+
+
+def _apply_unused(tree, site):
+    k, p = site
+    scopes = pysource.Scopes(tree)
+    f, scope = _defs(tree)[k]
+    uses = _calls_to(tree, scopes, f.name, scope) if id(scope) in scopes.scope_of else []
+    calls = [call for _, call in uses if call is not None]
+    if any(_bind(f, call) is None for call in calls):
+        return None
+    _drop_param(f, p, calls)
+    return tree
+
+
+def _scopes_with_bodies(tree):
+    yield tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _propagate(tree):
+    """A name that one plain assignment binds in a scope (and nothing else binds): its uses replaced by the
+    assigned expression, the assignment dropped (a literal first; any expression not reading the name)."""
+    scopes = pysource.Scopes(tree)
+    found = []
+    for i, scope in enumerate(_scopes_with_bodies(tree)):
+        refs = scopes.references(scope)
+        stores = {}
+        for r in refs:
+            if not isinstance(r.ctx, ast.Load):
+                stores.setdefault(r.id, []).append(r)
+        params = set() if scope is tree else {x.arg for x in ast.walk(scope.args) if isinstance(x, ast.arg)}
+        for stmt in ast.walk(scope):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                n = stmt.targets[0].id
+                reads_itself = any(isinstance(x, ast.Name) and x.id == n for x in ast.walk(stmt.value))
+                if stores.get(n) == [stmt.targets[0]] and n not in params and not reads_itself \
+                        and any(isinstance(r.ctx, ast.Load) for r in refs if r.id == n):
+                    found.append((not _literal(stmt.value), f"propagate {n} = {ast.unparse(stmt.value)[:60]}", (i, n)))
+    for _, what, site in sorted(found, key=lambda x: x[0]):
+        yield what, site
+
+
+def _apply_propagate(tree, site):
+    i, n = site
+    scope = list(_scopes_with_bodies(tree))[i]
+    scopes = pysource.Scopes(tree)
+    stored = {id(r) for r in scopes.references(scope, {n}) if not isinstance(r.ctx, ast.Load)}
+    assign = next(s for s in ast.walk(scope) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                  and id(s.targets[0]) in stored)
+    pysource.substitute(scope.body, scopes, scope, {n: assign.value})
+    _remove_stmt(tree, assign)
+    return tree
+
+
+def _remove_stmt(tree, stmt):
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            lst = getattr(node, field, None)
+            if isinstance(lst, list) and any(s is stmt for s in lst):
+                lst[:] = [s for s in lst if s is not stmt]
+                if not lst and field == "body" and not isinstance(node, ast.Module):
+                    lst.append(ast.Pass())
+                return
+
+
+def _statement_sites(tree):
+    """(owner, field, index, statement) of every statement."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            lst = getattr(node, field, None)
+            if isinstance(lst, list) and lst and isinstance(lst[0], ast.stmt):
+                for i, s in enumerate(lst):
+                    yield node, field, i, s
+
+
+def _checks(node) -> bool:
+    """Does `node` hold the REPRODUCED text (part of the file's check, which no transformation may weaken)?"""
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and SIGNAL in n.value for n in ast.walk(node))
+
+
+def _main_guard(node) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", "'__main__' == __name__")
+
+
+def _branches(tree):
+    """An `if` statement replaced by its body or its else; an `x if c else y` by x or y (not where a branch
+    holds the check's REPRODUCED, but `if __name__ == "__main__":`)."""
+    k = 0
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)) and _checks(node) and not _main_guard(node):
+            k += 1
+        elif isinstance(node, (ast.If, ast.IfExp)):
+            yield f"if -> its body (line {getattr(node, 'lineno', '?')})", (k, "body")
+            if not isinstance(node, ast.If) or node.orelse:
+                yield f"if -> its else (line {getattr(node, 'lineno', '?')})", (k, "orelse")
+            k += 1
+
+
+def _apply_branch(tree, site):
+    k, which = site
+    node = [n for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp))][k]
+    if isinstance(node, ast.IfExp):
+        new = getattr(node, which)
+
+        class Swap(ast.NodeTransformer):
+            def visit_IfExp(self, n):
+                return new if n is node else self.generic_visit(n)
+        return Swap().visit(tree)
+    for owner, field, i, s in _statement_sites(tree):
+        if s is node:
+            lst = getattr(owner, field)
+            lst[i:i + 1] = getattr(node, which)
+            if not lst:
+                lst[:] = _filled(owner, field, [])
+            return tree
+    return None
+
+
+def _inlinable(tree, scopes, f):
+    """`statement` (a body with no return), `expression` (one return expression) or None."""
+    body = _docless(f.body)
+    params = _params(f)
+    if params is None or not body or _stored(scopes, f, {n for n, _ in params}):
+        return None
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)) for n in ast.walk(f)):
+        return None
+    if any(isinstance(n, ast.Name) and n.id == f.name for n in ast.walk(f)):
+        return None  # recursive
+    if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+        return "expression"
+    returns = [n for n in ast.walk(ast.Module(body, [])) if isinstance(n, ast.Return)]
+    nested = [r for node in ast.walk(ast.Module(body, [])) if isinstance(node, (ast.FunctionDef, ast.Lambda))
+              for r in ast.walk(node) if isinstance(r, ast.Return)]
+    return "statement" if len(returns) == len(nested) else None
+
+
+def _inline_sites(tree):
+    scopes = pysource.Scopes(tree)
+    k = 0
+    funcs = _functions(tree)
+    for name, f in funcs.items():
+        kind = _inlinable(tree, scopes, f)
+        if kind is None:
+            continue
+        for _, call in _calls_to(tree, scopes, name, tree):
+            if call is not None and _bind(f, call) is not None:
+                yield f"inline {name} ({kind})", (name, k)
+            k += 1
+
+
+def _apply_inline(tree, site):
+    name, k = site
+    scopes = pysource.Scopes(tree)
+    f = _functions(tree)[name]
+    kind = _inlinable(tree, scopes, f)
+    refs = []
+    for n, fn in _functions(tree).items():
+        if _inlinable(tree, scopes, fn) is not None:
+            refs += [(n, call) for _, call in _calls_to(tree, scopes, n, tree)]
+    target_name, call = refs[k]
+    if target_name != name or call is None:
+        return None
+    binding = _bind(f, call)
+    body = copy.deepcopy(_docless(f.body))
+    copied = ast.Module(body, [])
+    wrapper = ast.FunctionDef(name=f.name, args=f.args, body=body, decorator_list=[], returns=None)
+    scopes_copy = pysource.Scopes(ast.Module([wrapper], []))
+    func_copy = scopes_copy.module.node.body[0]
+    pysource.substitute(copied.body, scopes_copy, func_copy, binding)
+    if kind == "expression":
+        value = copied.body[0].value
+
+        class Swap(ast.NodeTransformer):
+            def visit_Call(self, n):
+                return value if n is call else self.generic_visit(n)
+        return Swap().visit(tree)
+    for owner, field, i, s in _statement_sites(tree):
+        if isinstance(s, ast.Expr) and s.value is call:
+            getattr(owner, field)[i:i + 1] = copied.body
+            return tree
+    return None
+
+
+def _keyword_sites(tree):
+    funcs = _functions(tree)
+    k = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            root = node.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            tile = isinstance(node.func, ast.Attribute) and isinstance(root, ast.Name) and root.id in ("T", "tilelang")
+            own = isinstance(node.func, ast.Name) and node.func.id in funcs and _params(funcs[node.func.id]) is not None
+            defaults = {n for n, d in (_params(funcs[node.func.id]) if own else []) if d is not None}
+            for j, kw in enumerate(node.keywords):
+                if kw.arg is not None and (tile or kw.arg in defaults):
+                    yield f"drop {kw.arg}= of {ast.unparse(node.func)}", (k, j)
+            k += 1
+
+
+def _apply_keyword(tree, site):
+    k, j = site
+    call = [n for n in ast.walk(tree) if isinstance(n, ast.Call)][k]
+    del call.keywords[j]
+    return tree
+
+
+# Transformations, the most unlocking first: (sites of a tree, apply(tree copy, site) -> tree or None).
+TRANSFORMS = ((_specialize, _apply_specialize), (_propagate, _apply_propagate), (_branches, _apply_branch),
+              (_inline_sites, _apply_inline), (_unused, _apply_unused), (_keyword_sites, _apply_keyword))
+
+
+def simplify(tree: ast.Module, test, jobs: int = 1, budget: list | None = None) -> tuple[ast.Module, int]:
+    """Each transformation tried at each site in turn, `jobs` at once; a change kept when the result compiles
+    and reproduces. Returns the tree and how many changes were kept."""
+    budget = budget if budget is not None else [MAX_CHANGES]
+    kept = 0
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for sites_of, apply in TRANSFORMS:
+            start = 0
+            while budget[0] > 0:
+                sites = list(sites_of(tree))[start:start + jobs]
+                if not sites:
+                    break
+                candidates = []
+                for _, site in sites:
+                    try:
+                        new = apply(copy.deepcopy(tree), site)
+                        candidates.append((new, text_of(new)) if new is not None else None)
+                    except Exception:  # a transformation that does not fit this site: not a candidate
+                        candidates.append(None)
+                outcomes = list(pool.map(lambda c: c is not None and test(c[1]), candidates))
+                won = next((i for i, ok in enumerate(outcomes) if ok), None)
+                if won is None:
+                    start += len(sites)
+                    continue
+                tree = ast.parse(candidates[won][1])
+                start += won  # the site changed; those before it were tried and failed
+                kept += 1
+                budget[0] -= 1
+    return tree, kept
+
+
+# ----------------------------------------------------------------------------- the whole reduction
+def formatted(text: str) -> str | None:
+    """`text` laid out by ruff (imports sorted, `ruff format`), or None where ruff is not installed or fails."""
+    ruff = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
+    if not ruff:
+        return None
+    out = text
+    for argv in (["check", "--isolated", "--select", "I", "--fix", "--quiet", "--stdin-filename", "repro.py", "-"],
+                 ["format", "--isolated", "--line-length", "120", "--stdin-filename", "repro.py", "-"]):
+        p = subprocess.run([ruff, *argv], input=out, capture_output=True, text=True)
+        if p.returncode != 0 or not p.stdout.strip():
+            return None
+        out = p.stdout
+    return out
+
+
+class Reduction:
+    """What reduce() did: the text, sizes, tests run and skipped, seconds."""
+
+    def __init__(self, before: str, after: str, runs: int, skipped: int, seconds: float, line: str):
+        self.before, self.after, self.runs, self.skipped, self.seconds, self.line = \
+            before, after, runs, skipped, seconds, line
+
+    def summary(self, name: str) -> str:
+        b, a = self.before, self.after
+        return (f"reduced {name}: {len(b.splitlines())} -> {len(a.splitlines())} lines, {len(b):,} -> {len(a):,} "
+                f"characters; {self.runs} tests run, {self.skipped} candidates skipped (no compile()), "
+                f"{self.seconds:.0f} s")
+
+
+def reduce(text: str, jobs: int = 1, timeout: float = 120.0, cache: Path | None = None, log=None,
+           python: str = sys.executable, header: str = "") -> Reduction:
+    """`text` reduced while it prints the REPRODUCED line it prints now (ReduceError if it prints none).
+    `cache`: a directory of outcomes to keep (and resume from); `log(line)`: progress; `header`: comment lines put
+    first in the result (checked too)."""
+    log = log or (lambda line: None)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="harness-reduce-") as scratch:
+        probe = Predicate(Path(cache or scratch) / "outcomes", timeout, python=python)
+        status, out, err = probe.run(text)
+        want = reproduced_line(out)
+        if want is None:
+            said = (out.strip().splitlines() or err.strip().splitlines() or [""])[-1]
+            why = f"timed out after {timeout:g} s" if status is None else f"exit {status}: {said[:200]}"
+            raise ReduceError(f"the file does not print {SIGNAL} here ({why})")
+        log(f"predicate: prints {want!r} and exits {status}")
+        test = Predicate(probe.cache, timeout, want, status, python)
+        best = text
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as e:
+            raise ReduceError(f"not Python: line {e.lineno}: {e.msg}", status=2) from None
+        if test(text_of(tree)):
+            budget = [MAX_CHANGES]
+            for round_ in range(MAX_ROUNDS):
+                before = text_of(tree)
+                tree = statements(tree, test, jobs)
+                log(f"round {round_ + 1}: statements -> {len(text_of(tree).splitlines())} lines")
+                tree, kept = simplify(tree, test, jobs, budget)
+                log(f"round {round_ + 1}: {kept} simplifications -> {len(text_of(tree).splitlines())} lines")
+                if text_of(tree) == before:
+                    break
+            best = text_of(tree)
+        else:
+            log("the unparsed file does not reproduce: lines only")
+        best = lines(best, test, jobs)
+        log(f"lines -> {len(best.splitlines())} lines")
+        pretty = formatted(best)
+        if pretty is not None and pretty != best and test(pretty):
+            best = pretty
+        if header:
+            labelled = "".join(f"# {h}\n" if h else "#\n" for h in header.splitlines()) + best
+            if test(labelled):
+                best = labelled
+        runs, skipped = test.counts()
+    return Reduction(text, best, runs, skipped, time.monotonic() - t0, want)
+
+
+def default_out(given: Path, rep_id: str | None, directory: Path) -> Path:
+    """DIR/upstream/<id>.min.py for a reproducer, else the file's name with .min.py (.standalone dropped)."""
+    if rep_id:
+        return directory / "upstream" / f"{rep_id}.min.py"
+    return given.with_name(given.name.removesuffix(".py").removesuffix(".standalone") + ".min.py")
+
+
+def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, rep=None, log=None) -> Reduction:
+    """Reduce the file `given` (with `rep`, a reproducer: `given` is its JSON, and what is reduced is its flat
+    export, made by `harness export --flat` in a process of its own, so that no TileLang runs in the one picire
+    forks) and write the result to `to`."""
+    import textwrap
+
+    with tempfile.TemporaryDirectory(prefix="harness-reduce-") as work:
+        header = ""
+        if rep is not None:
+            path = Path(work) / f"{rep.id}.py"
+            p = subprocess.run([sys.executable, "-m", "harness.cli", "export", str(given), "--flat", "--to", str(path)],
+                               capture_output=True, text=True)
+            said = (p.stderr.strip().splitlines() or [""])[-1]
+            if p.returncode == 2:
+                raise ReduceError(said.removeprefix("harness export: "), status=2)
+            if p.returncode != 0:
+                raise RuntimeError(f"harness export --flat: exit {p.returncode}: {said}")
+            header = (textwrap.fill(f"{rep.id}: {rep.title}", 110) + "\nReduced by harness reduce: python THIS_FILE "
+                      "prints REPRODUCED (exit 1) while the bug is here.")
+            given = path
+        r = reduce(given.read_text(), jobs, timeout, log=log, header=header)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    to.write_text(r.after)
+    return r
+
+
+def main(argv=None) -> int:
+    """python -m harness.reduce FILE [--out FILE] [--jobs N] [--timeout S] [--cache DIR]: without the harness's
+    other dependencies (a GPU machine with TileLang, torch and picire)."""
+    p = argparse.ArgumentParser(prog="python -m harness.reduce", description=__doc__.split("\n")[0])
+    p.add_argument("file", type=Path)
+    p.add_argument("--out", type=Path, help="default: FILE with .min.py")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--cache", type=Path, help="keep outcomes here (a rerun resumes from them)")
+    args = p.parse_args(argv)
+    if not args.file.is_file():
+        p.exit(2, f"{p.prog}: no file {args.file}\n")
+    out = args.out or default_out(args.file, None, Path("."))
+    try:
+        r = reduce(args.file.read_text(), args.jobs, args.timeout, args.cache, log=lambda s: print(s, flush=True))
+    except ReduceError as e:
+        p.exit(e.status, f"{p.prog}: {e}\n")
+    out.write_text(r.after)
+    print(r.summary(str(args.file)))
+    print(r.line)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""harness reduce (harness/reduce.py) on stand-in reproducers: pure Python files that print REPRODUCED when some lines
+are there, so that a reduction takes seconds. The result is syntactically valid and 1-minimal by lines, the outcome
+cache runs no text twice (a python that notes each start counts them), and the simplifications keep the
+file's check intact. The CLI refuses what it cannot reduce with one line."""
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import pysource
+from harness import reduce as red
+
+STAND_IN = '''"""A stand-in reproducer: REPRODUCED (exit 1) iff KEY_A and KEY_B are both assigned."""
+import sys
+x = 1  # noise
+KEY_A = 1
+
+
+def unused(a, b):
+    return a + b
+
+
+y = unused(x, 2)
+KEY_B = 2
+z = [y] * 3
+if "KEY_A" in globals() and "KEY_B" in globals():
+    print("REPRODUCED: both keys")
+    sys.exit(1)
+print("NOT REPRODUCED")
+'''
+
+
+@pytest.fixture
+def counting(tmp_path):
+    """(a python that appends a line to runs.txt each time it starts, runs.txt)."""
+    runs = tmp_path / "runs.txt"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\necho run >> {runs}\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    return str(python), runs
+
+
+def interesting(text: str, tmp_path: Path) -> bool:
+    p = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, cwd=tmp_path)
+    return p.returncode == 1 and red.reproduced_line(p.stdout) == "REPRODUCED: both keys"
+
+
+def test_a_reduction_keeps_the_two_lines_that_matter_and_is_1_minimal_by_lines(tmp_path):
+    r = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache")
+    text = r.after
+    ast.parse(text)  # valid Python
+    assert "KEY_A = 1" in text and "KEY_B = 2" in text and "unused" not in text and "noise" not in text
+    assert interesting(text, tmp_path)
+    lines = text.splitlines(keepends=True)
+    for i in range(len(lines)):  # 1-minimal: no single line can go
+        assert not interesting("".join(lines[:i] + lines[i + 1:]), tmp_path), lines[i]
+    assert r.line == "REPRODUCED: both keys" and r.runs > 0 and r.skipped > 0
+    assert len(text.splitlines()) < len(r.before.splitlines())
+
+
+def test_the_cache_runs_no_text_twice_and_a_rerun_with_it_runs_nothing(tmp_path, counting):
+    python, runs = counting
+    cache = tmp_path / "cache"
+    first = red.reduce(STAND_IN, timeout=30, cache=cache, python=python)
+    ran = len(runs.read_text().splitlines())
+    assert ran == first.runs + 1  # each text run once, plus the unreduced file's probe
+    again = red.reduce(STAND_IN, timeout=30, cache=cache, python=python)
+    assert len(runs.read_text().splitlines()) == ran + 1  # the probe only
+    assert again.after == first.after
+
+
+def test_a_candidate_that_does_not_compile_is_never_run(tmp_path, counting):
+    python, runs = counting
+    test = red.Predicate(tmp_path / "cache", 30, python=python)
+    assert not test("x = (\n")
+    assert not runs.exists() and test.counts() == (0, 1)
+    assert test(STAND_IN) and test(STAND_IN)  # the second answer is the cache's
+    assert len(runs.read_text().splitlines()) == 1 and test.counts() == (1, 1)
+
+
+def test_the_check_is_never_weakened(tmp_path):
+    """`'REPRODUCED' if said in str(e) else ...` must not become 'REPRODUCED': any exception would then do."""
+    text = '''import sys
+said = "the words"
+try:
+    raise ValueError("other words, not the ones recorded")
+except Exception as e:
+    print("REPRODUCED:" if said in str(e) else "NOT REPRODUCED:", said)
+    sys.exit(1)
+'''
+    with pytest.raises(red.ReduceError, match="does not print REPRODUCED here"):
+        red.reduce(text, timeout=30, cache=tmp_path / "c")
+    good = text.replace("other words, not the ones recorded", "the words, as recorded")
+    r = red.reduce(good, timeout=30, cache=tmp_path / "c2")
+    assert "said in str(e)" in r.after or "'the words' in str(e)" in r.after or '"the words" in str(e)' in r.after
+
+
+def test_simplifications_specialize_inline_and_take_branches(tmp_path):
+    text = '''import sys
+
+
+def build(n, mode, scale=2.0):
+    """A builder called once with literals."""
+    if mode == "fast":
+        total = n * scale
+    else:
+        total = -1
+    return total
+
+
+def check(v):
+    if v == 8.0:
+        print("REPRODUCED")
+        sys.exit(1)
+
+
+check(build(4, "fast"))
+print("NOT REPRODUCED")
+'''
+    r = red.reduce(text, timeout=30, cache=tmp_path / "c")
+    assert "def build" not in r.after and "mode" not in r.after, r.after
+    assert "REPRODUCED" in r.after and "== 8.0" in r.after
+    assert len(r.after.splitlines()) <= 5, r.after
+
+
+def test_parallel_jobs_give_a_1_minimal_result_too(tmp_path):
+    r = red.reduce(STAND_IN, jobs=2, timeout=30, cache=tmp_path / "cache")
+    assert "KEY_A = 1" in r.after and "KEY_B = 2" in r.after and interesting(r.after, tmp_path)
+
+
+def test_a_timeout_is_no_reproduction(tmp_path):
+    test = red.Predicate(tmp_path / "cache", 1)
+    assert not test("import time\ntime.sleep(30)\nprint('REPRODUCED')\n")
+
+
+# ----------------------------------------------------------------------------- scopes (harness.pysource)
+def test_merge_renames_what_two_modules_define_and_only_where_it_means_that():
+    a = "import math\n\n\ndef shape(x):\n    return x\n\n\ndef twice(shape):\n    return shape * 2\n"
+    b = ("from _P_ import a\n\n\ndef shape(y):\n    return a.shape(y) + 1\n\n\n"
+         "def use(v):\n    return [shape(i) for i in v] + [a.twice(3)]\n")
+    imports, merged, flat = pysource.merge({"a": a, "b": b}, "_P_")
+    assert imports == ["import math"] and [m for m, _ in merged] == ["a", "b"]
+    assert flat[("a", "shape")] == "a_shape" and flat[("b", "shape")] == "b_shape" and flat[("a", "twice")] == "twice"
+    code = "\n".join(text for _, text in merged)
+    assert "def twice(shape):\n    return shape * 2" in code  # the parameter is not the module's function
+    assert "return a_shape(y) + 1" in code and "[b_shape(i) for i in v] + [twice(3)]" in code
+    namespace = {}
+    exec("\n".join(imports) + "\n" + code, namespace)
+    assert namespace["use"]([1, 2]) == [2, 3, 6]
+
+
+def test_merge_refuses_a_module_used_as_a_value():
+    with pytest.raises(pysource.FlattenError, match="module a used as a value"):
+        pysource.merge({"a": "X = 1\n", "b": "from _P_ import a\nY = a\n"}, "_P_")
+
+
+# ----------------------------------------------------------------------------- the command
+def _cli(*argv, cwd):
+    return subprocess.run([sys.executable, "-m", "harness.cli", "reduce", *map(str, argv)], capture_output=True,
+                          text=True, cwd=cwd, env={**os.environ, "HOME": str(cwd)}, timeout=120)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("what", ["missing.py", "0123456789ab"])
+def test_reduce_of_a_missing_file_or_id_is_one_line_and_exit_2(what, tmp_path):
+    p = _cli(what, "--dir", ROOT / "reproducers", cwd=tmp_path)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("harness reduce: "), p.stderr
+
+
+def test_reduce_of_a_file_that_does_not_reproduce_is_125(tmp_path):
+    (tmp_path / "fine.py").write_text("print('NOT REPRODUCED')\n")
+    p = _cli("fine.py", cwd=tmp_path)
+    assert p.returncode == 125 and p.stderr.count("\n") == 1 and "does not print REPRODUCED here" in p.stderr
+    assert not (tmp_path / "fine.min.py").exists()
+
+
+def test_reduce_writes_the_result_and_a_line_of_sizes(tmp_path):
+    (tmp_path / "s.standalone.py").write_text(STAND_IN)
+    p = _cli("s.standalone.py", "--jobs", "1", "--timeout", "30", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert f"reduced s.standalone.py: {len(STAND_IN.splitlines())} -> " in p.stdout and "tests run" in p.stdout
+    assert "KEY_A = 1" in (tmp_path / "s.min.py").read_text()
