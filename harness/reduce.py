@@ -11,8 +11,9 @@ nothing that way). Outcomes are kept by the file's text (sha256), one small file
 that picire's parallel tests (forked processes) share them and no text runs twice.
 
 Passes, repeated until a round changes nothing:
-1. statements: ddmin over the module's top-level statements, then over each body that is left (functions,
-   loops, branches, handlers), outermost first;
+1. statements: the top-level definitions that nothing reaches dropped in one test, then ddmin over the module's
+   top-level statements, then over each body that is left (functions, loops, branches, handlers), outermost
+   first;
 2. simplifications, one at a time, each kept only if the file still reproduces:
    - a function specialized to the literal arguments every call gives it (harness.pysource.substitute);
    - a name assigned once replaced by what it is assigned (literals first);
@@ -183,8 +184,47 @@ def _filled(owner, field, kept):
     return kept or ([] if isinstance(owner, ast.Module) or field in ("orelse", "finalbody") else [ast.Pass()])
 
 
+def _defines(stmt) -> set[str] | None:
+    """The module-level names a top-level definition binds (a def, a class, an assignment to names, an import),
+    or None for a statement that does more (it stays)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)) and all(a.name != "*" for a in stmt.names):
+        return {(a.asname or a.name.split(".")[0]) for a in stmt.names}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        names = [n for t in targets for n in ast.walk(t)]
+        if all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store)) for n in names):
+            return {n.id for n in names if isinstance(n, ast.Name)}
+    return None
+
+
+def dead_code(tree: ast.Module) -> ast.Module | None:
+    """The module without the top-level definitions nothing reaches (from the statements that are not mere
+    definitions, through the names each reached definition reads), or None if every one is reached. Names are
+    matched by spelling, so a local of the same name keeps a definition alive: never too much is taken."""
+    defs = [(s, _defines(s)) for s in tree.body]
+    reads = [{n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} for s, _ in defs]
+    live = set().union(*(r for r, (_, d) in zip(reads, defs) if d is None))
+    kept = [d is None for _, d in defs]
+    changed = True
+    while changed:
+        changed = False
+        for i, (_, d) in enumerate(defs):
+            if not kept[i] and d & live:
+                kept[i], changed = True, True
+                live |= reads[i]
+    if all(kept):
+        return None
+    return ast.Module([s for (s, _), k in zip(defs, kept) if k], [])
+
+
 def statements(tree: ast.Module, test, jobs: int = 1) -> ast.Module:
-    """ddmin over each statement list, outermost first (in place)."""
+    """ddmin over each statement list, outermost first (in place); first, in one test, every top-level
+    definition nothing reaches dropped (dead_code)."""
+    dead = dead_code(tree)
+    if dead is not None and test(text_of(dead)):
+        tree.body = dead.body
     queue = [(tree, "body")]
     while queue:
         owner, field = queue.pop(0)

@@ -131,6 +131,15 @@ def test_parallel_jobs_give_a_1_minimal_result_too(tmp_path):
     assert "KEY_A = 1" in r.after and "KEY_B = 2" in r.after and interesting(r.after, tmp_path)
 
 
+def test_dead_code_drops_the_definitions_nothing_reaches_in_one_go():
+    tree = ast.parse("import os\nimport sys\nA = 1\nB = A + 1\n\n\ndef f():\n    return B\n\n\ndef g():\n"
+                     "    return os.sep\n\n\nprint(f())\nsys.exit(1)\n")
+    left = red.text_of(red.dead_code(tree))
+    assert "def g" not in left and "import os" not in left
+    assert all(s in left for s in ("import sys", "A = 1", "B = A + 1", "def f", "print(f())"))
+    assert red.dead_code(ast.parse(left)) is None
+
+
 def test_a_timeout_is_no_reproduction(tmp_path):
     test = red.Predicate(tmp_path / "cache", 1)
     assert not test("import time\ntime.sleep(30)\nprint('REPRODUCED')\n")
