@@ -145,10 +145,10 @@ STREAM = _buffers(("A", "global", "float16", ("n", 40)), ("O", "global", "float3
                   ("S", "shared", "float16", (64, 32)), ("Fr", "fragment", "float32", (64, 32)))
 
 
-def _stream(body, trips="n", threads=256, col=8, before=()):
+def _stream(body, trips="n", threads=256, col=8, before=(), load="tma"):
     return {"block": 64, "threads": threads, "buffers": STREAM,
             "body": [*before, {"op": "stream", "src": "A", "dst": "S", "row": 0, "col": col, "stages": 2, "trips": trips,
-                               "body": body}]}
+                               "load": load, "body": body}]}
 
 
 _STORE = {"op": "copy", "src": "Fr", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}
@@ -166,8 +166,9 @@ def test_a_stream_keeps_to_what_warp_specialization_can_lay_out(program, reason)
         model.from_dict(program)
 
 
-def test_a_stream_means_a_loop_over_its_tiles_and_declares_a_primed_ring():
-    p = model.from_dict(_stream([_TAKE, _STORE]))
+@pytest.mark.parametrize("load", ["tma", "copy"])
+def test_a_stream_means_a_loop_over_its_tiles_and_declares_a_primed_ring(load):
+    p = model.from_dict(_stream([_TAKE, _STORE], load=load))
     init = interpret.initial(p, 150, 0)
     want = init["O"].double().clone()
     for bx in range(3):  # the last trip's tile stays in each block's rows; rows past n are not written
@@ -178,9 +179,26 @@ def test_a_stream_means_a_loop_over_its_tiles_and_declares_a_primed_ring():
         want[bx * 64:bx * 64 + rows] = tile[:rows]
     assert torch.equal(interpret.run(p, 150, init)["O"], want)
     text = emit.tilelang_source(p)
-    assert "T.alloc_barrier([128] * 2)" in text and "for s in T.unroll(2):" in text and "T.tma_copy(A[k * 64 + 0:" in text
+    assert "empty = T.alloc_barrier([128] * 2)" in text and "for s in T.unroll(2):" in text
+    assert ("T.tma_copy(A[k * 64 + 0:" in text and "full = T.alloc_barrier([1] * 2)" in text) if load == "tma" else \
+        ("T.copy(A[k * 64 + 0:" in text and "full = T.alloc_barrier([128] * 2)" in text)
     assert model.fingerprint(p) == "stream[copy copy]"
     assert any(step.startswith("unwrap stream") for step, _ in generate.shrink(p))
+
+
+def test_an_atomic_into_shared_memory_updates_a_tile_that_holds_values():
+    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", ("n", 32)),
+                    ("Fr", "fragment", "float32", (64, 16)), ("S", "shared", "float32", (64, 32)))
+    load = [{"op": "copy", "src": "A", "dst": "Fr", "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+    add = {"op": "atomic", "kind": "add", "src": "Fr", "dst": "S", "at": "0", "row": 0, "col": 16, "form": "tile"}
+    with pytest.raises(ProgramError, match="before every element"):
+        _program(bufs, load + [add, {**_STORE, "src": "S"}])
+    p = _program(bufs, load + [{"op": "fill", "dst": "S", "value": 1}, add, {**_STORE, "src": "S"}])
+    init = interpret.initial(p, 64, 0)
+    want = torch.ones(64, 32, dtype=torch.float64)
+    want[:, 16:] += init["A"][:, :16].double()
+    assert torch.equal(interpret.run(p, 64, init)["O"], want)
+    assert "T.atomic_add(S[0 + 0, 16], Fr)" in emit.tilelang_source(p)
 
 
 def test_the_dq_layout_is_a_bijection_and_the_reference_gives_memory_in_its_order():

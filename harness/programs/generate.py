@@ -246,6 +246,17 @@ def draw_atomic(c, b, at):
     kind = c.one(("add", "add", "max", "min"))
     form = c.one(("tile", "element")) if kind == "add" else "element"
     dtype = t.dtype if form == "tile" else ("float32" if kind != "add" else c.one(("float32", "float16", "bfloat16")))
+    tiles = [n for n in b.locals(scope="shared", dtype=dtype) if n != src and len(b.buffers[n].shape) == 2
+             and b.buffers[n].shape[0] >= h and b.buffers[n].shape[1] >= w]
+    if tiles and c.flip():  # into a shared tile of the block's own
+        g = b.buffers[c.one(tiles)]
+        mag = b.mag[g.name] + b.mag[src] * (LENGTH_BLOCKS if at == "k" else 1)
+        if mag > EXACT[g.dtype] or b.mag[src] > EXACT[g.dtype]:
+            return
+        b.mag[g.name] = mag
+        _emit(b, [{"op": "atomic", "kind": kind, "src": src, "dst": g.name, "at": "0", "row": c.between((0, g.shape[0] - h)),
+                   "col": c.between((0, g.shape[1] - w)), "form": form}])
+        return
     whole = c.flip()
     outs = [g for g in b.outputs() if g.dtype == dtype and g.shape[1] >= w and (g.rows != "n") == whole
             and (not whole or g.rows >= h)
@@ -303,7 +314,7 @@ def draw_stream(c, b, at):
     inner, b.body, b.threads = b.body, outer, threads
     b.defined = outer_defined | ({dst} if trips not in (0, "n") and scope == "shared" else set())
     _emit(b, [{"op": "stream", "src": g.name, "dst": dst, "row": c.one((0, 0, 1)), "col": col, "stages": c.between((1, 3)),
-               "trips": trips, "body": tuple(inner)}])
+               "trips": trips, "load": c.one(stream.LOADS), "body": tuple(inner)}])
 
 
 INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_fill, draw_atomic, draw_store)
@@ -423,7 +434,8 @@ def _stream(c, b):
              "form": c.one(("tile", "element"))}]
     b.threads = threads
     _emit(b, [{"op": "stream", "src": g, "dst": k, "row": 0, "col": c.one(range(0, b.buffers[g].shape[1] - d + 1, 8)),
-               "stages": c.between((1, 3)), "trips": c.one(("n", "n", 0, 1, 2)), "body": tuple(body)}])
+               "stages": c.between((1, 3)), "trips": c.one(("n", "n", 0, 1, 2)), "load": c.one(stream.LOADS),
+               "body": tuple(body)}])
 
 
 TEMPLATES = {"attention": _attention, "pipelined_gemm": _pipelined_gemm, "reduce": _reduce, "atomic": _atomic, "copy": _copy,
@@ -601,7 +613,7 @@ def _dependents_dropped(p: Program, target) -> tuple:
                 inner = keep(s["body"])
                 if inner or s["op"] == "stream":
                     out.append(dict(s, body=inner))
-            elif s is target or set(model.kind(s).reads(s)) & gone:
+            elif s is target or set(model.needs(s)) & gone:
                 gone.update(locals_written(s) - defined)
             else:
                 out.append(s)

@@ -82,6 +82,11 @@ def kind(stmt):
     return KINDS[stmt["op"]]
 
 
+def needs(stmt) -> list:
+    """What must hold values before `stmt` runs: what it reads, and what it updates in place (an atomic's destination)."""
+    return kind(stmt).reads(stmt) + getattr(kind(stmt), "updates", lambda _: [])(stmt)
+
+
 def walk(body):
     """Every statement, loop bodies included, in program order."""
     for s in body:
@@ -254,7 +259,7 @@ def check_body(p, body, scope):
     for index, s in enumerate(body):
         try:
             kind(s).check(s, p, scope)
-            undefined = [n for n in kind(s).reads(s) if p.buffer(n).local and n not in scope.defined]
+            undefined = [n for n in needs(s) if p.buffer(n).local and n not in scope.defined]
             if undefined:
                 raise ProgramError(f"reads {undefined[0]} before every element of it is written")
         except ProgramError as e:

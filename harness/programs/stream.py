@@ -1,9 +1,11 @@
-"""stream: explicit warp specialization. The block's last 128 threads are a producer that TMA-loads a tile of an
+"""stream: explicit warp specialization. The block's last 128 threads are a producer that loads a tile of an
 n-row global at row k * block + row, trip by trip, into a ring of `stages` shared slots; the threads before them
 are consumers that wait for a slot, copy it into `dst`, hand the slot back and run the body. Two mbarriers per
-slot: `full[s]` completes when the slot's bytes landed (one elected producer thread arrives), `empty[s]` when
-every consumer arrived. The consumers prime the ring (arrive on every `empty[s]` once before the loop), so both
-sides wait with parity (k // stages) & 1; both run the same trip count, 0 included.
+slot: `full[s]` completes when the slot's bytes landed, `empty[s]` when every consumer arrived. The producer
+loads by T.tma_copy, posting the bytes on `full[s]` (one elected thread arrives: `load: "tma"`), or by T.copy,
+after which each of its threads arrives (`load: "copy"`). The consumers prime the ring (arrive on every
+`empty[s]` once before the loop), so both sides wait with parity (k // stages) & 1; both run the same trip
+count, 0 included.
 
 Its meaning is a plain loop: for k in range(trips): dst = the tile (rows past n read 0); body. The body (no loop
 in it) runs on the consumers only, so its fragments and T.Parallel extents spread over them, and a fragment it
@@ -15,6 +17,7 @@ from harness.programs.model import Scope, fields, local, need
 
 PRODUCER = 128                 # one warpgroup
 TRIPS = (0, 1, 2, 3, "n")
+LOADS = ("tma", "copy")
 
 
 def consumers(p) -> int:
@@ -22,7 +25,7 @@ def consumers(p) -> int:
 
 
 def check(s, p, scope):
-    fields(s, src=str, dst=str, row=int, col=int, stages=(1, 2, 3), trips=TRIPS, body=tuple)
+    fields(s, src=str, dst=str, row=int, col=int, stages=(1, 2, 3), trips=TRIPS, load=LOADS, body=tuple)
     need(not scope.in_loop, "no stream inside a loop")
     need(sum(x["op"] == "stream" for x in model.walk(p.body)) == 1, "at most one stream")
     need(p.threads in (256, 384), "a stream runs 128 or 256 consumers beside its 128 producers (256 or 384 threads)")
@@ -74,7 +77,7 @@ def trips(s, p) -> str:
 def allocations(s, p, ind):
     g, d = p.buffer(s["src"]), p.buffer(s["dst"])
     return [f'{ind}ring = T.alloc_shared(({s["stages"]}, {d.shape[0]}, {d.shape[1]}), "{g.dtype}")',
-            f"{ind}full = T.alloc_barrier([1] * {s['stages']})",
+            f"{ind}full = T.alloc_barrier([{1 if s['load'] == 'tma' else PRODUCER}] * {s['stages']})",
             f"{ind}empty = T.alloc_barrier([{consumers(p)}] * {s['stages']})"]
 
 
@@ -83,14 +86,18 @@ def tilelang(s, p, ind):
     g, d, st = p.buffer(s["src"]), p.buffer(s["dst"]), s["stages"]
     h, w = d.shape
     row = f"k * {p.block} + {s['row']}"
+    tile = f"{g.name}[{row}:{row} + {h}, {s['col']}:{s['col'] + w}]"
+    if s["load"] == "tma":
+        load = [f"{ind}        T.tma_copy({tile}, ring[k % {st}, :, :], barrier=full[k % {st}])",
+                f"{ind}        if T.shuffle_elect({PRODUCER}):",
+                f"{ind}            T.barrier_arrive(full[k % {st}])"]
+    else:
+        load = [f"{ind}        T.copy({tile}, ring[k % {st}, :, :])",
+                f"{ind}        T.barrier_arrive(full[k % {st}])"]
     return [f"{ind}tx = T.get_thread_binding()",
             f"{ind}if tx >= {consumers(p)}:",
             f"{ind}    for k in T.serial({trips(s, p)}):",
-            f"{ind}        T.mbarrier_wait_parity(empty[k % {st}], (k // {st}) & 1)",
-            f"{ind}        T.tma_copy({g.name}[{row}:{row} + {h}, {s['col']}:{s['col'] + w}], ring[k % {st}, :, :], "
-            f"barrier=full[k % {st}])",
-            f"{ind}        if T.shuffle_elect({PRODUCER}):",
-            f"{ind}            T.barrier_arrive(full[k % {st}])",
+            f"{ind}        T.mbarrier_wait_parity(empty[k % {st}], (k // {st}) & 1)"] + load + [
             f"{ind}else:",
             f"{ind}    for s in T.unroll({st}):",
             f"{ind}        T.barrier_arrive(empty[s])",
