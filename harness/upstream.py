@@ -1,19 +1,19 @@
-"""`harness upstream`: a reproducer as a report ready to file on TileLang's tracker (markdown).
+"""`harness upstream`: a reproducer as the text a TileLang maintainer files (markdown). A bug already on
+TileLang's tracker (an open tracker issue among its links) gets a comment for that issue; any other bug, a
+report in the style of the tracker's own bug reports.
 
-Built only from what the harness holds, with no network: the reproducer's JSON (title, environment,
-expected and observed, links), the bisect state files of `harness bisect`, the standalone program
-that harness.export writes, and, for a compile error, harness.triage run here. Nothing is written
-that these do not say: an absent fact reads "not recorded", "not bisected", "not run" or "none known".
-
-What the links of a reproducer mean is read from their text: a github.com/tile-ai/tilelang address is
-an upstream issue or pull request; `reproducers/<id>.json` is another reproducer of the same root
-cause (as is a title saying "the same ... as <id>"); "harness bisect ...: first bad release X" is a
-bisect result; "searched ..." a search of the tracker that found nothing; anything else is listed as is.
+Built from what the harness holds, with no network: the reproducer's fields (record.Reproducer: the case and
+what was observed, the environment, its typed links, the release matrix, its triage, the report's own words),
+those of the reproducers that share its root cause, `harness bisect` state files, and a program of at most
+PROGRAM_LINES lines where one exists (a reduced `<id>.min.py`, a standalone `<id>.standalone.py`, one the links
+name; a generated program's export). Nothing is written that these do not say: an absent fact reads "not
+recorded", "not bisected" or "none known". A report is at most REPORT_LINES lines and under GitHub's
+ISSUE_LIMIT characters.
 """
 from __future__ import annotations
 
+import ast
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,51 +23,21 @@ from harness import bisect, export, kernels, record, replay, triage, untrusted
 from harness import case as case_mod
 from harness.environment import environment
 
-TRACKER = "github.com/tile-ai/tilelang/"
-ISSUE_LIMIT = 65536    # characters GitHub takes in an issue body
-TITLE_LIMIT = 120      # the heading; a longer title follows it in full
-_VERSION = r"v?\d+(?:\.\d+)+(?:\.?(?:post|rc|dev)\d+)?"
-_REPRODUCER = re.compile(r"(?:^|/)([0-9a-f]{12})\.json\b")
-_SAME_AS = re.compile(r"\bsame\b[^;]{0,200}?\bas\s+([0-9a-f]{12})\b")
-_BISECTED = re.compile(r"\bbisect|\bfirst bad\b|\bfirst fixed\b|\bfixed in\b|\blast good\b", re.I)
-_WORKAROUND = re.compile(r"\bworkaround\b|\bwork(?:s|ed)? around\b|\b(?:compiles?|passes) (?:with|without)\b|"
-                         r"\bdefault passes compile\b", re.I)
-
-
-@dataclass
-class Links:
-    """A reproducer's links, sorted by what they record."""
-    tracker: list[str] = field(default_factory=list)
-    reproducers: dict[str, str] = field(default_factory=dict)   # id -> the link's text
-    bisects: list[str] = field(default_factory=list)
-    searches: list[str] = field(default_factory=list)
-    workarounds: list[str] = field(default_factory=list)
-    other: list[str] = field(default_factory=list)
+ISSUE_LIMIT = 65536    # characters GitHub takes in an issue body or comment
+REPORT_LINES = 250
+PROGRAM_LINES = 60     # a program embedded in a report: its lines after the module docstring
+TRACKER = "tile-ai/tilelang"
+# The tracker's tag for each kind of failure, as TileLang's "[BUG][Fuzzer][...]" issues name them.
+TAGS = {"MISMATCH": "wrong-code", "NONFINITE": "wrong-code", "OOB_WRITE": "wrong-code", "OOB_READ": "wrong-code",
+        "COMPILE_ERROR": "ice-on-valid-code", "CRASH": "crash", "HANG": "hang"}
 
 
 @dataclass
 class Report:
     text: str
     summary: list[str]     # the one-line account the command prints
-
-
-def sort_links(links: list[str]) -> Links:
-    out = Links()
-    for link in links:
-        m = _REPRODUCER.search(link.split(" ", 1)[0])
-        if TRACKER in link:
-            out.tracker.append(link)
-        elif m:
-            out.reproducers[m.group(1)] = link
-        elif _BISECTED.search(link):
-            out.bisects.append(link)
-        elif link.lower().startswith("searched"):
-            out.searches.append(link)
-        elif re.search(r"\bwork ?around\b", link, re.I):
-            out.workarounds.append(link)
-        else:
-            out.other.append(link)
-    return out
+    comment_for: record.Issue | None = None
+    program: Path | None = None
 
 
 # ----------------------------------------------------------------------------- related reproducers
@@ -85,60 +55,44 @@ def others(directory: Path, own_id: str) -> dict[str, record.Reproducer]:
 
 
 def same_root_cause(rep, known: dict) -> dict[str, str]:
-    """{id: why} of the reproducers that share `rep`'s root cause: linked from either side, or a title
-    saying "the same ... as <id>" (either side)."""
-    why = {}
-    for other, text in sort_links(rep.links).reproducers.items():
-        why[other] = f"linked from this one: {text}"
-    for other in _SAME_AS.findall(rep.title):
-        why.setdefault(other, "this title says the same as it")
+    """{id: how it relates} of the reproducers that share `rep`'s root cause, linked from either side."""
+    why = {s.id: s.note or "linked from this one" for s in rep.links.same_root_cause_as}
     for other, o in known.items():
-        if rep.id in sort_links(o.links).reproducers:
-            why.setdefault(other, f"links this one: {sort_links(o.links).reproducers[rep.id]}")
-        elif rep.id in _SAME_AS.findall(o.title):
-            why.setdefault(other, "its title says the same as this one")
+        for s in o.links.same_root_cause_as:
+            if s.id == rep.id:
+                why.setdefault(other, f"links this one: {s.note}" if s.note else "links this one")
     why.pop(rep.id, None)
     return why
 
 
 def primary(rep, directory: Path):
-    """The reproducer whose report covers `rep`'s bug, so that one root cause gets one report: of `rep`
-    and those sharing its root cause, the one the others name most (in their titles and links); ties go
-    to the smallest id. The others are listed in its report as more faces of the same bug."""
+    """The reproducer whose report covers `rep`'s bug, so that one root cause gets one report: of `rep` and
+    those sharing its root cause, the one with the report's own words recorded (record.Upstream), then the one the
+    others link most, then the smallest id."""
     known = {**others(directory, rep.id), rep.id: rep}
     group = sorted({rep.id, *(o for o in same_root_cause(rep, known) if o in known)})
 
     def named(i: str) -> int:
-        return sum(json.dumps([known[o].title, known[o].links]).count(i) for o in group if o != i)
+        return sum(any(s.id == i for s in known[o].links.same_root_cause_as) for o in group if o != i)
 
-    return known[max(group, key=named)]
-
-
-# ----------------------------------------------------------------------------- bisects
-def link_bisect(text: str) -> tuple[str, str]:
-    """A recorded bisect note: (the releases it names, or "recorded"; the note itself, quoted)."""
-    found = []
-    for label, pattern in (("first bad", r"first bad(?: release| commit)? (" + _VERSION + r"|[0-9a-f]{7,40})\b"),
-                           ("last good", r"last good(?: release| commit)? (" + _VERSION + r"|[0-9a-f]{7,40})\b"),
-                           ("first fixed", r"(?:first fixed(?: release)?|fixed in(?: release)?) (" + _VERSION + r")\b")):
-        m = re.search(pattern, text)
-        if m:
-            found.append(f"{label} {m.group(1)}")
-    return ", ".join(found) or "recorded", f'recorded: "{text}"'
+    return known[max(group, key=lambda i: (known[i].upstream is not None, named(i), [-ord(c) for c in i]))]
 
 
-def _is_commit_note(text: str) -> bool:
-    """A note of a bisect across commits (`harness bisect --repo`), not releases."""
-    return "--repo" in text or bool(re.search(r"\b(?:first bad|last good|first fixed) commit\b", text))
+# ----------------------------------------------------------------------------- bisects and releases
+def _version(text) -> Version | None:
+    try:
+        return Version(str(text))
+    except InvalidVersion:
+        return None
 
 
 class _Untested(Exception):
     pass
 
 
-def state_result(path: Path, rep_id: str) -> tuple[str, tuple[str, str]] | None:
-    """("release" or "commit", (result, where it is recorded)) for a `harness bisect` state file of
-    `rep_id`, else None."""
+def state_result(path: Path, rep_id: str) -> tuple[record.Bisect | None, str] | None:
+    """A `harness bisect` state file of `rep_id`: (the bisect it concluded, or None; where and how far it went).
+    None for another reproducer's file, or one that cannot be read."""
     try:
         state = untrusted.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -146,38 +100,27 @@ def state_result(path: Path, rep_id: str) -> tuple[str, tuple[str, str]] | None:
     if not isinstance(state, dict) or state.get("reproducer") != f"{rep_id}.json":
         return None
     order, steps = [str(v) for v in state.get("order") or []], state.get("steps") or {}
-    kind = "release" if all(_version(v) for v in order) and order else "commit"
+    kind = "release" if order and all(_version(v) for v in order) else "commit"
     done = ", ".join(f"{v} {bisect.WORDS.get(s.get('status'), s.get('status'))}" for v, s in steps.items()) or "none"
+    where = f"state {path}: --good {state.get('good')} --bad {state.get('bad')}"
 
     def test(v):
         if v not in steps:
             raise _Untested(v)
         return steps[v]["status"]
 
-    where = f"state {path}: --good {state.get('good')} --bad {state.get('bad')}"
     if len(order) < 2:
-        return kind, ("not finished", f"{where}; steps: {done}")
+        return None, f"not finished ({where}; steps: {done})"
     try:
         lo, hi, skipped = bisect.search(order, test)
     except _Untested as e:
-        return kind, ("not finished", f"{where}; steps so far: {done}; next: {e}")
+        return None, f"not finished ({where}; steps so far: {done}; next: {e})"
     except bisect.BisectError as e:
-        return kind, (f"did not conclude: {e}", where)
-    first_bad, last_good = order[hi], order[lo]
-    if kind == "release" and _version(order[0]) > _version(order[-1]):
-        line = f"first fixed release {last_good}, the last with the bug {first_bad}"
-    else:
-        line = f"first bad {kind} {first_bad}, last good {last_good}"
-    if skipped:
-        line += f" (untestable between them: {', '.join(order[i] for i in skipped)})"
-    return kind, (line, f"{where}; steps: {done}")
-
-
-def _version(text) -> Version | None:
-    try:
-        return Version(str(text))
-    except InvalidVersion:
-        return None
+        return None, f"did not conclude: {e} ({where})"
+    fixes = kind == "release" and _version(order[0]) > _version(order[-1])
+    note = f"{where}; steps: {done}" + (f"; untestable between them: {', '.join(order[i] for i in skipped)}"
+                                        if skipped else "")
+    return record.Bisect(kind, order[0], order[-1], order[hi], order[lo], fixes, note), note
 
 
 def state_files(rep_id: str, envs: Path | None, extra=()) -> list[Path]:
@@ -186,149 +129,256 @@ def state_files(rep_id: str, envs: Path | None, extra=()) -> list[Path]:
     return found + [Path(p) for p in extra if Path(p) not in found]
 
 
-def bisects(rep, links: Links, states: list[Path]) -> dict[str, list[tuple[str, str]]]:
-    """{"release": [(result, where recorded)], "commit": [...]} from the reproducer's links and the
-    state files."""
-    out = {"release": [], "commit": []}
-    for text in links.bisects:
-        out["commit" if _is_commit_note(text) else "release"].append(link_bisect(text))
+def bisects(rep, states: list[Path]) -> tuple[list[record.Bisect], list[str]]:
+    """The bisects recorded in `rep`'s links and concluded in its state files; and the state files' words for
+    those not concluded."""
+    done, pending = list(rep.links.bisected_by), []
     for path in states:
         found = state_result(path, rep.id)
-        if found:
-            out[found[0]].append(found[1])
-    return out
+        if found and found[0]:
+            done.append(found[0])
+        elif found:
+            pending.append(found[1])
+    return done, pending
 
 
-def bisect_command(rep, known: dict, related: dict[str, dict]) -> tuple[str, str]:
-    """The `harness bisect` command to run, and where its --good comes from. --bad is the release the
-    reproducer was recorded on; --good the last good release recorded for a reproducer of the same
-    root cause, else the oldest release a reproducer here was recorded on (the newest, when this one
-    is the oldest: then the bisect looks for the fix). Neither is known good for this case: the
-    bisect tests both ends first."""
-    bad = rep.environment.get("tilelang", "")
-    command = f"harness bisect {rep.id} --good {{}} --bad {bad or 'BAD'}"
-    for other, found in related.items():
-        for short, _ in found["release"]:
-            m = re.search(r"last good (" + _VERSION + ")", short)
-            if m and _version(bad) and (_version(m.group(1)) or _version(bad)) < _version(bad):
-                return (command.format(m.group(1)), f"--good {m.group(1)}: the last good release recorded for {other} "
-                        "(same root cause); not known good for this case")
-    releases = sorted({v for v in (_version(o.environment.get("tilelang")) for o in [rep, *known.values()]) if v})
-    if not _version(bad) or len(releases) < 2:
-        return command.format("GOOD"), "GOOD: a release where the case behaves; none recorded"
-    if _version(bad) == releases[0]:
-        good, where = releases[-1], "the newest release a reproducer here was recorded on (looking for the fix)"
+def describe_bisect(b: record.Bisect) -> str:
+    what = (f"fixed in {b.last_good}, the last {b.kind} with it {b.first_bad}" if b.fixes
+            else f"first bad {b.kind} {b.first_bad}, last good {b.last_good}")
+    return f"{what} (`harness bisect --good {b.good} --bad {b.bad}`" + (f"; {b.note})" if b.note else ")")
+
+
+def releases(rep) -> dict[str, record.Release]:
+    """The release matrix, the release it was recorded on counted as reproduced, oldest first."""
+    found = dict(rep.releases)
+    recorded = rep.environment.get("tilelang", "")
+    if _version(recorded) and recorded not in found:
+        found[recorded] = record.Release("reproduced", "recorded there")
+    return dict(sorted(((v, r) for v, r in found.items() if _version(v)), key=lambda vr: _version(vr[0])))
+
+
+@dataclass
+class Provenance:
+    """Where the bug came in, as far as the recorded data says: `after` (a release without it, the newest before
+    `at_or_before`) and `at_or_before` (the oldest release with it); equal bounds from a bisect are exact."""
+    first_bad: str = ""          # exact, from a release bisect
+    after: str = ""
+    at_or_before: str = ""
+    fixed_in: str = ""
+    lines: list[str] = field(default_factory=list)
+
+
+def provenance(rep, found: list[record.Bisect], related: dict[str, list[record.Bisect]]) -> Provenance:
+    p = Provenance()
+    matrix = releases(rep)
+    present = [v for v, r in matrix.items() if r.result == "reproduced"]
+    absent = [v for v, r in matrix.items() if r.result == "not reproduced"]
+    own = [b for b in found if b.kind == "release"]
+    regression = [b for b in own if not b.fixes]
+    fixes = [b for b in own if b.fixes]
+    if regression:
+        b = regression[0]
+        p.first_bad, p.after, p.at_or_before = b.first_bad, b.last_good, b.first_bad
+        p.lines.append(f"**First bad release: {b.first_bad}** (a release bisect: {describe_bisect(b)}).")
+    elif present:
+        oldest = present[0]
+        before = [v for v in absent if _version(v) < _version(oldest)]
+        p.at_or_before, p.after = oldest, before[-1] if before else ""
+        untested = [v for v, r in matrix.items() if r.result in ("fails differently", "cannot test")
+                    and (not p.after or _version(v) > _version(p.after)) and _version(v) < _version(oldest)]
+        span = f"after {p.after}, at or before {oldest}" if p.after else f"at or before {oldest} (no older release without it)"
+        p.lines.append(f"**First bad release: {span}** (the release matrix; not bisected"
+                       + (f"; {', '.join(untested)} could not tell" if untested else "") + ").")
     else:
-        good, where = releases[0], "the oldest release a reproducer here was recorded on"
-    return command.format(good), f"--good {good}: {where}; not known good for this case"
+        p.lines.append("**First bad release:** not recorded (no release matrix, no bisect).")
+    for b in fixes:
+        p.fixed_in = b.last_good
+        p.lines.append(f"**Fixed in {b.last_good}** ({describe_bisect(b)}).")
+    if matrix:
+        p.lines.append("Release matrix: " + "; ".join(f"{v} {r.result}" + (f" ({r.note})" if r.note else "")
+                                                     for v, r in matrix.items()) + ".")
+    commits = [b for b in found if b.kind == "commit"]
+    p.lines += [f"**Commit bisect:** {describe_bisect(b)}." for b in commits] or [
+        "**Commit bisect:** not run" + (f" (between {p.after} and {p.at_or_before}: `harness bisect {rep.id} --repo "
+                                         f"TILELANG_SRC --good v{p.after} --bad v{p.at_or_before}`)."
+                                         if p.after and p.at_or_before and p.first_bad else ".")]
+    if not regression and p.after and p.at_or_before:
+        p.lines.append(f"To place the release: `harness bisect {rep.id} --good {p.after} --bad {p.at_or_before}`"
+                       + (" (needs a GPU: the reproducer is numerical)." if rep.needs_gpu else "."))
+    for other, bs in related.items():
+        p.lines += [f"For `{other}` (same root cause): {describe_bisect(b)}." for b in bs]
+    for label, issues in (("Introduced by", rep.links.introduced_by), ("Fixed by", rep.links.fixed_by)):
+        p.lines += [f"**{label}:** {_issue(i)}" for i in issues]
+    return p
 
 
-# ----------------------------------------------------------------------------- the sections
+# ----------------------------------------------------------------------------- the program
+def code_lines(text: str) -> int:
+    """A program's lines after its module docstring (what it says, the report says too)."""
+    lines = text.rstrip("\n").splitlines()
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return len(lines)
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
+            and isinstance(first.value.value, str):
+        return len(lines) - first.end_lineno
+    return len(lines)
+
+
+def program_files(rep, directory: Path, beside: Path) -> list[Path]:
+    """Where a program of `rep` may be, in the order preferred: a reduced one, standalone ones, those linked."""
+    directory, beside = Path(directory), Path(beside)
+    names = [directory / f"{rep.id}.min.py", beside / f"{rep.id}.min.py", directory / f"{rep.id}.standalone.py",
+             beside / f"{rep.id}.standalone.py"]
+    names += [directory.parent / f.path for f in rep.links.files if f.kind == "standalone"]
+    return list(dict.fromkeys(names))
+
+
+def generated(rep) -> bool:
+    """A generated program (harness.programs): its export is small by construction."""
+    return bool(rep.case.program)
+
+
+def program(rep, directory: Path, beside: Path) -> tuple[Path | None, str, str]:
+    """(the program to embed or None, its text, one line on what was found): the first of `program_files` of at
+    most PROGRAM_LINES lines. A generated program (the `program` family) is exported beside the report first,
+    when no file is there: its export is small. A hand-written kernel's export (about 1,000 lines) is never
+    embedded."""
+    out = Path(beside) / f"{rep.id}.standalone.py"
+    note = ""
+    if generated(rep) and not out.exists():
+        try:
+            export.export(rep, out)
+        except (export.ExportError, case_mod.CaseError, ImportError, OSError) as e:
+            note = f"`harness export {rep.id}` failed here: {f'{type(e).__name__}: {e}'.splitlines()[0]}; "
+    too_long = []
+    for path in program_files(rep, directory, beside):
+        if path.is_file():
+            text = path.read_text()
+            n = code_lines(text)
+            if n <= PROGRAM_LINES:
+                return path, text, f"{path.name}: {n} lines"
+            too_long.append(f"{path.name} has {n}")
+    return None, "", note + (f"{', '.join(too_long)} lines" if too_long else "no program file")
+
+
 def _fence(text: str, lang="") -> list[str]:
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    longest = max((len(run) for run in "".join(c if c == "`" else " " for c in text).split()), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence + lang, text.rstrip("\n"), fence]
 
 
+def program_section(rep, path: Path | None, text: str, account: str) -> list[str]:
+    if path is None:
+        fam = kernels.family(rep.case.family)
+        how = (f"TileLang's own `examples/{fam.module}` at the case given at the end (`harness export` refuses "
+               "outside kernels)" if fam.module else f"the harness's {rep.case.family} kernel at the case given at the end")
+        return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}): `harness reduce {rep.id}` "
+                f"makes one. Until then it is {how}: `harness repro {rep.id}`.", ""]
+    run = next((f.note for f in rep.links.files if Path(f.path).name == path.name and f.note), "")
+    if not run and path.name.endswith(".standalone.py") and generated(rep):
+        run = "prints REPRODUCED and exits 1 while the bug is present, 0 when not, 125 without a GPU for a numerical bug"
+    return ["## Program", "", f"`{path.name}` (tilelang and torch only)" + (f": {run}." if run else "."), "",
+            *_fence(text, "python"), ""]
+
+
+# ----------------------------------------------------------------------------- the sections
 def _recorded(value) -> str:
     return value if value not in (None, "") else "not recorded"
 
 
-def heading(rep) -> list[str]:
-    title = " ".join(rep.title.split())
-    short = title if len(title) <= TITLE_LIMIT else title[:TITLE_LIMIT - 1].rsplit(" ", 1)[0] + "…"
-    lines = [f"# {short}", ""]
-    if short != title:
-        lines += [f"> {title}", ""]
-    return lines + [f"Reproducer `{rep.id}` of a correctness harness for TileLang attention kernels: "
-                    f"{rep.result.verdict}.", ""]
+def _issue(i: record.Issue) -> str:
+    state = f" ({i.state}{', in ' + i.release if i.release else ''})" if i.state or i.release else ""
+    return f"[{i.ref}]({i.url}){state}" + (f": {i.note}" if i.note else "")
 
 
-def environment_section(rep) -> list[str]:
+def title(rep) -> str:
+    words = " ".join((rep.upstream.title if rep.upstream and rep.upstream.title else "").split())
+    return words or f"[BUG][{TAGS.get(rep.result.verdict, 'bug')}] " + " ".join(rep.title.split())
+
+
+def environment_line(rep) -> str:
     env = rep.environment
-    version = _recorded(env.get("tilelang"))
-    if env.get("tilelang_commit"):
-        version += f" (commit {env['tilelang_commit']})"
-    rows = [("TileLang", version), ("GPU", _recorded(env.get("gpu"))), ("Driver", _recorded(env.get("driver"))),
-            ("CUDA", _recorded(env.get("cuda")))]
-    rows += [(name, env[key]) for name, key in (("Compute capability", "capability"), ("nvcc", "nvcc"),
-                                                ("torch", "torch"), ("Python", "python")) if env.get(key)]
+    gpu = env.get("gpu", "")
+    gpu = ("none (compile-only)" if gpu.startswith("none")
+           else _recorded(gpu) + (f" ({env['capability']})" if env.get("capability") else ""))
+    parts = [f"TileLang {_recorded(env.get('tilelang'))}" + (f" (commit {env['tilelang_commit']})"
+                                                             if env.get("tilelang_commit") else " (commit not recorded)"),
+             f"GPU {gpu}"]
+    parts += [f"{name} {env[key]}" for name, key in (("CUDA", "cuda"), ("driver", "driver"), ("torch", "torch"),
+                                                     ("Python", "python")) if env.get(key) not in (None, "", "None", "none")]
     if env.get("examples_module"):
-        release, digest = _recorded(env.get("examples_release")), _recorded(env.get("examples_sha256"))
-        rows.append(("TileLang example", f"examples/{env['examples_module']} of release {release}, sha256 {digest}"))
-    return ["## Environment (as recorded)", "", "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], ""]
+        parts.append(f"TileLang's example `{env['examples_module']}` of release {_recorded(env.get('examples_release'))}")
+    return "**Environment:** " + ", ".join(parts) + "."
 
 
-def program_section(rep, program: Path, other_links: list[str]) -> tuple[list[str], str]:
-    """The standalone program, written by harness.export and embedded; or why not, with the harness
-    command that reproduces it instead. Also the one-line account."""
-    lines = ["## Reproducer", ""]
-    fam = kernels.family(rep.case.family)
-    repro = f"harness repro {rep.id}"
-    if fam.module is not None:
-        lines += [f"An outside kernel: TileLang's own `examples/{fam.module}` at the case below. `harness export` "
-                  "refuses outside kernels, so there is no standalone program; with the harness:", "",
-                  *_fence(f"{repro} --examples PATH   # PATH: that release's examples "
-                          "(`harness examples fetch --version RELEASE`)", "sh"), ""]
-        account = "program: outside kernel, not exported"
-    else:
-        try:
-            written, calls = export.export(rep, program)
-        except (export.ExportError, case_mod.CaseError, ImportError, OSError) as e:
-            why = f"{type(e).__name__}: {e}".splitlines()[0]
-            lines += [f"`harness export` could not write the standalone program here ({why}); with the harness:", "",
-                      *_fence(repro, "sh"), ""]
-            account = f"program: not exported ({why})"
-        else:
-            text = Path(written).read_text()
-            lines += [f"A standalone program (needs only tilelang and torch), written by `harness export {rep.id}` "
-                      f"to `{written}`. `python {Path(written).name}` exits 1 while the recorded failure is there, "
-                      "0 when it is not, 125 when it cannot test (a numerical failure needs a GPU).", "",
-                      *_fence(text, "python"), ""]
-            account = f"program {written} ({', '.join(c.kernel for c in calls)})"
-    if other_links:
-        lines += ["Also recorded with the reproducer:", "", *[f"- {link}" for link in other_links], ""]
-    return lines, account
-
-
-def outcome_section(rep) -> list[str]:
+def observed_lines(rep) -> list[str]:
+    """What was observed, in the report's words where recorded; then the error as TileLang printed it, or
+    each wrong output's largest difference from the float64 reference."""
     seen = rep.result
-    where = ", ".join(f"{k} {v}" for k, v in (("stage", seen.stage), ("tensor", seen.tensor), ("region", seen.region),
-                                                ("kernel", seen.kernel)) if v)
-    lines = ["## Expected", "", rep.expected, "", "## Observed", "", f"{seen.verdict}" + (f" ({where})" if where else "")
-             + ":", "", *_fence(seen.message or "(no message recorded)", "text"), ""]
-    lines += [f"- {c['tensor']}: {c['verdict']}, error {c['error']:.4g} against tolerance {c['tolerance']:.4g}"
-              for c in seen.checks or []]
-    if rep.observed.get("flaky"):
-        f = rep.observed["flaky"]
-        lines.append(f"- reproduced {f['reproduced']} of {f['runs']} runs"
-                     + (" (deterministic)" if f.get("deterministic") else " (not deterministic)"))
-    if lines[-1] != "":
-        lines.append("")
-    lines += ["The case (the harness's; the program above is built from it):", "",
-              *_fence(json.dumps(case_mod.to_dict(rep.case)), "json"), ""]
+    lines = [rep.upstream.observed, ""] if rep.upstream and rep.upstream.observed else []
+    if seen.verdict in ("COMPILE_ERROR", "CRASH", "HANG") or not seen.checks:
+        lines += _fence(seen.message or "(no message recorded)", "text")
+    else:
+        for c in seen.checks:
+            if not c.get("ok"):
+                where = (c.get("where") or {}).get("index")
+                lines.append(f"- {c['tensor']}: max |kernel - float64 reference| = {c['error']:.4g}"
+                             + (f" at {where}" if where else ""))
+    flaky = rep.observed.get("flaky")
+    if flaky and flaky["reproduced"] < flaky["runs"]:
+        lines.append(f"- seen in {flaky['reproduced']} of {flaky['runs']} runs")
     return lines
 
 
-def bisect_section(rep, found: dict, related: dict[str, dict], command: tuple[str, str]) -> list[str]:
-    """Release and commit bisects as recorded (this reproducer's, then those of the same root cause);
-    with none of its own, "not bisected" and the command to run, or "not run"."""
-    gpu = "; needs a GPU: the reproducer is numerical" if rep.needs_gpu else ""
-    lines = []
-    for kind, heading_, none in (("release", "## Release bisect", [f"Not bisected. To run ({command[1]}{gpu}):", "",
-                                                                    *_fence(command[0], "sh")]),
-                                 ("commit", "## Commit bisect", ["Not run."])):
-        own = [f"- {short} ({where})" for short, where in found[kind]]
-        theirs = [f"- {other} (same root cause): {short} ({where})" for other, f in related.items()
-                  for short, where in f[kind]]
-        lines += [heading_, "", *(own or none), *([""] + theirs if theirs else []), ""]
-    return lines
+FAILED = {"MISMATCH": "wrong values", "NONFINITE": "NaN or inf values", "OOB_WRITE": "writes past a buffer",
+          "OOB_READ": "reads past a buffer", "COMPILE_ERROR": "fails to compile", "CRASH": "crashes", "HANG": "hangs"}
+
+
+def controls(rep) -> list[record.Control]:
+    return list(rep.triage.controls) if rep.triage else []
+
+
+def control_section(rep) -> list[str]:
+    rows = controls(rep)
+    if not rows:
+        return ["## Control", "", "No control recorded: `harness triage` tries one knob at a time.", ""]
+    lines = ["## Control", "", "| change | result |", "|---|---|",
+             f"| none (as recorded) | **{FAILED.get(rep.result.verdict, rep.result.verdict)}** |"]
+    lines += [f"| {c.change} | {c.result}" + (f" ({c.source})" if c.source else "") + " |" for c in rows]
+    return lines + [""]
+
+
+def workaround_lines(rep) -> list[str]:
+    """The controls that are right: a knob is a workaround as it is; a change of the program is one too."""
+    knobs = [c for c in controls(rep) if c.ok and c.knob]
+    shapes = [c for c in controls(rep) if c.ok and not c.knob]
+    lines = [f"- {c.change}: {c.result}" + (f" ({c.source})" if c.source else "") for c in knobs]
+    lines += [f"- changing the program: {c.change}: {c.result}" for c in shapes]
+    return lines or ["None known: no recorded control is right."]
+
+
+def culprit_section(rep, arch, env, unavailable) -> tuple[list[str], str]:
+    found = rep.triage.culprit if rep.triage else None
+    if found:
+        where = ", ".join(x for x in (f"`{found.file}`" if found.file else "", f"`{found.function}`" if found.function
+                                      else "") if x)
+        line = f"**{found.pass_name}**" + (f" ({where}, read in the {rep.environment.get('tilelang', '')} source)"
+                                            if where else "")
+        note = found.note.rstrip(".") + "." if found.note else ""
+        return ["## Root cause", "", line + (f": {note}" if note else "."), ""], \
+            f"culprit: {found.pass_name} (recorded)"
+    if rep.triage is not None:  # triaged, and no pass named
+        return ["## Root cause", "", "Not traced to a pass or a source line.", ""], "culprit: not traced (recorded)"
+    lines, account = culprit(rep, arch, env, unavailable)
+    return ["## Root cause", "", *lines, ""], f"culprit: {account}"
 
 
 def culprit(rep, arch="sm_90a", env=None, unavailable: str | None = None) -> tuple[list[str], str]:
-    """What `harness triage <id>` prints, run here (the pass that raised a compile error, or the pass
-    that made a generated-code hazard, with the IR excerpt), or one line saying why not; and a
-    one-line account."""
+    """What `harness triage <id>` prints, run here (the pass that raised a compile error, or the pass that made
+    a generated-code hazard), or one line saying why not; and a one-line account."""
     if unavailable:
         return [f"Not triaged: {unavailable}"], "not triaged"
     env = env or environment()
@@ -344,75 +394,83 @@ def culprit(rep, arch="sm_90a", env=None, unavailable: str | None = None) -> tup
             *_fence("\n".join(lines), "text")], account
 
 
-def workaround_section(rep, links: Links) -> list[str]:
-    said = [f"- {link}" for link in links.workarounds]
-    said += [f'- the title records: "{clause.strip()}"' for clause in re.split(r"(?<=[.;])\s+", rep.title)
-             if _WORKAROUND.search(clause)]
-    lines = ["## Workaround", "", *(said or ["None known."])]
-    if rep.case.knobs:
-        lines += ["", f"The case turns on these compile knobs (TileLang pass configs): {', '.join(rep.case.knobs)}."]
+def duplicates_section(rep, comment_for) -> list[str]:
+    links = rep.links
+    lines = ["## Duplicates", ""]
+    lines += [f"- Searched {s.query}: {s.result}." for s in links.searches]
+    if not links.searches:
+        lines.append("- No search of the tracker recorded.")
+    lines += [f"- This bug: {_issue(i)}" for i in links.tracker_issue if i is not comment_for]
+    lines += [f"- Nearest: {_issue(i)}" for i in links.related]
     return lines + [""]
 
 
-def duplicates_section(rep, links: Links, related: dict[str, record.Reproducer]) -> list[str]:
-    lines = ["## Duplicates searched", ""]
-    theirs = [(other, link) for other, o in related.items() for link in sort_links(o.links).tracker
-              if link not in links.tracker]
-    if links.tracker or theirs:
-        lines += [f"- {link}" for link in links.tracker] + [f"- {link} (recorded on {other})" for other, link in theirs]
-    else:
-        searched = "; ".join(links.searches) or "nothing recorded"
-        lines.append(f"no upstream issue or pull request found (searched: {searched})")
-    return lines + [""]
-
-
-def same_cause_section(why: dict[str, str], known: dict) -> list[str]:
-    if not why:
-        return []
-    lines = ["## Same root cause", ""]
-    for other, reason in why.items():
+def same_cause_lines(why: dict[str, str], known: dict) -> list[str]:
+    lines = []
+    for other, note in why.items():
         o = known.get(other)
-        title = " ".join(o.title.split()) if o else "(no such reproducer here)"
-        title = title if len(title) <= 160 else title[:159].rsplit(" ", 1)[0] + "…"
-        verdict = f"{o.result.verdict}, TileLang {o.environment.get('tilelang', '?')}: " if o else ""
-        lines.append(f"- `{other}` ({verdict}{title}); {reason}; its own program: `harness export {other}`")
-    return lines + [""]
+        where = f"{o.result.verdict}, TileLang {o.environment.get('tilelang', '?')}" if o else "no such reproducer here"
+        lines.append(f"- `{other}` ({where}): {note}")
+    return lines
+
+
+def details(rep) -> list[str]:
+    return ["<details><summary>The harness's reproducer</summary>", "",
+            f"Reproducer `{rep.id}` of a correctness harness for TileLang: `harness repro {rep.id}` replays it "
+            f"({rep.result.verdict} as recorded). The case:", "",
+            *_fence(json.dumps(case_mod.to_dict(rep.case)), "json"), "", "</details>"]
 
 
 # ----------------------------------------------------------------------------- the whole
-def report(rep, program: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
+def known_issue(rep) -> record.Issue | None:
+    """The open issue on TileLang's tracker that is this bug, if any: then the text is a comment for it."""
+    return next((i for i in rep.links.tracker_issue if i.repo == TRACKER and i.state == "open"), None)
+
+
+def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
            unavailable: str | None = None, env=None) -> Report:
-    """The report's text; writes the standalone program to `program` on the way."""
-    links = sort_links(rep.links)
+    """The text to file for `rep`; a generated program's export is written to `beside` on the way."""
     known = others(directory, rep.id)
     why = same_root_cause(rep, known)
-    related = {o: known[o] for o in why if o in known}
-    found = bisects(rep, links, state_files(rep.id, envs, states))
-    related_bisects = {o: bisects(r, sort_links(r.links), state_files(o, envs)) for o, r in related.items()}
-    program_lines, program_account = program_section(rep, program, links.other)
-    triaged, triage_account = culprit(rep, arch, env, unavailable)
-    body = [*environment_section(rep), *program_lines, *outcome_section(rep),
-            *bisect_section(rep, found, related_bisects, bisect_command(rep, known, related_bisects)),
-            "## Culprit pass", "", *triaged, "", *workaround_section(rep, links),
-            *duplicates_section(rep, links, related), *same_cause_section(why, known)]
-    head = heading(rep)
-    text = "\n".join(head + body).rstrip("\n") + "\n"
-    if len(text) > ISSUE_LIMIT:
-        note = [f"> This report is {len(text)} characters; GitHub takes {ISSUE_LIMIT} in an issue body: attach "
-                f"`{program.name}` and leave out the embedded program.", ""]
-        text = "\n".join(head + note + body).rstrip("\n") + "\n"
-    summary = [program_account,
-               "release bisect: " + ("; ".join(short for short, _ in found["release"]) or "not bisected"),
-               "commit bisect: " + ("; ".join(short for short, _ in found["commit"]) or "not run"),
-               f"culprit: {triage_account}", f"tracker links: {len(links.tracker)}",
-               "same root cause: " + (", ".join(why) or "none")]
-    return Report(text, summary)
+    found, pending = bisects(rep, state_files(rep.id, envs, states))
+    related = {o: bisects(known[o], state_files(o, envs))[0] for o in why if o in known}
+    prov = provenance(rep, found, {o: bs for o, bs in related.items() if bs})
+    prov.lines += [f"Bisect {p}." for p in pending]
+    path, text, account = program(rep, directory, beside)
+    cause, cause_account = culprit_section(rep, arch, env, unavailable)
+    comment_for = known_issue(rep)
+    expected = rep.upstream.expected if rep.upstream and rep.upstream.expected else rep.expected
+    fix = ["## Suggested fix", "", rep.upstream.fix, ""] if rep.upstream and rep.upstream.fix else []
+    faces = same_cause_lines(why, known)
+    if comment_for:
+        head = [f"<!-- a comment for {comment_for.url}; reproducer {rep.id} -->",
+                f"**Still present in TileLang {rep.environment.get('tilelang', '?')}.** {environment_line(rep)}", ""]
+        head += ["Also:", "", *faces, ""] if faces else []
+        faces = []
+    else:
+        head = [f"# {title(rep)}", "", environment_line(rep), ""]
+    body = [*program_section(rep, path, text, account), "## Expected", "", expected, "", "## Observed", "",
+            *observed_lines(rep), "", *control_section(rep), *cause, *fix, "## Provenance", "",
+            *[f"- {line}" for line in prov.lines], "", "## Workaround", "", *workaround_lines(rep), "",
+            *([] if comment_for else duplicates_section(rep, comment_for))]
+    if faces:
+        body += ["## Same root cause", "", *faces, ""]
+    out = head + body
+    text_out = "\n".join(out + details(rep)).rstrip("\n") + "\n"
+    if len(text_out.splitlines()) > REPORT_LINES or len(text_out) >= ISSUE_LIMIT:
+        text_out = "\n".join(out).rstrip("\n") + "\n"  # the harness's case goes first
+    summary = [f"{'comment for ' + comment_for.ref if comment_for else 'report'}: {len(text_out.splitlines())} lines, "
+               f"{len(text_out)} characters", f"program: {account}",
+               "first bad release: " + (prov.first_bad or (f"after {prov.after}, " if prov.after else "")
+                                        + (f"at or before {prov.at_or_before}" if prov.at_or_before else "not recorded")),
+               cause_account, f"tracker links: {len(rep.links.issues())}", "same root cause: " + (", ".join(why) or "none")]
+    return Report(text_out, summary, comment_for, path)
 
 
 def write(rep, to: Path, directory: Path, **kwargs) -> Report:
-    """Write the report to `to` and the standalone program beside it (<id>.standalone.py)."""
+    """Write the text to `to` (a generated program's export beside it, <id>.standalone.py)."""
     to = Path(to)
     to.parent.mkdir(parents=True, exist_ok=True)
-    out = report(rep, to.with_name(f"{rep.id}.standalone.py"), directory, **kwargs)
+    out = report(rep, to.parent, directory, **kwargs)
     to.write_text(out.text)
     return out

@@ -1,14 +1,20 @@
-"""`harness upstream`: the report's sections from what a reproducer records, nothing else (no TileLang,
-no GPU: the export and the triage are replaced where a test needs their output)."""
+"""`harness upstream`: the text to file, from what a reproducer records and nothing else (no TileLang, no GPU:
+the export and the triage are replaced where a test needs their output); and the reports committed in
+reproducers/upstream/ checked against their reproducers' data."""
+import dataclasses
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from packaging.version import Version
 
 from harness import cli, export, record, replay, triage, upstream, worker
 from harness.case import Case
+from harness.record import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
 from harness.result import Result
 
 COMPILE = Case(family="fake", heads=9, kv_heads=9)
@@ -16,16 +22,17 @@ NUMERIC = Case(family="fake", heads=1, kv_heads=1)
 ENV = {"tilelang": "0.1.15", "gpu": "NVIDIA H100 x1"}
 ERROR = 'InternalError: Layout Layout((32, 64, 1) -> (6, 384)) has errors: ("Index mapping does not form a bijective")'
 NOT_HERE = {"tilelang": "not importable: no module named tilelang"}
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def _save(tmp_path, case=COMPILE, links=(), title=None, env=ENV, id=None, message=ERROR):
-    """A reproducer file in tmp_path/reproducers, as `harness run` records one, with these links."""
+def _save(tmp_path, case=COMPILE, title=None, env=ENV, id=None, message=ERROR, **facts):
+    """A reproducer file in tmp_path/reproducers, as `harness run` records one, with these typed facts."""
     compile_error = case.heads == 9
     failing = Result.of(case, "COMPILE_ERROR" if compile_error else "MISMATCH", "compile" if compile_error else "judge",
                      message, tensor="" if compile_error else "O", checks=[] if compile_error else
-                     [{"tensor": "O", "ok": False, "verdict": "MISMATCH", "error": 2.86, "tolerance": 0.00195}])
-    rep = record.build(failing, env, title=title, id=id)
-    rep = record.Reproducer(**{**rep.__dict__, "links": list(links)})
+                     [{"tensor": "O", "ok": False, "verdict": "MISMATCH", "error": 2.86, "tolerance": 0.00195,
+                       "where": {"index": [0, 0, 3, 1]}}])
+    rep = dataclasses.replace(record.build(failing, env, title=title, id=id), **facts)
     return record.load(record.save(rep, tmp_path / "reproducers"))
 
 
@@ -34,7 +41,7 @@ def exported(monkeypatch):
     """harness.export replaced: it writes a small program and says which kernels it built."""
     calls = []
 
-    def fake(rep, to):
+    def fake(rep, to, **kwargs):
         calls.append((rep.id, to))
         to.parent.mkdir(parents=True, exist_ok=True)
         to.write_text("import tilelang\nprint('```')\n")
@@ -46,119 +53,165 @@ def exported(monkeypatch):
 
 def _report(rep, tmp_path, **kwargs):
     kwargs.setdefault("env", NOT_HERE)
-    return upstream.report(rep, tmp_path / "out" / f"{rep.id}.standalone.py", tmp_path / "reproducers",
-                           envs=kwargs.pop("envs", tmp_path / "envs"), **kwargs)
+    return upstream.report(rep, tmp_path / "out", tmp_path / "reproducers", envs=kwargs.pop("envs", tmp_path / "envs"),
+                           **kwargs)
 
 
 def _section(text, heading):
-    """The lines under `## heading`, up to the next heading."""
+    """The lines under `## heading`, up to the next heading or the details."""
     part = text.split(f"## {heading}\n", 1)[1]
-    return part.split("\n## ", 1)[0].strip()
+    return part.split("\n## ", 1)[0].split("\n<details>", 1)[0].strip()
 
 
 def test_nothing_recorded_reads_so_and_nothing_is_invented(tmp_path, exported):
-    rep = _save(tmp_path)
+    rep = _save(tmp_path, title="fake: a layout error at 256 threads")
     out = _report(rep, tmp_path)
     text = out.text
-    assert text.startswith(f"# {rep.title}"[:60])
-    env = _section(text, "Environment (as recorded)")
-    assert "| TileLang | 0.1.15 |" in env and "commit" not in env
-    assert "| GPU | NVIDIA H100 x1 |" in env and "| Driver | not recorded |" in env and "| CUDA | not recorded |" in env
-    program = _section(text, "Reproducer")
-    assert f"`harness export {rep.id}`" in program and f"{rep.id}.standalone.py" in program
-    assert "````python\nimport tilelang\nprint('```')\n````" in program  # a fence longer than the program's backticks
-    assert exported == [(rep.id, tmp_path / "out" / f"{rep.id}.standalone.py")]
+    assert text.startswith("# [BUG][ice-on-valid-code] fake: a layout error at 256 threads\n")
+    assert "**Environment:** TileLang 0.1.15 (commit not recorded), GPU NVIDIA H100 x1." in text
+    program = _section(text, "Program")
+    assert program.startswith("No program of at most 60 lines yet (no program file): "
+                              f"`harness reduce {rep.id}` makes one.") and f"`harness repro {rep.id}`" in program
+    assert exported == []  # a hand-written kernel's export is never embedded, so it is not made
     assert _section(text, "Expected") == rep.expected
     assert ERROR in _section(text, "Observed")
-    release = _section(text, "Release bisect")
-    assert release.startswith("Not bisected.")
-    assert f"harness bisect {rep.id} --good GOOD --bad 0.1.15" in release  # one release known: no --good to suggest
-    assert _section(text, "Commit bisect") == "Not run."
-    assert _section(text, "Culprit pass") == f"Not triaged: cannot compile {rep.id} here: tilelang {NOT_HERE['tilelang']}"
-    assert _section(text, "Workaround") == "None known."
-    assert _section(text, "Duplicates searched") == "no upstream issue or pull request found (searched: nothing recorded)"
-    assert "## Same root cause" not in text
-    assert out.summary[1:4] == ["release bisect: not bisected", "commit bisect: not run",
-                                "culprit: not triaged (cannot compile here)"]
+    assert _section(text, "Control") == "No control recorded: `harness triage` tries one knob at a time."
+    assert _section(text, "Root cause") == f"Not triaged: cannot compile {rep.id} here: tilelang {NOT_HERE['tilelang']}"
+    provenance = _section(text, "Provenance")
+    assert "**First bad release: at or before 0.1.15 (no older release without it)**" in provenance
+    assert "**Commit bisect:** not run." in provenance and "Introduced by" not in provenance
+    assert _section(text, "Workaround") == "None known: no recorded control is right."
+    assert _section(text, "Duplicates") == "- No search of the tracker recorded."
+    assert "## Same root cause" not in text and "## Suggested fix" not in text
+    assert f"`harness repro {rep.id}` replays it" in text and '"family": "fake"' in text
+    assert out.comment_for is None and out.summary[0].startswith("report: ")
 
 
-def test_a_numerical_reproducer_is_not_triaged_and_its_bisect_needs_a_gpu(tmp_path, exported):
-    _save(tmp_path, env={"tilelang": "0.1.6.post2"}, id="0old")
-    rep = _save(tmp_path, NUMERIC, message="O: max error 2.86 > tolerance 0.00195 at [0, 0, 3, 1]")
+def test_the_report_reads_the_typed_fields(tmp_path, exported):
+    links = Links(related=(Issue("tile-ai/tilelang", 2566, state="open", note="a single-iteration loop, not this"),),
+                  searches=(Search("the tracker: a wait in a loop's first iteration", "nothing found"),),
+                  bisected_by=(Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
+                               Bisect("commit", "a1b2c3d", "e4f5a6b", "9f9f9f9", "a1b2c3d")),
+                  introduced_by=(Issue("tile-ai/tilelang", 2444, kind="pull", state="merged", note="the wait lowering"),),
+                  fixed_by=(Issue("tile-ai/tilelang", 3000, kind="pull", state="open", note="a proposed fix"),),
+                  notes=("as written",))
+    rep = _save(tmp_path, NUMERIC, message="O: max error 2.86 > tolerance 0.00195 at [0, 0, 3, 1]", links=links,
+                releases={"0.1.13": Release("not reproduced"), "0.1.14": Release("reproduced")},
+                triage=Triage(Culprit("tl.ProducerConsumerWarpSpecialized", "src/x.cc", "Rewriter::Build", "it waits once"),
+                              (Control("TL_DISABLE_WARP_SPECIALIZED", "right", True, knob="no_warp_specialize"),
+                               Control("num_stages=0", "right", True), Control("TL_DISABLE_TMA_LOWER", "wrong", False,
+                                                                                knob="no_tma"))),
+                upstream=Upstream("[BUG][wrong-code] a loop that runs zero times never waits", "rows with no key are 0",
+                                  "rows with no key hold Q", "wait after the loop too"))
     text = _report(rep, tmp_path).text
-    assert _section(text, "Culprit pass") == f"Not triaged: cannot compile {rep.id} here: tilelang {NOT_HERE['tilelang']}"
-    assert "O: MISMATCH, error 2.86 against tolerance 0.00195" in _section(text, "Observed")
-    release = _section(text, "Release bisect")
-    assert f"harness bisect {rep.id} --good 0.1.6.post2 --bad 0.1.15" in release
-    assert "not known good for this case" in release and "needs a GPU" in release
+    assert text.startswith("# [BUG][wrong-code] a loop that runs zero times never waits\n")
+    assert _section(text, "Expected") == "rows with no key are 0"
+    observed = _section(text, "Observed")
+    assert observed.startswith("rows with no key hold Q")
+    assert "max |kernel - float64 reference| = 2.86 at [0, 0, 3, 1]" in observed
+    assert "tolerance" not in observed
+    control = _section(text, "Control")
+    assert "| none (as recorded) | **wrong values** |" in control and "| TL_DISABLE_TMA_LOWER | wrong |" in control
+    assert _section(text, "Root cause") == ("**tl.ProducerConsumerWarpSpecialized** (`src/x.cc`, `Rewriter::Build`, read "
+                                            "in the 0.1.15 source): it waits once.")
+    assert _section(text, "Suggested fix") == "wait after the loop too"
+    provenance = _section(text, "Provenance")
+    assert "**First bad release: 0.1.14** (a release bisect: first bad release 0.1.14, last good 0.1.13" in provenance
+    assert "**Commit bisect:** first bad commit 9f9f9f9, last good a1b2c3d" in provenance
+    assert "**Introduced by:** [PR #2444](https://github.com/tile-ai/tilelang/pull/2444) (merged): the wait lowering" \
+        in provenance
+    assert "**Fixed by:** [PR #3000](https://github.com/tile-ai/tilelang/pull/3000) (open): a proposed fix" in provenance
+    assert _section(text, "Workaround") == ("- TL_DISABLE_WARP_SPECIALIZED: right\n"
+                                            "- changing the program: num_stages=0: right")
+    duplicates = _section(text, "Duplicates")
+    assert "- Searched the tracker: a wait in a loop's first iteration: nothing found." in duplicates
+    assert "- Nearest: [#2566](https://github.com/tile-ai/tilelang/issues/2566) (open): a single-iteration loop, not this" \
+        in duplicates
 
 
-def test_links_sorted_by_what_they_record(tmp_path, exported):
-    links = ["https://github.com/tile-ai/tilelang/issues/2643 (open: the same root cause)",
-             "harness bisect X --good 0.1.10 --bad 0.1.15 (CPU, compile-only): first bad release 0.1.14, last good 0.1.13",
-             "harness bisect X --repo ~/tl --good a1b2c3d --bad e4f5a6b: first bad commit e4f5a6b",
-             "workaround: set TL_DISABLE_WARP_SPECIALIZED",
-             "reproducers/X.standalone.py"]
-    rep = _save(tmp_path, links=links)
-    out = _report(rep, tmp_path)
-    text = out.text
-    assert _section(text, "Duplicates searched") == f"- {links[0]}"
-    assert _section(text, "Release bisect") == f'- first bad 0.1.14, last good 0.1.13 (recorded: "{links[1]}")'
-    assert _section(text, "Commit bisect") == f'- first bad e4f5a6b (recorded: "{links[2]}")'
-    assert _section(text, "Workaround") == f"- {links[3]}"
-    assert f"Also recorded with the reproducer:\n\n- {links[4]}" in _section(text, "Reproducer")
-    assert "release bisect: first bad 0.1.14, last good 0.1.13" in out.summary
+def test_the_first_bad_release_from_the_matrix_is_a_range_it_does_not_contradict(tmp_path, exported):
+    matrix = {"0.1.6.post2": Release("not reproduced"), "0.1.7.post3": Release("not reproduced"),
+              "0.1.10": Release("reproduced"), "0.1.12": Release("reproduced", "an early run")}
+    rep = _save(tmp_path, NUMERIC, releases=matrix)
+    provenance = _section(_report(rep, tmp_path).text, "Provenance")
+    assert "**First bad release: after 0.1.7.post3, at or before 0.1.10** (the release matrix; not bisected)" in provenance
+    assert "0.1.12 reproduced (an early run); 0.1.15 reproduced (recorded there)." in provenance
+    assert f"`harness bisect {rep.id} --good 0.1.7.post3 --bad 0.1.10` (needs a GPU" in provenance
+    # A release between them that could not tell is said to be so; a fix found by a bisect is said as a fix.
+    matrix["0.1.8"] = Release("cannot test")
+    fixed = Bisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)
+    rep = _save(tmp_path, NUMERIC, id="bbbbbbbbbbbb", releases=matrix, links=Links(bisected_by=(fixed,)))
+    provenance = _section(_report(rep, tmp_path).text, "Provenance")
+    assert "(the release matrix; not bisected; 0.1.8 could not tell)" in provenance
+    assert "**Fixed in 0.1.15** (fixed in 0.1.15, the last release with it 0.1.14" in provenance
 
 
-def test_a_recorded_search_is_named(tmp_path, exported):
-    rep = _save(tmp_path, links=["searched TileLang's tracker (sink varlen backward): no report found"])
-    assert _section(_report(rep, tmp_path).text, "Duplicates searched") == (
-        "no upstream issue or pull request found (searched: searched TileLang's tracker (sink varlen backward): "
-        "no report found)")
+def test_a_known_open_issue_gets_a_comment(tmp_path, exported):
+    issue = Issue("tile-ai/tilelang", 2643, state="open", note="the same root cause")
+    main = _save(tmp_path, id="aaaaaaaaaaaa", links=Links(tracker_issue=(issue,), same_root_cause_as=(
+        Sibling("bbbbbbbbbbbb", "also at head dim 128"),)), upstream=Upstream(title="[BUG] the words"))
+    _save(tmp_path, id="bbbbbbbbbbbb", links=Links(tracker_issue=(issue,), same_root_cause_as=(Sibling("aaaaaaaaaaaa"),)))
+    out = _report(main, tmp_path)
+    first, second = out.text.splitlines()[:2]
+    assert first == "<!-- a comment for https://github.com/tile-ai/tilelang/issues/2643; reproducer aaaaaaaaaaaa -->"
+    assert second.startswith("**Still present in TileLang 0.1.15.** **Environment:**")
+    assert "Also:\n\n- `bbbbbbbbbbbb` (COMPILE_ERROR, TileLang 0.1.15): also at head dim 128" in out.text
+    assert "## Duplicates" not in out.text and "## Same root cause" not in out.text and out.comment_for == issue
+    # A closed issue, or one on another tracker, is not commented on: a report names it.
+    other = dataclasses.replace(issue, repo="tile-ai/TileOPs", number=1852)
+    rep = _save(tmp_path, id="cccccccccccc", links=Links(tracker_issue=(other,)))
+    text = _report(rep, tmp_path).text
+    assert text.startswith("# ") and "- This bug: [TileOPs#1852](https://github.com/tile-ai/TileOPs/issues/1852) (open)" \
+        in _section(text, "Duplicates")
 
 
-def test_a_workaround_the_title_states_is_quoted(tmp_path, exported):
-    rep = _save(tmp_path, title="fake: fails to compile at 256 threads; the same kernel compiles with 128 threads")
-    assert _section(_report(rep, tmp_path).text, "Workaround") == (
-        '- the title records: "the same kernel compiles with 128 threads"')
-
-
-def test_same_root_cause_from_links_either_way_and_from_titles(tmp_path, exported):
-    first = _save(tmp_path, id="aaaaaaaaaaaa", links=[
-        "harness bisect aaaaaaaaaaaa --good 0.1.10 --bad 0.1.15: first bad release 0.1.14, last good 0.1.13",
-        "https://github.com/tile-ai/tilelang/issues/1 (open)"])
-    _save(tmp_path, id="bbbbbbbbbbbb", links=["reproducers/aaaaaaaaaaaa.json (the forward's face)"])
-    _save(tmp_path, id="cccccccccccc", title="fake: the same failure as aaaaaaaaaaaa, in another kernel")
-    _save(tmp_path, id="dddddddddddd", title="fake: an unrelated failure")
-    text = _report(first, tmp_path).text
-    same = _section(text, "Same root cause")
-    assert "`bbbbbbbbbbbb`" in same and "links this one: reproducers/aaaaaaaaaaaa.json (the forward's face)" in same
-    assert "`cccccccccccc`" in same and "its title says the same as this one" in same
-    assert "dddddddddddd" not in text
-    # From the other side: the link and its bisect, and the tracker link recorded on the other one.
-    text = _report(record.load(tmp_path / "reproducers" / "bbbbbbbbbbbb.json"), tmp_path).text
-    assert "`aaaaaaaaaaaa`" in _section(text, "Same root cause")
-    release = _section(text, "Release bisect")
-    assert release.startswith("Not bisected.")
-    assert "- aaaaaaaaaaaa (same root cause): first bad 0.1.14, last good 0.1.13" in release
-    assert "harness bisect bbbbbbbbbbbb --good 0.1.13 --bad 0.1.15" in release
-    assert "the last good release recorded for aaaaaaaaaaaa (same root cause); not known good for this case" in release
-    assert _section(text, "Duplicates searched") == \
-        "- https://github.com/tile-ai/tilelang/issues/1 (open) (recorded on aaaaaaaaaaaa)"
-
-
-def test_one_root_cause_one_report_the_one_the_others_name(tmp_path, exported, monkeypatch):
+def test_same_root_cause_either_way_and_one_report_per_root_cause(tmp_path, exported, monkeypatch):
     monkeypatch.setattr(upstream, "environment", lambda: NOT_HERE)
-    main = _save(tmp_path, id="aaaaaaaaaaaa", links=["reproducers/bbbbbbbbbbbb.json (its head-dim-128 face)"])
-    face = _save(tmp_path, id="bbbbbbbbbbbb", title="fake: aaaaaaaaaaaa at head dim 128",
-                 links=["reproducers/aaaaaaaaaaaa.json", "reproducers/aaaaaaaaaaaa.standalone.py"])
+    first = _save(tmp_path, id="aaaaaaaaaaaa", links=Links(bisected_by=(
+        Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13"),)))
+    face = _save(tmp_path, id="bbbbbbbbbbbb", links=Links(same_root_cause_as=(Sibling("aaaaaaaaaaaa", "the forward's face"),)))
     alone = _save(tmp_path, id="cccccccccccc")
     directory = tmp_path / "reproducers"
-    assert upstream.primary(face, directory).id == upstream.primary(main, directory).id == "aaaaaaaaaaaa"
+    assert "- `bbbbbbbbbbbb` (COMPILE_ERROR, TileLang 0.1.15): links this one: the forward's face" in \
+        _section(_report(first, tmp_path).text, "Same root cause")
+    text = _report(face, tmp_path).text
+    assert "- `aaaaaaaaaaaa` (COMPILE_ERROR, TileLang 0.1.15): the forward's face" in _section(text, "Same root cause")
+    assert "For `aaaaaaaaaaaa` (same root cause): first bad release 0.1.14, last good 0.1.13" in _section(text, "Provenance")
+    assert upstream.primary(face, directory).id == upstream.primary(first, directory).id == "aaaaaaaaaaaa"
     assert upstream.primary(alone, directory).id == "cccccccccccc"
-    assert "its own program: `harness export bbbbbbbbbbbb`" in _section(_report(main, tmp_path).text, "Same root cause")
-    assert cli.main(["upstream", face.id, "--dir", str(directory), "--envs", str(tmp_path)]) == 0
-    assert (directory / "upstream" / "aaaaaaaaaaaa.md").is_file() and not (directory / "upstream" / "bbbbbbbbbbbb.md").exists()
+    # The one with the report's words recorded covers the others, however they link.
+    worded = dataclasses.replace(face, upstream=Upstream(title="[BUG] the words"))
+    record.save(worded, directory)
+    assert upstream.primary(first, directory).id == "bbbbbbbbbbbb"
+    assert cli.main(["upstream", first.id, "--dir", str(directory), "--envs", str(tmp_path)]) == 0
+    assert (directory / "upstream" / "bbbbbbbbbbbb.md").is_file() and not (directory / "upstream" / "aaaaaaaaaaaa.md").exists()
+
+
+def test_the_program_embedded_is_a_short_one(tmp_path, exported):
+    directory = tmp_path / "reproducers"
+    rep = _save(tmp_path, links=Links(files=(File("reproducers/x.standalone.py", "standalone", "exit 1 while the bug is here"),)))
+    docstring = '"""What it shows.\n\n' + "prose\n" * 30 + '"""\n'
+    (directory / "x.standalone.py").write_text(docstring + "import tilelang\n" * 60)  # 60 lines after the docstring
+    text = _report(rep, tmp_path).text
+    assert _section(text, "Program").startswith("`x.standalone.py` (tilelang and torch only): exit 1 while the bug is here.")
+    (directory / f"{rep.id}.standalone.py").write_text("import tilelang\n" * 61)
+    out = _report(rep, tmp_path)
+    assert out.program == directory / "x.standalone.py"  # the one over 60 lines is passed over, the next one taken
+    (directory / "x.standalone.py").unlink()
+    out = _report(rep, tmp_path)
+    assert out.program is None and f"({rep.id}.standalone.py has 61 lines)" in _section(out.text, "Program")
+    (tmp_path / "out").mkdir(exist_ok=True)
+    (tmp_path / "out" / f"{rep.id}.min.py").write_text("import tilelang\nprint('REPRODUCED')\n")
+    assert _report(rep, tmp_path).program == tmp_path / "out" / f"{rep.id}.min.py"  # a reduced program first
+    assert upstream.code_lines('"""one\ntwo"""\nx = 1\n\ny = 2\n') == 3
+
+
+def test_a_generated_program_is_exported_and_embedded(tmp_path, exported, monkeypatch):
+    rep = _save(tmp_path)
+    monkeypatch.setattr(upstream, "generated", lambda rep: True)
+    out = _report(rep, tmp_path)
+    assert exported == [(rep.id, tmp_path / "out" / f"{rep.id}.standalone.py")]
+    assert "````python\nimport tilelang\nprint('```')\n````" in _section(out.text, "Program")  # a longer fence
 
 
 def _state(path, rep, good, bad, order, steps):
@@ -176,23 +229,18 @@ def test_bisect_state_files_are_read(tmp_path, exported):
     _state(envs / f"bisect-{rep.id}-0.1.10-0.1.15.json", rep, "0.1.10", "0.1.15", order,
            {"0.1.10": 0, "0.1.15": 1, "0.1.13": 0, "0.1.14": 1})
     _state(envs / "bisect-other-0.1.10-0.1.15.json", SimpleNamespace(id="other"), "0.1.10", "0.1.15", order, {})
-    release = _section(_report(rep, tmp_path).text, "Release bisect")
-    assert release.startswith("- first bad release 0.1.14, last good 0.1.13 (state ")
-    assert "steps: 0.1.10 good, 0.1.15 bad, 0.1.13 good, 0.1.14 bad" in release and "other" not in release
-    # A fix (--good newer than --bad), a bisect not finished, and a commit bisect named with --state.
-    fixed = _state(tmp_path / "fixed.json", rep, "0.1.15", "0.1.12", ["0.1.15", "0.1.14", "0.1.12"],
-                   {"0.1.15": 0, "0.1.12": 1, "0.1.14": 1})
+    provenance = _section(_report(rep, tmp_path).text, "Provenance")
+    assert "**First bad release: 0.1.14** (a release bisect: first bad release 0.1.14, last good 0.1.13" in provenance
+    assert "steps: 0.1.10 good, 0.1.15 bad, 0.1.13 good, 0.1.14 bad" in provenance and "other" not in provenance
     paused = _state(tmp_path / "paused.json", rep, "0.1.10", "0.1.15", order, {"0.1.10": 0})
     commits = _state(tmp_path / "commits.json", rep, "a1b2c3d", "e4f5a6b", ["a1b2c3d", "9f9f9f9", "e4f5a6b"],
                      {"a1b2c3d": 0, "e4f5a6b": 1, "9f9f9f9": 1})
-    text = _report(rep, tmp_path, envs=None, states=[fixed, paused, commits]).text
-    release = _section(text, "Release bisect")
-    assert "- first fixed release 0.1.15, the last with the bug 0.1.14" in release
-    assert "- not finished (state " in release and "steps so far: 0.1.10 good; next: 0.1.15" in release
-    assert _section(text, "Commit bisect").startswith("- first bad commit 9f9f9f9, last good a1b2c3d (state ")
+    provenance = _section(_report(rep, tmp_path, envs=None, states=[paused, commits]).text, "Provenance")
+    assert "Bisect not finished (state " in provenance and "steps so far: 0.1.10 good; next: 0.1.15" in provenance
+    assert "**Commit bisect:** first bad commit 9f9f9f9, last good a1b2c3d" in provenance
 
 
-def test_the_culprit_pass_is_what_harness_triage_prints(tmp_path, exported, monkeypatch):
+def test_with_no_triage_recorded_harness_triage_runs_here(tmp_path, exported, monkeypatch):
     rep = _save(tmp_path)
     given = 'tx = T.launch_thread("threadIdx.x", 384)\nT.fill(dq_s, 0)'
     trace = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized"],
@@ -201,18 +249,21 @@ def test_the_culprit_pass_is_what_harness_triage_prints(tmp_path, exported, monk
     monkeypatch.setattr(replay, "gpu_count", lambda: 0)
     monkeypatch.setattr(triage, "trace", lambda build: trace)
     out = _report(rep, tmp_path, env={"tilelang": "0.1.15"})
-    culprit = _section(out.text, "Culprit pass")
-    assert culprit.startswith(f"`harness triage {rep.id}`, run here (TileLang 0.1.15, target sm_90a):")
+    cause = _section(out.text, "Root cause")
+    assert cause.startswith(f"`harness triage {rep.id}`, run here (TileLang 0.1.15, target sm_90a):")
     for line in triage.describe(triage.find(trace, triage.script), trace):
-        assert line in culprit
+        assert line in cause
     assert "culprit: raised in tl.LowerTileOp, input from tl.ProducerConsumerWarpSpecialized" in out.summary
 
     def broken(build):
         raise RuntimeError("no pass instrument in this release\nmore")
 
     monkeypatch.setattr(triage, "trace", broken)
-    assert _section(_report(rep, tmp_path, env={"tilelang": "0.1.15"}).text, "Culprit pass") == \
+    assert _section(_report(rep, tmp_path, env={"tilelang": "0.1.15"}).text, "Root cause") == \
         "Not triaged: triage failed: RuntimeError: no pass instrument in this release"
+    # A triage recorded without a pass: said so, nothing run.
+    rep = _save(tmp_path, id="dddddddddddd", triage=Triage(None, ()))
+    assert _section(_report(rep, tmp_path).text, "Root cause") == "Not traced to a pass or a source line."
 
 
 def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported, monkeypatch):
@@ -225,60 +276,28 @@ def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported,
     monkeypatch.setattr(triage, "trace", lambda build: trace)
     monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ([hazard], "digest"))
     out = _report(rep, tmp_path, env={"tilelang": "0.1.15"})
-    culprit = _section(out.text, "Culprit pass")
-    assert f"hazard: {hazard}" in culprit
-    assert "unwaited_async_loads: made by pass tl.ProducerConsumerWarpSpecialized" in culprit
-    assert "culprit: unwaited_async_loads made by tl.ProducerConsumerWarpSpecialized" in out.summary
+    cause = _section(out.text, "Root cause")
+    assert f"hazard: {hazard}" in cause and "unwaited_async_loads: made by pass tl.ProducerConsumerWarpSpecialized" in cause
 
 
 def test_an_outside_kernel_is_not_exported_and_the_repro_command_is_given(tmp_path, exported, monkeypatch):
     rep = _save(tmp_path)
     monkeypatch.setattr(upstream.kernels, "family", lambda name: SimpleNamespace(module="example_gqa_decode.py",
                                                                                   variants=("default",)))
-    program = _section(_report(rep, tmp_path, unavailable="outside kernels need TileLang's examples").text,
-                       "Reproducer")
-    assert "`examples/example_gqa_decode.py`" in program and "refuses outside kernels" in program
-    assert f"harness repro {rep.id} --examples PATH" in program
-    assert exported == []
+    program = _section(_report(rep, tmp_path, unavailable="outside kernels need TileLang's examples").text, "Program")
+    assert "TileLang's own `examples/example_gqa_decode.py`" in program and "refuses outside kernels" in program
+    assert f"`harness repro {rep.id}`" in program and exported == []
 
 
-def test_a_failed_export_says_why_and_gives_the_repro_command(tmp_path, monkeypatch):
-    def refuse(rep, to):
-        raise export.ExportError("kernel main has its own pass configs; not exported")
-
-    monkeypatch.setattr(export, "export", refuse)
-    rep = _save(tmp_path)
-    out = _report(rep, tmp_path)
-    program = _section(out.text, "Reproducer")
-    assert "could not write the standalone program here (ExportError: kernel main has its own pass configs" in program
-    assert f"```sh\nharness repro {rep.id}\n```" in program
-    assert out.summary[0].startswith("program: not exported")
-
-
-def test_a_report_too_long_for_an_issue_says_so(tmp_path, monkeypatch):
-    def big(rep, to):
-        to.parent.mkdir(parents=True, exist_ok=True)
-        to.write_text("x = 1\n" * 12000)
-        return to, [SimpleNamespace(kernel="main")]
-
-    monkeypatch.setattr(export, "export", big)
-    rep = _save(tmp_path)
-    text = _report(rep, tmp_path).text
-    assert f"GitHub takes 65536 in an issue body: attach `{rep.id}.standalone.py`" in text
-
-
-def test_the_command_writes_the_report_and_the_program_beside_it(tmp_path, exported, monkeypatch, capsys):
+def test_the_command_writes_the_text_and_says_what_it_holds(tmp_path, exported, monkeypatch, capsys):
     rep = _save(tmp_path)
     monkeypatch.setattr(upstream, "environment", lambda: NOT_HERE)
     to = tmp_path / "filed" / "report.md"
     code = cli.main(["upstream", rep.id, "--dir", str(tmp_path / "reproducers"), "--to", str(to),
                      "--envs", str(tmp_path / "envs")])
-    assert code == 0
-    assert to.read_text().startswith("# ") and (tmp_path / "filed" / f"{rep.id}.standalone.py").is_file()
+    assert code == 0 and to.read_text().startswith("# [BUG]")
     out = capsys.readouterr().out
-    assert out.startswith(f"wrote {to}: program {tmp_path / 'filed' / f'{rep.id}.standalone.py'} (main); ")
-    assert out.count("\n") == 1
-    # Default: DIR/upstream/<id>.md.
+    assert out.startswith(f"wrote {to}: report: ") and "program: no program file" in out and out.count("\n") == 1
     assert cli.main(["upstream", rep.id, "--dir", str(tmp_path / "reproducers"), "--envs", str(tmp_path)]) == 0
     assert (tmp_path / "reproducers" / "upstream" / f"{rep.id}.md").is_file()
 
@@ -289,3 +308,44 @@ def test_a_missing_reproducer_is_one_line_and_exit_2(tmp_path):
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("harness upstream: no reproducer 'nope'")
     assert not (tmp_path / "upstream").exists()
+
+
+# ----------------------------------------------------------------------------- the reports committed
+REPORTS = sorted((ROOT / "reproducers" / "upstream").glob("*.md"))
+_FIRST_BAD = re.compile(r"\*\*First bad release: (?:(?P<exact>[\w.]+)\*\*|(?:after (?P<after>[\w.]+), )?at or before "
+                        r"(?P<before>[\w.]+))")
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=[p.stem for p in REPORTS])
+def test_a_committed_report_holds_to_its_reproducer(path):
+    """Its size, its title, and its provenance and workaround against the matrix, the bisects and the triage."""
+    text = path.read_text()
+    rep = record.load(ROOT / "reproducers" / f"{path.stem}.json")
+    assert len(text.splitlines()) <= upstream.REPORT_LINES and len(text) < upstream.ISSUE_LIMIT
+    first = text.splitlines()[0]
+    assert "…" not in first and (first.startswith("# [BUG][") or first.startswith("<!-- a comment for https://github.com/"))
+    if upstream.known_issue(rep):
+        assert upstream.known_issue(rep).url in first
+    # Provenance: what it states is what the matrix and the bisects allow.
+    m = _FIRST_BAD.search(text)
+    assert m, "the report states no first bad release"
+    matrix = {v: r.result for v, r in upstream.releases(rep).items()}
+    regression = [b for b in rep.links.bisected_by if b.kind == "release" and not b.fixes]
+    bad, good = m.group("exact") or m.group("before"), m.group("after") or (regression[0].last_good if regression else None)
+    assert matrix.get(bad) != "not reproduced", f"{bad} is not bad in the matrix"
+    if good:
+        assert matrix.get(good) != "reproduced", f"{good} is bad in the matrix"
+        assert Version(good) < Version(bad)
+        assert not [v for v, r in matrix.items() if r == "reproduced" and Version(good) < Version(v) < Version(bad)]
+    if regression:
+        assert m.group("exact") == regression[0].first_bad
+    elif "not bisected" not in text.split("**First bad release", 1)[1].split("\n", 1)[0]:
+        raise AssertionError("a range from the matrix must say it is not bisected")
+    if any(r == "reproduced" for v, r in matrix.items() if Version(v) < Version(bad)):
+        raise AssertionError(f"the matrix has the bug before {bad}")
+    # Workaround: every control that is right is there, none that is wrong, and "none known" only without one.
+    workaround = _section(text, "Workaround")
+    controls = upstream.controls(rep)
+    for c in controls:
+        assert (c.change in workaround) == c.ok, c.change
+    assert ("None known" in workaround) == (not any(c.ok for c in controls))
