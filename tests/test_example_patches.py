@@ -1,0 +1,91 @@
+"""reproducers/examples/*.patch: the fixes for TileLang's examples, each with its pull-request text.
+
+Each patch applies (`git apply --check`) to the examples of TileLang 0.1.14's source package, alone and all three
+in turn; the tree is the one `harness examples fetch --version 0.1.14` unpacks, found where
+scripts/verify_example_patches.py looks ($HARNESS_EXAMPLES, .gpu/examples/tilelang-0.1.14,
+examples-src/tilelang-0.1.14). Without it those tests skip, saying so: nothing of TileLang's is kept here.
+The script's plan (which shapes fail without a patch and pass with it) is checked on the CPU, and its dry run
+applies the patches to copies of the tree.
+"""
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT / "reproducers" / "examples"
+PATCHES = sorted(HERE.glob("*.patch"))
+SCRIPT = ROOT / "scripts" / "verify_example_patches.py"
+
+
+def script():
+    spec = importlib.util.spec_from_file_location("verify_example_patches", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def examples_tree():
+    try:
+        return script().find_tree(None)
+    except SystemExit as e:
+        pytest.skip(f"TileLang 0.1.14's examples are not here: {e}")
+
+
+def test_there_are_at_most_three_patches_each_with_its_text():
+    assert 1 <= len(PATCHES) <= 3
+    for patch in PATCHES:
+        text = patch.with_suffix(".md").read_text()
+        ids = set(re.findall(r"\]\(\.\./([0-9a-f]{12})\.json\)", text))
+        assert ids, f"{patch.stem}.md links no reproducer"
+        assert all((ROOT / "reproducers" / f"{i}.json").exists() for i in ids), ids
+        assert "```python" in text, f"{patch.stem}.md shows no failing shape"
+        assert all(f.startswith("examples/") for f in script().patched_files(patch)), patch.name
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.stem)
+def test_each_patch_applies_to_the_release_examples(patch):
+    tree = examples_tree()
+    assert (tree / "VERSION").read_text().strip() == "0.1.14"
+    p = script().git_apply(patch, tree, check=True)
+    assert p.returncode == 0, p.stderr
+    checked = re.findall(r"^Checking patch (\S+)\.\.\.$", p.stderr, flags=re.M)
+    assert sorted(checked) == sorted(script().patched_files(patch))  # each file checked, none skipped
+
+
+def test_the_patches_apply_one_after_another(tmp_path):
+    tree = examples_tree()
+    copy = tmp_path / "tilelang-0.1.14"
+    shutil.copytree(tree, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for patch in PATCHES:
+        p = script().git_apply(patch, copy, check=False)
+        assert p.returncode == 0, f"{patch.name} after the others: {p.stderr}"
+
+
+def test_every_patch_has_shapes_failing_without_it_and_test_shapes_with_it():
+    verify = script()
+    assert {s.patch for s in verify.SHAPES} == {p.stem for p in PATCHES}
+    todo = verify.plans(verify.SHAPES)  # every case built and validated, no GPU needed
+    for patch in PATCHES:
+        mine = [s for s in verify.SHAPES if s.patch == patch.stem]
+        assert any(s.without == "fail" and s.case for s in mine), patch.stem
+        assert any(s.without is None for s in mine), f"{patch.stem}: no test shape checked with the patch only"
+        assert len(set(todo[patch.stem].cases.values())) == len(todo[patch.stem].cases)  # no case twice
+    for shape in verify.SHAPES:
+        if shape.case and "repro" in shape.case:
+            assert (ROOT / "reproducers" / f"{shape.case['repro']}.json").exists(), shape.label
+
+
+def test_the_dry_run_applies_each_patch_to_a_copy(tmp_path, capsys):
+    tree = examples_tree()
+    assert script().main(["--dry-run", "--examples", str(tree), "--out", str(tmp_path)]) == 0
+    for patch in PATCHES:
+        copy = tmp_path / patch.stem / "tree"
+        for name in script().patched_files(patch):
+            assert (copy / name).read_text() != (tree / name).read_text(), f"{patch.stem} left {name} as it was"
+        assert (tmp_path / patch.stem / "cases.jsonl").exists()
+    assert "dry run: 3 patches applied" in capsys.readouterr().err
