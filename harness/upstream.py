@@ -186,7 +186,8 @@ def provenance(rep, found: list[record.Bisect], related: dict[str, list[record.B
         p.at_or_before, p.after = oldest, before[-1] if before else ""
         untested = [v for v, r in matrix.items() if r.result in ("fails differently", "cannot test")
                     and (not p.after or _version(v) > _version(p.after)) and _version(v) < _version(oldest)]
-        span = f"after {p.after}, at or before {oldest}" if p.after else f"at or before {oldest} (no older release without it)"
+        span = (f"after {p.after}, at or before {oldest}" if p.after
+                else f"at or before {oldest} (no older release tested without it)")
         p.lines.append(f"**First bad release: {span}** (the release matrix; not bisected"
                        + (f"; {', '.join(untested)} could not tell" if untested else "") + ").")
     else:
@@ -274,7 +275,8 @@ def program_section(rep, path: Path | None, text: str, account: str) -> list[str
     if path is None:
         fam = kernels.family(rep.case.family)
         how = (f"TileLang's own `examples/{fam.module}` at the case given at the end (`harness export` refuses "
-               "outside kernels)" if fam.module else f"the harness's {rep.case.family} kernel at the case given at the end")
+               "outside kernels)" if fam.module else "the generated program given at the end" if generated(rep)
+               else f"the harness's {rep.case.family} kernel at the case given at the end")
         return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}): `harness reduce {rep.id}` "
                 f"makes one. Until then it is {how}: `harness repro {rep.id}`.", ""]
     run = next((f.note for f in rep.links.files if Path(f.path).name == path.name and f.note), "")

@@ -78,7 +78,7 @@ def test_nothing_recorded_reads_so_and_nothing_is_invented(tmp_path, exported):
     assert _section(text, "Control") == "No control recorded: `harness triage` tries one knob at a time."
     assert _section(text, "Root cause") == f"Not triaged: cannot compile {rep.id} here: tilelang {NOT_HERE['tilelang']}"
     provenance = _section(text, "Provenance")
-    assert "**First bad release: at or before 0.1.15 (no older release without it)**" in provenance
+    assert "**First bad release: at or before 0.1.15 (no older release tested without it)**" in provenance
     assert "**Commit bisect:** not run." in provenance and "Introduced by" not in provenance
     assert _section(text, "Workaround") == "None known: no recorded control is right."
     assert _section(text, "Duplicates") == "- No search of the tracker recorded."
