@@ -156,4 +156,6 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
         return GOOD, f"already minimal: {path}"
     title = None if rep.title == record.default_title(rep.result) else rep.title
     new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
-    return GOOD, f"minimized: {record.save(dataclasses.replace(new, links=rep.links), path.parent)}"
+    # What was learned about the bug (links, release matrix, triage, the report's words) stays with it.
+    kept = dataclasses.replace(new, links=rep.links, releases=rep.releases, triage=rep.triage, upstream=rep.upstream)
+    return GOOD, f"minimized: {record.save(kept, path.parent)}"

@@ -1,4 +1,5 @@
 """The pool survives hangs and crashes: each becomes a verdict and the run goes on."""
+import dataclasses
 import os
 
 import pytest
@@ -186,9 +187,12 @@ def test_a_hang_the_code_scan_explains_minimizes_without_a_gpu(tmp_path, capsys)
     from harness import cli, oracle, record
     hang = Result.of(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
                      oracle.hang_message(60, "run", ["register_budget: x"]), hazards=["register_budget: x"])
-    path = record.save(record.build(hang, {}), tmp_path / "reps")
+    learned = {"links": record.Links(notes=("a note",)), "releases": {"0.1.10": record.Release("reproduced")},
+               "triage": record.Triage(record.Culprit("tl.Pass")), "upstream": record.Upstream(title="[BUG] words")}
+    path = record.save(dataclasses.replace(record.build(hang, {}), **learned), tmp_path / "reps")
     assert cli.main(["minimize", str(path), "--budget", "60", "--runs", "0", "--logs", str(tmp_path / "logs")]) == 0
     rep = record.load(path)
+    assert {k: getattr(rep, k) for k in learned} == learned  # what was learned about the bug stays with it
     assert (rep.case.batch, rep.case.seqlen_q, rep.case.heads) == (1, 1, 15)  # the fake's setmaxnreg needs heads 15
     assert rep.signature == record.build(hang, {}).signature and rep.minimized_from.batch == 3
     assert "minimized:" in capsys.readouterr().out
