@@ -497,7 +497,7 @@ class First:
 
 
 def write(c) -> Program | None:
-    """One program from choices `c`: an attention chain (then changed) in five of eight, free compositions in
+    """One program from choices `c`: an attention chain (then changed) in two of three, free compositions in
     the rest; None when the rules refuse what was composed (shared memory over its limit, say)."""
     template = c.one((None, None, None) + tuple(TEMPLATES))
     if template == "stream":

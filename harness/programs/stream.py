@@ -1,6 +1,9 @@
-"""stream: explicit warp specialization. The block's last 128 threads are a producer that loads a tile of an
-n-row global at row k * block + row, trip by trip, into a ring of `stages` shared slots; the threads before them
-are consumers that wait for a slot, copy it into `dst`, hand the slot back and run the body. Two mbarriers per
+"""stream: explicit warp specialization, a producer loading a global's tiles into an mbarrier ring of shared slots
+that the consumers drain, running the body on each (its meaning: a loop over the tiles).
+
+The block's last 128 threads are the producer: it loads a tile of an n-row global at row k * block + row, trip
+by trip, into a ring of `stages` shared slots; the threads before them are consumers that wait for a slot, copy
+it into `dst`, hand the slot back and run the body. Two mbarriers per
 slot: `full[s]` completes when the slot's bytes landed, `empty[s]` when every consumer arrived. The producer
 loads by T.tma_copy, posting the bytes on `full[s]` (one elected thread arrives: `load: "tma"`), or by T.copy,
 after which each of its threads arrives (`load: "copy"`). The consumers prime the ring (arrive on every
