@@ -390,7 +390,7 @@ def _reduce(c, b):
 
 
 def _atomic(c, b):
-    """A tile added atomically into the block's own rows and into a buffer every block adds to."""
+    """A tile added atomically into the block's own rows and into a buffer every block adds to (and into a shared tile)."""
     dtype = c.one(("float32", "float16", "bfloat16"))
     w = c.one(b.widths("fragment"))
     x = load(c, b, "fragment", dtype, (b.block, w))
@@ -400,6 +400,11 @@ def _atomic(c, b):
     _emit(b, x + [{"op": "atomic", "kind": "add", "src": x[0]["dst"], "dst": own, "at": "bx", "row": 0, "col": 0, "form": form},
                   {"op": "atomic", "kind": "add", "src": x[0]["dst"], "dst": every, "at": "0", "row": 0, "col": 0, "form": form}],
           [x[0]["dst"]])
+    if c.flip():  # and into a shared tile of the block's own (as dQ into shared memory), then stored
+        tile, out = b.new("shared", dtype, (b.block, w)), b.new("global", dtype, ("n", w))
+        _emit(b, [{"op": "fill", "dst": tile, "value": 1},
+                  {"op": "atomic", "kind": "add", "src": x[0]["dst"], "dst": tile, "at": "0", "row": 0, "col": 0, "form": form},
+                  {"op": "copy", "src": tile, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}], [tile])
 
 
 def _copy(c, b):
