@@ -296,6 +296,11 @@ def flat_source(rep, calls) -> str:
                  "        sys.exit(1 if said in str(e) else 0)", "    print('NOT REPRODUCED: it compiles')"]
         return "\n".join(lines) + program + "\n".join(main) + "\n"
     head, _, _ = source(rep, calls).partition("\nMODULES = {\n")
+    lines = head.splitlines(keepends=True)
+    for node in reversed(ast.parse(head).body):  # the embedded file's package loader: FLAT's replaces it
+        if getattr(node, "name", None) == "load_modules" or ast.unparse(node).startswith("_HOLD ="):
+            del lines[node.lineno - 1 - len(getattr(node, "decorator_list", [])):node.end_lineno]
+    head = "".join(lines)
     used = {"compat": {"compile", "VERSION"}}
     for c in calls:
         used.setdefault(c.module.rsplit(".", 1)[-1], set()).add(c.function)
@@ -303,7 +308,7 @@ def flat_source(rep, calls) -> str:
     hoisted = "".join(f"{line}  # noqa: E402\n" for line in sorted(hoisted))
     tail = ("\n\n# ---- the programs are this file's own functions: FLAT names them as the harness's modules do\n"
             f"FLAT = {_pretty(table)}\n\n\n"
-            "def load_modules() -> dict:  # noqa: F811\n"
+            "def load_modules() -> dict:\n"
             "    g = globals()\n"
             "    return {m: types.SimpleNamespace(**{n: g[f] for n, f in names.items()}) for m, names in FLAT.items()}\n"
             '\n\nif __name__ == "__main__":\n    sys.exit(main())\n')

@@ -166,6 +166,22 @@ def test_merge_refuses_a_module_used_as_a_value():
         pysource.merge({"a": "X = 1\n", "b": "from _P_ import a\nY = a\n"}, "_P_")
 
 
+# ----------------------------------------------------------------------------- the flat export (harness export --flat)
+@pytest.mark.parametrize("rid", ["59a003a61bcc", "54d466153e16"])  # a compile error (compile-only); a MISMATCH (a run)
+def test_the_flat_export_is_plain_code_and_builds_the_harnesss_program(rid, tmp_path):
+    pytest.importorskip("tilelang")
+    from harness import export, record
+
+    rep = record.load(record.find(rid, ROOT / "reproducers"))
+    path, calls = export.export(rep, tmp_path / f"{rid}.py", flat=True)
+    text = path.read_text()
+    assert "import harness" not in text and "from harness" not in text and "MODULES" not in text
+    assert "def softmax_step(" in text and "blocks." not in text  # the macros are the file's own functions
+    assert all(line.startswith("same TIR script") for line in export.check_program(path, calls))
+    if rep.result.verdict == "COMPILE_ERROR":
+        assert "torch.cuda.is_available() else sm90" in text and "said in str(e)" in text
+
+
 # ----------------------------------------------------------------------------- the command
 def _cli(*argv, cwd):
     return subprocess.run([sys.executable, "-m", "harness.cli", "reduce", *map(str, argv)], capture_output=True,
