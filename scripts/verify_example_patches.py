@@ -264,6 +264,18 @@ def harness_argv(plan: Plan, tree: Path, out: Path, workers: int, compile_only: 
 CALL = """
 import importlib, sys, traceback
 sys.path.insert(0, {folder!r})
+if {quick!r}:  # the examples' main() times kernels after (or before) checking them: time each once, not 500 times
+    import torch, tilelang.profiler as profiler
+
+    def do_bench(fn=None, *args, **kwargs):
+        if callable(fn):
+            fn()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        return 1.0
+
+    profiler.do_bench = do_bench
+    profiler.Profiler.do_bench = lambda self, func=None, *args, **kwargs: do_bench(None)
 try:
     module = importlib.import_module({module!r})
     exec({code!r}, vars(module))
@@ -275,11 +287,11 @@ print("CALL RETURNED", flush=True)
 """
 
 
-def run_call(shape: Shape, tree: Path, logs: Path, env: dict, timeout: int) -> Outcome:
+def run_call(shape: Shape, tree: Path, logs: Path, env: dict, timeout: int, quick: bool = True) -> Outcome:
     folder, module, source = shape.call
     where = tree / "examples" / folder
     log = logs / (re.sub(r"[^A-Za-z0-9_.-]+", "_", shape.label)[:120] + ".log")
-    code = CALL.format(folder=str(where), module=module, code=source)
+    code = CALL.format(folder=str(where), module=module, code=source, quick=quick)
     t0 = time.monotonic()
     try:
         p = subprocess.run([sys.executable, "-c", code], cwd=where, env=env, capture_output=True, text=True,
@@ -347,6 +359,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=0, help="harness workers in all (default: CPU cores - 4, at least 4)")
     ap.add_argument("--call-jobs", type=int, default=4, help="examples' own calls at a time (default: 4)")
     ap.add_argument("--call-timeout", type=int, default=420, help="seconds per call (default: 420)")
+    ap.add_argument("--full-bench", action="store_true", help="let the examples' main() time their kernels as they "
+                                                               "do (hundreds of runs each); by default each is timed once")
     ap.add_argument("--dry-run", action="store_true", help="apply the patches to copies, write the cases, print the "
                                                            "plan; run nothing (no GPU, no TileLang needed)")
     ap.add_argument("--compile-only", action="store_true", help="no GPU: compile every case for sm_90a on the trees "
@@ -409,7 +423,8 @@ def main(argv=None) -> int:
     called = {}
     with ThreadPoolExecutor(max_workers=max(1, args.call_jobs)) as pool:
         futures = {(name, s): pool.submit(run_call, s, work / name / "tree", work / name / "logs",
-                                          env_for(name, re.sub(r"\W+", "_", s.label)[:60]), args.call_timeout)
+                                          env_for(name, re.sub(r"\W+", "_", s.label)[:60]), args.call_timeout,
+                                          not args.full_bench)
                    for name, s in calls}
         for key, future in futures.items():
             called[key] = future.result()

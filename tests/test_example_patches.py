@@ -89,3 +89,25 @@ def test_the_dry_run_applies_each_patch_to_a_copy(tmp_path, capsys):
             assert (copy / name).read_text() != (tree / name).read_text(), f"{patch.stem} left {name} as it was"
         assert (tmp_path / patch.stem / "cases.jsonl").exists()
     assert "dry run: 3 patches applied" in capsys.readouterr().err
+
+
+def test_a_call_passes_when_it_returns_fails_when_it_raises_and_skips_a_missing_package(tmp_path):
+    verify = script()
+    folder = tmp_path / "tree" / "examples" / "flash_attention"
+    folder.mkdir(parents=True)
+    (folder / "example_fake.py").write_text("def main(n):\n    assert n > 0, 'n must be positive'\n"
+                                            "def needs():\n    import flash_attn_not_here  # noqa\n")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def call(code, without=None):
+        shape = verify.Shape("p", code, call=("flash_attention", "example_fake", code), without=without)
+        outcome = verify.run_call(shape, tmp_path / "tree", logs, dict(__import__("os").environ), 60, quick=False)
+        return verify.judge_call(shape, "base" if without else "p", outcome)
+
+    assert call("main(1)").ok is True
+    raised = call("main(0)")
+    assert raised.ok is False and "AssertionError n must be positive" in raised.what
+    assert call("main(0)", without="fail").ok is True  # expected to fail without the patch: it did
+    missing = call("needs()")
+    assert missing.skip == "flash_attn_not_here is not installed here"
