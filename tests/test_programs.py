@@ -201,6 +201,21 @@ def test_an_atomic_into_shared_memory_updates_a_tile_that_holds_values():
     assert "T.atomic_add(S[0 + 0, 16], Fr)" in emit.tilelang_source(p)
 
 
+def test_a_symbolic_trip_count_one_short_runs_no_trip_when_n_fits_one_block():
+    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", (64, 32)),
+                    ("Fr", "fragment", "float32", (64, 32)))
+    body = [{"op": "loop", "kind": "pipelined", "trips": "n-1", "stages": 2, "body": [
+        {"op": "copy", "src": "A", "dst": "Fr", "at": "k", "row": 0, "col": 0, "form": "tile"},
+        {"op": "atomic", "kind": "add", "src": "Fr", "dst": "O", "at": "0", "row": 0, "col": 0, "form": "tile"}]}]
+    p = _program(bufs, body)
+    assert "T.Pipelined(T.ceildiv(n, 64) - 1, num_stages=2)" in emit.tilelang_source(p)
+    one = interpret.initial(p, 64, 0)
+    assert torch.equal(interpret.run(p, 64, one)["O"], one["O"].double())
+    three = interpret.initial(p, 130, 0)
+    a = three["A"].double()
+    assert torch.equal(interpret.run(p, 130, three)["O"], three["O"].double() + 3 * (a[:64] + a[64:128]))
+
+
 def test_the_dq_layout_is_a_bijection_and_the_reference_gives_memory_in_its_order():
     ns = {"torch": torch}
     exec(emit.HELPERS, ns)

@@ -301,6 +301,23 @@ def local(p, name, dims=None, scopes=("shared", "fragment")) -> Buffer:
     return b
 
 
+SYMBOLIC_TRIPS = ("n", "n-1")
+
+
+def trips(t, block, lang) -> str:
+    """A loop's trip count as TileLang or torch text: a constant, one per block of n's rows ("n"), or one fewer
+    ("n-1": none at all when n fits one block, which the compiler cannot know)."""
+    if t in SYMBOLIC_TRIPS:
+        text = f"T.ceildiv(n, {block})" if lang == "tilelang" else f"-(-n // {block})"
+        return text + (" - 1" if t == "n-1" else "")
+    return str(t)
+
+
+def surely_runs(t) -> bool:
+    """What a loop's body defines is defined after it only if the loop surely runs."""
+    return t not in SYMBOLIC_TRIPS and t >= 1
+
+
 def base(at, block) -> str:
     """The first row of the tile `at` names, as an expression in both languages."""
     return {"bx": f"bx * {block}", "k": f"k * {block}", "0": "0"}[at]

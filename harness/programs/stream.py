@@ -19,7 +19,7 @@ from harness.programs import model
 from harness.programs.model import Scope, fields, local, need
 
 PRODUCER = 128                 # one warpgroup
-TRIPS = (0, 1, 2, 3, "n")
+TRIPS = (0, 1, 2, 3) + model.SYMBOLIC_TRIPS
 LOADS = ("tma", "copy")
 
 
@@ -52,7 +52,7 @@ def check(s, p, scope):
     need(not shared_frags, f"fragment {shared_frags[0] if shared_frags else ''} is used inside the stream and outside it")
     for name in sorted(ours):
         need(model.spreads(p.buffer(name).shape, consumers(p)), f"fragment {name} does not spread over the consumers")
-    if s["trips"] != "n" and s["trips"] >= 1:
+    if model.surely_runs(s["trips"]):
         scope.defined |= inner.defined
 
 
@@ -73,10 +73,6 @@ def full(s, p):
     return False
 
 
-def trips(s, p) -> str:
-    return f"T.ceildiv(n, {p.block})" if s["trips"] == "n" else str(s["trips"])
-
-
 def allocations(s, p, ind):
     g, d = p.buffer(s["src"]), p.buffer(s["dst"])
     return [f'{ind}ring = T.alloc_shared(({s["stages"]}, {d.shape[0]}, {d.shape[1]}), "{g.dtype}")',
@@ -88,7 +84,7 @@ def tilelang(s, p, ind):
     from harness.programs.emit import body_lines
     g, d, st = p.buffer(s["src"]), p.buffer(s["dst"]), s["stages"]
     h, w = d.shape
-    row = f"k * {p.block} + {s['row']}"
+    row, count = f"k * {p.block} + {s['row']}", model.trips(s["trips"], p.block, "tilelang")
     tile = f"{g.name}[{row}:{row} + {h}, {s['col']}:{s['col'] + w}]"
     if s["load"] == "tma":
         load = [f"{ind}        T.tma_copy({tile}, ring[k % {st}, :, :], barrier=full[k % {st}])",
@@ -99,12 +95,12 @@ def tilelang(s, p, ind):
                 f"{ind}        T.barrier_arrive(full[k % {st}])"]
     return [f"{ind}tx = T.get_thread_binding()",
             f"{ind}if tx >= {consumers(p)}:",
-            f"{ind}    for k in T.serial({trips(s, p)}):",
+            f"{ind}    for k in T.serial({count}):",
             f"{ind}        T.mbarrier_wait_parity(empty[k % {st}], (k // {st}) & 1)"] + load + [
             f"{ind}else:",
             f"{ind}    for s in T.unroll({st}):",
             f"{ind}        T.barrier_arrive(empty[s])",
-            f"{ind}    for k in T.serial({trips(s, p)}):",
+            f"{ind}    for k in T.serial({count}):",
             f"{ind}        T.mbarrier_wait_parity(full[k % {st}], (k // {st}) & 1)",
             f"{ind}        T.copy(ring[k % {st}, :, :], {d.name})",
             f"{ind}        T.barrier_arrive(empty[k % {st}])"] + body_lines(s["body"], p, ind + "        ", "tilelang")
@@ -113,7 +109,6 @@ def tilelang(s, p, ind):
 def torch(s, p, ind):
     from harness.programs.emit import body_lines
     g, d = p.buffer(s["src"]), p.buffer(s["dst"])
-    count = f"-(-n // {p.block})" if s["trips"] == "n" else str(s["trips"])
-    return [f"{ind}for k in range({count}):",
+    return [f"{ind}for k in range({model.trips(s['trips'], p.block, 'torch')}):",
             f'{ind}    {d.name}[:] = rnd(load({g.name}, k * {p.block} + {s["row"]}, {s["col"]}, {d.shape[0]}, {d.shape[1]}), '
             f'"{d.dtype}")'] + body_lines(s["body"], p, ind + "    ", "torch")
