@@ -12,15 +12,19 @@ A shape is checked one of two ways:
   call     the example's own code in a fresh process: a test_example_*.py function, or main() at the failing
            shape, written as a test would be. It passes when it returns.
 
-One line per (patch, shape, without/with): PASS when the result is the one expected, FAIL otherwise (INFO for a
-shape run without an expectation); exit 1 on any FAIL, 2 when a patch does not apply or the setup is broken.
-The trees' runs go in parallel (one `harness run` per tree, the calls beside them), each tree with its own
-kernel cache.
+One line per (patch, shape, without/with): PASS when the result is the one expected, FAIL otherwise, INFO for a
+shape run without an expectation, SKIP for a call whose example imports a package missing here (flash_attn: the
+varlen forwards' main() compare with it). Exit 1 on any FAIL, 2 when a patch does not apply or the setup is broken.
+The trees run in parallel (one `harness run` per tree, the calls beside them), each with its own kernel cache; the
+examples' main() time each kernel once unless --full-bench.
 
-    source .gpu/env.sh 0.1.15                               # the GPU machine: TileLang on PYTHONPATH
-    python3 scripts/verify_example_patches.py --examples .gpu/examples/tilelang-0.1.14 --out DIR
-    python3 scripts/verify_example_patches.py --dry-run     # anywhere: apply the patches, write the cases, print the plan
-    python3 scripts/verify_example_patches.py --compile-only --only key_tiles_per_range   # no GPU: compile the cases
+On the GPU machine, from the project root (TileLang 0.1.15 and 0.1.14's examples carried along, no network):
+
+    source .gpu/env.sh 0.1.15
+    python3 scripts/verify_example_patches.py --examples .gpu/examples/tilelang-0.1.14 --out /tmp/verify --report "$OUT"
+
+Anywhere: --dry-run applies the patches to copies, builds every case and prints the plan; --compile-only (no GPU)
+compiles the cases for sm_90a on each tree, e.g. `--compile-only --only key_tiles_per_range`.
 """
 from __future__ import annotations
 
@@ -44,6 +48,10 @@ TREES = (ROOT / ".gpu" / "examples" / "tilelang-0.1.14", ROOT / "examples-src" /
 FAILS = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "REJECTED", "CRASH", "HANG")
 
 P1, P2, P3 = "dq_layout_rows_of_8", "varlen_rows_without_keys", "key_tiles_per_range"
+
+
+class SetupError(Exception):
+    """No examples tree, a patch that does not apply, nothing selected: one line, exit 2."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,7 +206,7 @@ def find_tree(given: str | None) -> Path:
             path = path.parent
         if (path / "examples").is_dir() and (path / "VERSION").is_file():
             return path
-    raise SystemExit(f"no examples tree (a directory with examples/ and VERSION) at {', '.join(map(str, candidates))}: "
+    raise SetupError(f"no examples tree (a directory with examples/ and VERSION) at {', '.join(map(str, candidates))}: "
                      "`harness examples fetch --version 0.1.14 --to .gpu/examples`")
 
 
@@ -227,7 +235,7 @@ def make_tree(source: Path, dest: Path, patch: Path | None) -> None:
         p = git_apply(patch, dest, check)
         checked = re.findall(r"^Checking patch (\S+)\.\.\.$", p.stderr, flags=re.M)
         if p.returncode or sorted(checked) != sorted(patched_files(patch)):
-            raise SystemExit(f"{patch.name} does not apply to {source}:\n{p.stdout}{p.stderr}")
+            raise SetupError(f"{patch.name} does not apply to {source}:\n{p.stdout}{p.stderr}")
 
 
 def build_case(spec: dict):
@@ -348,6 +356,14 @@ def judge_call(shape: Shape, tree: str, outcome: Outcome) -> Outcome:
 
 
 def main(argv=None) -> int:
+    try:
+        return verify(argv)
+    except SetupError as e:
+        print(f"verify_example_patches: {e}", file=sys.stderr)
+        return 2
+
+
+def verify(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", help="TileLang 0.1.14's examples tree (a directory holding examples/ and VERSION); "
@@ -361,8 +377,10 @@ def main(argv=None) -> int:
     ap.add_argument("--call-timeout", type=int, default=420, help="seconds per call (default: 420)")
     ap.add_argument("--full-bench", action="store_true", help="let the examples' main() time their kernels as they "
                                                                "do (hundreds of runs each); by default each is timed once")
+    ap.add_argument("--report", help="copy the summary, each tree's results.jsonl and logs here (e.g. $OUT; the work "
+                                     "directory itself holds kernel caches, too large to carry back)")
     ap.add_argument("--dry-run", action="store_true", help="apply the patches to copies, write the cases, print the "
-                                                           "plan; run nothing (no GPU, no TileLang needed)")
+                                                           "plan; run nothing (no GPU needed)")
     ap.add_argument("--compile-only", action="store_true", help="no GPU: compile every case for sm_90a on the trees "
                                                                 "(COMPILED or UNSUPPORTED passes); no calls")
     args = ap.parse_args(argv)
@@ -373,7 +391,7 @@ def main(argv=None) -> int:
     if args.compile_only:
         selected = [s for s in selected if s.case]
     if not selected:
-        raise SystemExit("no shape selected")
+        raise SetupError("no shape selected")
     work = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="verify-example-patches-"))
     work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -453,7 +471,17 @@ def main(argv=None) -> int:
     for _, _, line in sorted(lines, key=lambda x: ((P1, P2, P3).index(x[0]), x[1] == "with")):
         print(line)
     summary = work / "summary.txt"
-    summary.write_text("\n".join(line for _, _, line in lines) + "\n")
+    summary.write_text("\n".join(line for _, _, line in sorted(lines, key=lambda x: ((P1, P2, P3).index(x[0]),
+                                                                                       x[1] == "with")))
+                       + "\n")
+    if args.report:
+        report = Path(args.report)
+        report.mkdir(parents=True, exist_ok=True)
+        shutil.copy(summary, report / "summary.txt")
+        for name in todo:
+            shutil.copytree(work / name / "logs", report / name / "logs", dirs_exist_ok=True)
+            if (work / name / "run" / "results.jsonl").exists():
+                shutil.copy(work / name / "run" / "results.jsonl", report / name / "results.jsonl")
     count = {w: sum(1 for *_, line in lines if line.startswith(w)) for w in ("PASS", "FAIL", "SKIP", "INFO")}
     print(", ".join(f"{n} {w}" for w, n in count.items()) + f" in {time.monotonic() - t0:.0f} s; lines in {summary}",
           file=sys.stderr)
