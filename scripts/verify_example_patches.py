@@ -372,8 +372,9 @@ def verify(argv=None) -> int:
     ap.add_argument("--only", action="append", choices=(P1, P2, P3), help="this patch only (repeatable)")
     ap.add_argument("--match", help="only the shapes whose label matches this regular expression")
     ap.add_argument("--no-calls", action="store_true", help="harness cases only, none of the examples' own calls")
-    ap.add_argument("--workers", type=int, default=0, help="harness workers in all (default: CPU cores - 4, at least 4)")
-    ap.add_argument("--call-jobs", type=int, default=4, help="examples' own calls at a time (default: 4)")
+    ap.add_argument("--workers", type=int, default=0, help="harness workers in all (default: CPU cores - call jobs, at "
+                                                           "least 4)")
+    ap.add_argument("--call-jobs", type=int, default=6, help="examples' own calls at a time (default: 6)")
     ap.add_argument("--call-timeout", type=int, default=420, help="seconds per call (default: 420)")
     ap.add_argument("--full-bench", action="store_true", help="let the examples' main() time their kernels as they "
                                                                "do (hundreds of runs each); by default each is timed once")
@@ -406,7 +407,7 @@ def verify(argv=None) -> int:
         if plan.cases:
             campaign.write_cases(work / name / "cases.jsonl", list(dict.fromkeys(plan.cases.values())))
     total_cases = sum(len(set(p.cases.values())) for p in todo.values())
-    workers = args.workers or max(4, (os.cpu_count() or 8) - 4)
+    workers = args.workers or max(4, (os.cpu_count() or 8) - args.call_jobs)
     share = {name: max(1, round(workers * len(set(p.cases.values())) / max(total_cases, 1)))
              for name, p in todo.items() if p.cases}
 
@@ -414,7 +415,9 @@ def verify(argv=None) -> int:
         return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                     TILELANG_CACHE_DIR=str(work / name / "cache" / what), PYTHONUNBUFFERED="1")
 
-    calls = [(name, s) for name, p in todo.items() for s in p.shapes if s.call]
+    # The examples' own tests first: their shapes are the largest, and the calls are the run's longest pole.
+    calls = sorted(((name, s) for name, p in todo.items() for s in p.shapes if s.call),
+                   key=lambda c: not c[1].call[1].startswith("test_"))
     for name, plan in todo.items():
         print(f"{name}: {len(set(plan.cases.values()))} harness cases ({share.get(name, 0)} workers), "
               f"{sum(1 for s in plan.shapes if s.call)} calls", file=sys.stderr)
