@@ -4,8 +4,10 @@ The predicate is the file's own check. A candidate text is run as `python repro.
 directory, under a timeout (its whole process group is killed past it). It is interesting when its stdout has
 the line starting with REPRODUCED that the unreduced file printed, and it exits with the same status: the same
 line, so that another failure which also says REPRODUCED is not taken for this one, and the same status, so that
-the result still exits 1 as `git bisect run` reads it. No transformation weakens the check itself: an `if` whose
-branches hold the REPRODUCED text is never replaced by one of them (that would print it whatever happened).
+the result still exits 1 as `git bisect run` reads it; and, unless the unreduced file did, without an uncaught
+exception (whose exit 1 is not the check's). No transformation weakens the check itself: an `if` whose branches
+hold the REPRODUCED text is never replaced by one of them (that would print it whatever happened), nor an `if`
+testing the same condition (the check's exit status).
 A candidate Python cannot compile is never run (compile() first: most deletions break the syntax, and cost
 nothing that way). Outcomes are kept by the file's text (sha256), one small file each in a cache directory, so
 that picire's parallel tests (forked processes) share them and no text runs twice.
@@ -50,6 +52,8 @@ from harness import pysource
 SIGNAL = "REPRODUCED"
 MAX_CHANGES = 2000  # simplifications accepted in one reduction (inlining could otherwise go on)
 MAX_ROUNDS = 6      # statement + simplification rounds
+MAX_COPIES = 40     # characters a propagated expression may add by being copied to more than one use
+TRACEBACK = "Traceback (most recent call last)"
 
 
 class ReduceError(ValueError):
@@ -70,11 +74,14 @@ def reproduced_line(stdout: str) -> str | None:
 class Predicate:
     """Is a text interesting? Runs it (python, a temporary directory, `timeout` seconds); outcomes cached in
     `cache` by the text's sha256, shared by the processes picire forks. `want`: the REPRODUCED line it must print
-    (None: any); `status`: the exit status it must end with (None: any)."""
+    (None: any); `status`: the exit status it must end with (None: any); `traceback`: whether it may end in an
+    uncaught exception (exit 1, as a check's own exit 1 would: a NameError after the REPRODUCED line is not the
+    check saying so)."""
 
     def __init__(self, cache: Path, timeout: float, want: str | None = None, status: int | None = None,
-                 python: str = sys.executable):
+                 python: str = sys.executable, traceback: bool = True):
         self.cache, self.timeout, self.want, self.status, self.python = Path(cache), timeout, want, status, python
+        self.traceback = traceback
         self.cache.mkdir(parents=True, exist_ok=True)
 
     def run(self, text: str) -> tuple[int | None, str, str]:
@@ -92,7 +99,7 @@ class Predicate:
             return p.returncode, out, err
 
     def __call__(self, text: str) -> bool:
-        key = hashlib.sha256(f"{self.want}\n{self.status}\n{text}".encode()).hexdigest()
+        key = hashlib.sha256(f"{self.want}\n{self.status}\n{self.traceback}\n{text}".encode()).hexdigest()
         hit = self.cache / key
         if hit.exists():
             return hit.read_text().startswith("1")
@@ -101,9 +108,10 @@ class Predicate:
         except (SyntaxError, ValueError):
             self._store(hit, "0 syntax")
             return False
-        status, out, _ = self.run(text)
+        status, out, err = self.run(text)
         line = reproduced_line(out)
-        ok = line is not None and (self.want is None or line == self.want) and self.status in (None, status)
+        ok = line is not None and (self.want is None or line == self.want) and self.status in (None, status) \
+            and (self.traceback or TRACEBACK not in err)
         self._store(hit, f"{int(ok)} run")
         return ok
 
@@ -425,7 +433,8 @@ def _scopes_with_bodies(tree):
 
 def _propagate(tree):
     """A name that one plain assignment binds in a scope (and nothing else binds): its uses replaced by the
-    assigned expression, the assignment dropped (a literal first; any expression not reading the name)."""
+    assigned expression, the assignment dropped (a literal first; any expression not reading the name; not
+    where the copies would add more than MAX_COPIES characters: a long string used twice stays a name)."""
     scopes = pysource.Scopes(tree)
     found = []
     for i, scope in enumerate(_scopes_with_bodies(tree)):
@@ -439,8 +448,10 @@ def _propagate(tree):
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 n = stmt.targets[0].id
                 reads_itself = any(isinstance(x, ast.Name) and x.id == n for x in ast.walk(stmt.value))
-                if stores.get(n) == [stmt.targets[0]] and n not in params and not reads_itself \
-                        and any(isinstance(r.ctx, ast.Load) for r in refs if r.id == n):
+                uses = sum(1 for r in refs if r.id == n and isinstance(r.ctx, ast.Load))
+                longer = (len(ast.unparse(stmt.value)) - len(n)) * (uses - 1)  # characters the copies add
+                if stores.get(n) == [stmt.targets[0]] and n not in params and not reads_itself and uses \
+                        and longer <= MAX_COPIES:
                     found.append((not _literal(stmt.value), f"propagate {n} = {ast.unparse(stmt.value)[:60]}", (i, n)))
     for _, what, site in sorted(found, key=lambda x: x[0]):
         yield what, site
@@ -489,11 +500,14 @@ def _main_guard(node) -> bool:
 
 
 def _branches(tree):
-    """An `if` statement replaced by its body or its else; an `x if c else y` by x or y (not where a branch
-    holds the check's REPRODUCED, but `if __name__ == "__main__":`)."""
+    """An `if` statement replaced by its body or its else; an `x if c else y` by x or y. Not the check's: an
+    `if` holding the REPRODUCED text (but `if __name__ == "__main__":`), nor one testing what such an `if` tests
+    (`sys.exit(1 if said in str(e) else 0)` is the check's exit status)."""
+    ifs = [n for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp))]
+    checking = {ast.dump(n.test) for n in ifs if _checks(n) and not _main_guard(n)}
     k = 0
     for node in ast.walk(tree):
-        if isinstance(node, (ast.If, ast.IfExp)) and _checks(node) and not _main_guard(node):
+        if isinstance(node, (ast.If, ast.IfExp)) and ast.dump(node.test) in checking:
             k += 1
         elif isinstance(node, (ast.If, ast.IfExp)):
             yield f"if -> its body (line {getattr(node, 'lineno', '?')})", (k, "body")
@@ -692,8 +706,9 @@ def reduce(text: str, jobs: int = 1, timeout: float = 120.0, cache: Path | None 
             said = (out.strip().splitlines() or err.strip().splitlines() or [""])[-1]
             why = f"timed out after {timeout:g} s" if status is None else f"exit {status}: {said[:200]}"
             raise ReduceError(f"the file does not print {SIGNAL} here ({why})")
-        log(f"predicate: prints {want!r} and exits {status}")
-        test = Predicate(probe.cache, timeout, want, status, python)
+        tb = TRACEBACK in err
+        log(f"predicate: prints {want!r} and exits {status}{'' if tb else ', no uncaught exception'}")
+        test = Predicate(probe.cache, timeout, want, status, python, traceback=tb)
         best = text
         try:
             tree = ast.parse(text)

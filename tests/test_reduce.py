@@ -45,7 +45,7 @@ def counting(tmp_path):
 
 def interesting(text: str, tmp_path: Path) -> bool:
     p = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, cwd=tmp_path)
-    return p.returncode == 1 and red.reproduced_line(p.stdout) == "REPRODUCED: both keys"
+    return p.returncode == 1 and red.reproduced_line(p.stdout) == "REPRODUCED: both keys" and "Traceback" not in p.stderr
 
 
 def test_a_reduction_keeps_the_two_lines_that_matter_and_is_1_minimal_by_lines(tmp_path):
@@ -55,8 +55,8 @@ def test_a_reduction_keeps_the_two_lines_that_matter_and_is_1_minimal_by_lines(t
     assert "KEY_A = 1" in text and "KEY_B = 2" in text and "unused" not in text and "noise" not in text
     assert interesting(text, tmp_path)
     lines = text.splitlines(keepends=True)
-    for i in range(len(lines)):  # 1-minimal: no single line can go
-        assert not interesting("".join(lines[:i] + lines[i + 1:]), tmp_path), lines[i]
+    for i in range(len(lines)):  # 1-minimal: no single line can go (but the blank lines ruff format puts in)
+        assert not lines[i].strip() or not interesting("".join(lines[:i] + lines[i + 1:]), tmp_path), lines[i]
     assert r.line == "REPRODUCED: both keys" and r.runs > 0 and r.skipped > 0
     assert len(text.splitlines()) < len(r.before.splitlines())
 
@@ -82,20 +82,28 @@ def test_a_candidate_that_does_not_compile_is_never_run(tmp_path, counting):
 
 
 def test_the_check_is_never_weakened(tmp_path):
-    """`'REPRODUCED' if said in str(e) else ...` must not become 'REPRODUCED': any exception would then do."""
+    """`'REPRODUCED' if said in str(e) else ...` must not become 'REPRODUCED' (any exception would then do), nor
+    the exit status `1 if said in str(e) else 0` a constant."""
     text = '''import sys
 said = "the words"
 try:
     raise ValueError("other words, not the ones recorded")
 except Exception as e:
     print("REPRODUCED:" if said in str(e) else "NOT REPRODUCED:", said)
-    sys.exit(1)
+    sys.exit(1 if said in str(e) else 0)
+print("NOT REPRODUCED: no error")
 '''
     with pytest.raises(red.ReduceError, match="does not print REPRODUCED here"):
         red.reduce(text, timeout=30, cache=tmp_path / "c")
-    good = text.replace("other words, not the ones recorded", "the words, as recorded")
-    r = red.reduce(good, timeout=30, cache=tmp_path / "c2")
-    assert "said in str(e)" in r.after or "'the words' in str(e)" in r.after or '"the words" in str(e)' in r.after
+    r = red.reduce(text.replace("other words, not the ones recorded", "the words, as recorded"), timeout=30,
+                   cache=tmp_path / "c2")
+    assert r.after.count("in str(e)") == 2 and "else 0" in r.after and "import sys" in r.after, r.after
+
+
+def test_an_uncaught_exception_after_the_line_is_not_the_checks_exit_1(tmp_path):
+    """Without `import sys`, `sys.exit(1)` raises NameError: exit 1 too, but not the check's."""
+    r = red.reduce("import sys\nprint('REPRODUCED')\nsys.exit(1)\n", timeout=30, cache=tmp_path / "c")
+    assert r.after == "import sys\nprint('REPRODUCED')\nsys.exit(1)\n" or "import sys" in r.after
 
 
 def test_simplifications_specialize_inline_and_take_branches(tmp_path):
