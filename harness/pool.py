@@ -25,7 +25,7 @@ from harness import case as case_mod
 from harness import kernels, oracle, schedule
 from harness.result import Result
 from harness.schedule import Job, Scheduler, Timeouts
-from harness.worker import BUILD, SPAWNED_AT
+from harness.worker import BUILD, SPAWNED_AT, control
 
 WORKER = [sys.executable, "-m", "harness.worker"]  # the worker's command line, less its --target
 
@@ -62,6 +62,12 @@ def default_max_restarts(workers: int) -> int:
     remaining case a CRASH, each after a worker start. A campaign resumes (results.jsonl), so one
     stopped by the budget loses nothing: the same command continues it, a larger budget further."""
     return 4 * workers
+
+
+def control_key(case):
+    """The kernel of the case's control (harness.worker.control: the default forms, a twin's knobs off), or None."""
+    base = control(kernels.family(case.family), case)
+    return None if base is None else kernels.kernel_key(base)
 
 
 class PoolError(Exception):
@@ -140,7 +146,8 @@ class Pool:
         self.lost = None        # the last worker that died or hung: what it was doing
         self.stopped = None     # why the pool stopped (RestartsExhausted's message), once it has
         self.workers: dict[int, _Worker] = {}
-        self.sched = Scheduler(workers, kernels.kernel_key)
+        # On a GPU a forms or twin case's worker builds its control's kernel too (harness.worker.control).
+        self.sched = Scheduler(workers, kernels.kernel_key, partner=control_key if target == "auto" else schedule.no_partner)
         self.busy: dict[int, _Worker] = {}  # slot -> worker with a job out (a run()'s case or a build)
         self.sel = selectors.DefaultSelector()
         # One handler per worker event (harness.worker's protocol): None while the job goes on, else its result.

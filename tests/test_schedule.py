@@ -6,8 +6,11 @@ import pytest
 from harness.schedule import Job, Scheduler, Timeouts, wait
 
 
-def sched(slots=2):
-    return Scheduler(slots, key=lambda case: case.split(".")[0])
+def sched(slots=2, steal_at=1, partners=None):
+    """Kernels are the case's prefix; `partners` {kernel: partner kernel} (a forms kernel's default-forms one)."""
+    partners = partners or {}
+    return Scheduler(slots, key=lambda case: case.split(".")[0], partner=lambda case: partners.get(case.split(".")[0]),
+                     steal_at=steal_at)
 
 
 def given(jobs):
@@ -81,8 +84,8 @@ def test_a_worker_that_went_down_takes_its_kernels_with_it():
     s.finished("A.1")
     s.forget(0)
     assert s.owners == {"B": 1}
-    # A is free again: the next idle slot owns it (and compiles or loads it).
-    assert given(s.dispatch(groups, 3, busy={1}, alive={1})) == [(0, "A.2", False)] and s.owners["A"] == 0
+    # A is free again: the next idle slot takes it (it loads it: A is compiled) and holds it.
+    assert given(s.dispatch(groups, 3, busy={1}, alive={1})) == [(0, "A.2", False)] and s.held[0] == {"A"}
 
 
 def test_builds_ahead_are_queued_once_and_go_to_slots_no_case_needs():
@@ -153,3 +156,74 @@ def test_every_case_is_handed_out_once(slots):
     assert sorted(out) == sorted(cases)
     for k in "ABCDE":
         assert [c for c in out if c[0] == k] == [f"{k}.{i}" for i in range(3)]
+
+
+def test_a_slot_that_loaded_a_kernel_keeps_taking_its_cases():
+    s = sched(3)
+    groups = s.group(["A.1", "B.1", "A.2", "A.3", "B.2", "A.4"])
+    s.dispatch(groups, 6, busy=set(), alive=set())  # A to 0, B to 1; slot 2 waits (nothing compiled)
+    s.finished("A.1")
+    s.finished("B.1")
+    assert given(s.dispatch(groups, 6, busy={0, 1}, alive={0, 1, 2})) == [(2, "A.2", False)]  # a load of A
+    # Slot 2 holds A now: it takes A's cases again (no load), not B's, which its busy owner holds.
+    assert given(s.dispatch(groups, 6, busy={0, 1}, alive={0, 1, 2})) == [(2, "A.3", False)]
+    assert s.held == {0: {"A"}, 1: {"B"}, 2: {"A"}}
+
+
+def test_a_kernel_with_few_cases_left_stays_with_its_busy_owner():
+    s = sched(2, steal_at=3)
+    groups = s.group(["A.1", "A.2", "A.3", "B.1", "B.2"])
+    s.dispatch(groups, 5, busy=set(), alive=set())
+    s.finished("A.1")
+    s.finished("B.1")
+    # A has 2 cases left, B 1: fewer than steal_at, so an idle slot loads neither; each owner runs its own.
+    assert given(s.dispatch(groups, 5, busy={0}, alive={0, 1})) == [(1, "B.2", False)]
+    assert given(s.dispatch(groups, 5, busy={1}, alive={0, 1})) == [(0, "A.2", False)]
+    # With 3 left, an idle slot whose own kernels are done loads A.
+    s = sched(2, steal_at=3)
+    groups = s.group(["A.1", "A.2", "A.3", "A.4", "B.1"])
+    s.dispatch(groups, 5, busy=set(), alive=set())
+    s.finished("A.1")
+    s.finished("B.1")
+    assert given(s.dispatch(groups, 5, busy={0}, alive={0, 1})) == [(1, "A.2", False)]
+
+
+def test_a_kernel_whose_worker_went_down_is_taken_whatever_is_left():
+    s = sched(2, steal_at=8)
+    groups = s.group(["A.1", "A.2", "B.1"])
+    s.dispatch(groups, 3, busy=set(), alive=set())
+    s.finished("A.1")
+    s.forget(0)
+    assert given(s.dispatch(groups, 3, busy={0}, alive={1})) == [(1, "A.2", False)]
+
+
+def test_a_partner_is_built_with_the_kernel_that_needs_it_and_never_twice_at_once():
+    # F1 and F2 are forms kernels; D is the default-forms kernel both are checked against, also a kernel of the run.
+    s = sched(3, steal_at=2, partners={"F1": "D", "F2": "D"})
+    groups = s.group(["F1.1", "F2.1", "D.1", "F1.2", "E.1"])
+    # Slot 0 takes F1 and builds D with it; F2 and D's own cases would need D, being compiled: slot 1 takes E.
+    assert given(s.dispatch(groups, 5, busy=set(), alive=set())) == [(0, "F1.1", False), (1, "E.1", False)]
+    assert s.owners == {"F1": 0, "D": 0, "E": 1} and s.held[0] == {"F1", "D"}
+    s.finished("F1.1")
+    s.finished("E.1")
+    # D is on disk: slot 1 takes F2 (compiles F2, loads D); slot 0 goes on with F1, then D's case is its own.
+    assert given(s.dispatch(groups, 5, busy=set(), alive={0, 1})) == [(0, "F1.2", False), (1, "F2.1", False)]
+    assert given(s.dispatch(groups, 5, busy={1}, alive={0, 1})) == [(0, "D.1", False)]
+    assert s.owners == {"F1": 0, "D": 0, "E": 1, "F2": 1}
+
+
+@pytest.mark.parametrize("slots,steal_at", [(1, 1), (4, 1), (4, 2), (3, 8)])
+def test_every_case_is_handed_out_once_with_partners(slots, steal_at):
+    s = sched(slots, steal_at=steal_at, partners={"A": "B", "C": "B", "E": "X"})
+    cases = [f"{k}.{i}" for k in "ABCDE" for i in range(4)]
+    groups, out, busy = s.group(cases), [], set()
+    while groups or busy:
+        jobs = s.dispatch(groups, len(cases), busy=busy, alive=set(range(slots)))
+        assert jobs or busy
+        out += [j.case for j in jobs]
+        busy = {j.slot for j in jobs[:1]}  # one worker stays busy a round longer
+        for j in jobs[1:]:
+            s.finished(j.case)
+        if jobs:
+            s.finished(jobs[0].case)
+    assert sorted(out) == sorted(cases)
