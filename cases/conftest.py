@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness import case as case_mod
-from harness import oracle, record
+from harness import record
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, default_size
 from harness.result import Result
@@ -167,7 +167,7 @@ def pytest_runtest_makereport(item, call):
     if report.when == "call":  # user_properties reach the xdist controller and JUnit XML
         report.user_properties += [("known_bug", f"{rid} x{n}") for rid, n in getattr(item, "known_hits", {}).items()]
     result = getattr(item, "harness_failure", None)
-    if report.when == "call" and report.failed and result is not None and result.verdict in oracle.FAILURES:
+    if report.when == "call" and report.failed and result is not None and result.failed:
         from harness.environment import environment
         path = record.write(result, environment(), item.config.getoption("--record-dir"))
         report.sections.append(("reproducer", f"recorded {path}"))

@@ -12,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness.result import FAILURES, Result
+from harness.result import Result, Verdict
 
 # A device fault as torch, TileLang's runtime or the CUDA driver words it (first line of a message).
 _DEVICE_FAULT = re.compile(r"CUDA error|CUDA_ERROR_\w+|cudaError\w+|CUDA driver error|device-side assert")
@@ -89,7 +89,7 @@ def failed(case, stage, e, fam=None, **extra) -> Result:
     kernel = fam.shared(kernel) if fam is not None else None
     if verdict == "CRASH":
         extra["fatal"] = True
-    if kernel and verdict in FAILURES:
+    if kernel and Verdict(verdict).failed:
         extra["kernel"] = kernel
     return Result.of(case, verdict, stage, message, traceback=_tb(e), **extra)
 

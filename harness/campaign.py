@@ -165,14 +165,15 @@ def read_results(path: Path, resume: bool = True) -> tuple[list[Result], list[st
             r = untrusted.loads(line)
             if not (isinstance(r, dict) and isinstance(r.get("case_id"), str) and r.get("verdict") in oracle.VERDICTS):
                 raise ValueError
-        except ValueError:
+            result = Result.from_dict(r)  # CaseError (a ValueError) for a case that is none
+        except (ValueError, TypeError):
             notes.append(f"{path}: line {n} is not a result: skipped{again}")
             continue
-        if r["case_id"] in seen:
+        if result.case_id in seen:
             twice.append(n)
             continue
-        seen.add(r["case_id"])
-        results.append(Result.from_dict(r))
+        seen.add(result.case_id)
+        results.append(result)
     if twice:
         notes.append(f"{path}: {len(twice)} line(s) repeat a case already read (first: line {twice[0]}): "
                      "each case counted once")
@@ -241,7 +242,7 @@ def run(opts: Options) -> int:
             print(f"{path.stem} under compute-sanitizer {opts.sanitize}: {sanitized(path, opts)}")
     # Known bugs (a reproducer has their signature) are reported, not counted: the exit status
     # says whether this run found something new, or the harness itself went wrong.
-    new = [r for r in everything if r.verdict in oracle.FAILURES and r.signature not in known]
+    new = [r for r in everything if r.is_new(known)]
     return 1 if new else HARNESS_ERROR_STATUS if ours else 0
 
 
@@ -295,7 +296,7 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
             counts[r.verdict] += 1
             bar.set_postfix_str(" ".join(f"{k} {v}" for k, v in sorted(counts.items())), refresh=False)
             bar.update()
-            new = r.verdict in oracle.FAILURES and r.signature not in known
+            new = r.is_new(known)
             if new and r.signature not in recorded:
                 recorded.add(r.signature)
                 bar.write(f"reproducer (new, not yet minimized): {record.write(r, env, opts.reproducers)}",
@@ -328,7 +329,7 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
     run), minimized when asked (replacing the unminimized one written when it failed); print the paths."""
     firsts = {}
     for r in results:
-        if r.verdict in oracle.FAILURES:
+        if r.failed:
             firsts.setdefault(r.signature, r)
     new = {sig: r for sig, r in firsts.items() if sig not in known}
     for sig in firsts.keys() & known.keys():
@@ -345,7 +346,7 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
             if opts.minimize:
                 _err(f"minimizing {r.case_id}: {' '.join(sig[2:6])}")
                 r = _minimized(r, sig, pool, scan, opts)
-                original = case_mod.from_dict(firsts[sig].case) if r.case_id != firsts[sig].case_id else None
+                original = firsts[sig].case if r.case_id != firsts[sig].case_id else None
             paths.append(record.write(r, env, opts.reproducers, minimized_from=original))
             print(f"reproducer (new): {paths[-1]}")
     return paths
@@ -355,7 +356,7 @@ def _minimized(r: Result, sig, pool, scan, opts: Options) -> Result:
     """The failure's smallest case's result. A hang that its code scan explains shrinks compile-only
     (a step takes a compile, not a run timeout), then runs once here: the shrunk case is kept only
     if it hangs the same way."""
-    checks = oracle.predicted_by(r.message) if r.verdict == "HANG" and pool.target == "auto" else []
+    checks = r.predicted if r.verdict == "HANG" and pool.target == "auto" else None
     if not checks:
         return shrink(r, Evaluator(pool, 2, sig), opts.minimize_budget, 0, log=_err)[1]
     view = partial(oracle.as_predicted, checks=checks, limit=(opts.timeouts or Timeouts()).run)

@@ -37,11 +37,11 @@ def kernels_of(by_seed: dict[int, list[Result]]) -> list[dict]:
         for r in results:
             if r.code is None:
                 continue
-            case = case_mod.from_dict(r.case)
+            case = r.case
             row = kernels.setdefault(case_mod.static_key(case), {"case_id": r.case_id, "family": case.family,
                                                                  "variant": case.variant, "code": {}, "hazards": {}})
             row["code"][seed] = r.code
-            row["hazards"][seed] = r.hazards if r.hazards is not None else []
+            row["hazards"][seed] = [str(f) for f in r.hazards or ()]
     return list(kernels.values())
 
 

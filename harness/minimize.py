@@ -1,6 +1,6 @@
 """Shrink a failing Case while its failure signature stays the same; triage flakiness.
 
-`evaluate(case) -> result dict` is injected (an `Evaluator` over a worker pool in production, a
+`evaluate(case) -> Result` is injected (an `Evaluator` over a worker pool in production, a
 pure function in tests), so nothing here knows about GPUs. The search is greedy, one dimension at a time:
 each dimension is shrunk as far as the signature allows (largest step first), and passes
 over all dimensions repeat until none changes or the time budget is spent.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from harness import kernels, oracle
+from harness import kernels
 from harness.case import FEATURES, CaseError
 from harness.result import Result, unscoped
 
@@ -107,9 +107,9 @@ def minimize(case, signature, evaluate, budget_s: float, log=lambda step: None):
 def triage(case, evaluate, runs: int = 3, signature=None) -> dict:
     """Run `case` `runs` times: how often the failure (`signature`, or any failure verdict)
     shows, and whether every run gave the same signature."""
-    seen = [evaluate(case).signature for _ in range(runs)]
-    hit = (lambda s: unscoped(s) == unscoped(signature)) if signature else (lambda s: s[2] in oracle.FAILURES)
-    return {"runs": runs, "reproduced": sum(map(hit, seen)), "deterministic": len(set(seen)) <= 1}
+    seen = [evaluate(case) for _ in range(runs)]
+    hit = (lambda r: unscoped(r.signature) == unscoped(signature)) if signature else (lambda r: r.failed)
+    return {"runs": runs, "reproduced": sum(map(hit, seen)), "deterministic": len({r.signature for r in seen}) <= 1}
 
 
 class Evaluator:
@@ -138,9 +138,7 @@ class Evaluator:
 
 def shrink(result, evaluate, budget, runs, log=lambda line: None):
     """Minimize a failing result's case, then triage it: (case, its result, flaky or None)."""
-    from harness import case as case_mod
-
-    case, sig = case_mod.from_dict(result.case), result.signature
+    case, sig = result.case, result.signature
     small, steps = minimize(case, sig, evaluate, budget, log=lambda s: log(f"  {s}"))
     flaky = triage(small, evaluate, runs, sig) if runs else None
     log(f"  {len(steps)} steps" + (f"; flaky {flaky}" if flaky else ""))

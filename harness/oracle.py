@@ -120,40 +120,45 @@ def region_locator(case, seen_rows_q: torch.Tensor, seen_rows_k: torch.Tensor):
     return locate
 
 
-# Code-scan checks whose finding explains a hang; a HANG's message names them, so hangs with
-# different causes get different signatures.
+# Code-scan checks whose finding explains a hang: a HANG's `predicted` field holds those its findings show, and
+# its message names them, so hangs with different causes get different signatures.
 DEADLOCKS = ("mbarrier_protocol", "named_barrier_counts", "register_budget")
 
 
-_PREDICTS = "; the code scan predicts it: "
+def predicts(findings) -> tuple[str, ...]:
+    """The checks among `findings` (result.Finding) that explain a hang (DEADLOCKS), sorted."""
+    return tuple(sorted({f.check for f in findings or ()} & set(DEADLOCKS)))
 
 
-def checks_of(hazards) -> set[str]:
-    """The check names of hazard lines ("check: message")."""
-    return {h.split(":", 1)[0] for h in hazards}
+def hang_message(limit: float, stage: str, predicted=()) -> str:
+    """A HANG's message: the time limit it missed, and the checks `predicted` names as its cause."""
+    return f"no answer within {limit:g} s ({stage})" + ("; the code scan predicts it: " + ", ".join(predicted)
+                                                        if predicted else "")
 
 
-def hang_message(limit: float, stage: str, hazards=()) -> str:
-    named = sorted(checks_of(hazards) & set(DEADLOCKS))
-    return f"no answer within {limit:g} s ({stage})" + (_PREDICTS + ", ".join(named) if named else "")
+def hang(case, limit: float, stage: str, hazards=None, **found) -> Result:
+    """The HANG of a case that gave no answer within `limit` seconds at `stage`, with what the code scan
+    found in its kernel (`hazards`, and `found`: its code digest), if it got that far: the checks among
+    them that explain a hang are its `predicted` cause."""
+    predicted = predicts(hazards)
+    scanned = {} if hazards is None else {"hazards": hazards}
+    return Result.of(case, "HANG", stage, hang_message(limit, stage, predicted), **scanned, **found,
+                     **({"predicted": predicted} if predicted else {}))
 
 
 def shows(result: Result, checks) -> bool:
     """The result's code scan found one of `checks` (a recorded hang's cause)."""
-    return bool(set(checks) & checks_of(result.hazards or []))
+    return any(f.check in set(checks) for f in result.hazards or ())
 
 
 def as_predicted(result: Result, checks, limit: float) -> Result:
     """A compile-only result whose scan shows one of `checks`, as the HANG a GPU run would give:
-    the same message, so the same signature (minimizing compile-only)."""
+    the same message and cause, so the same signature (minimizing compile-only)."""
     if result.verdict == "COMPILED" and shows(result, checks):
-        return result.replace(verdict="HANG", stage="run", message=hang_message(limit, "run", result.hazards))
+        predicted = predicts(result.hazards)
+        return result.replace(verdict="HANG", stage="run", message=hang_message(limit, "run", predicted),
+                              predicted=predicted)
     return result
-
-
-def predicted_by(message: str) -> list[str]:
-    """The code-scan checks a HANG's message names (hang_message), else []."""
-    return message.split(_PREDICTS, 1)[1].split(", ") if _PREDICTS in message else []
 
 
 # ----------------------------------------------------------------------------- results

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, oracle, schedule
-from harness.result import Result
+from harness.result import Finding, Result
 from harness.schedule import Job, Scheduler, Timeouts
 from harness.worker import BUILD, SPAWNED_AT, control
 
@@ -298,8 +298,7 @@ class Pool:
         now = time.monotonic()
         for slot, w in list(self.busy.items()):
             if w.job.overdue(now):
-                message = oracle.hang_message(w.job.limit(self.timeouts), w.job.stage, w.found.get("hazards", ()))
-                yield slot, self._down(slot, Result.of(w.job.case, "HANG", w.job.stage, message, **w.found))
+                yield slot, self._down(slot, oracle.hang(w.job.case, w.job.limit(self.timeouts), w.job.stage, **w.found))
 
     def _tagged(self, result: Result, w) -> Result:
         """The result, naming the GPU it ran on when the pool spreads over several."""
@@ -345,6 +344,8 @@ class Pool:
         """The kernel is compiled (and scanned: what the scan found is kept for a case that never answers)."""
         w.job.reached(msg["stage"], time.monotonic(), self.timeouts)
         w.found = {k: msg[k] for k in ("hazards", "code") if k in msg}
+        if "hazards" in w.found:
+            w.found["hazards"] = tuple(Finding.from_json(f) for f in w.found["hazards"])
 
     def _on_refused(self, w, msg) -> Result:
         """The worker could not read the case (parent and worker disagree about the Case); it lives on."""

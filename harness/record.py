@@ -169,8 +169,8 @@ class Reproducer:
 
     @property
     def result(self) -> Result:
-        """What was observed, as the Result of the case (its keys those of `observed`)."""
-        return Result.from_dict({"case": case_mod.to_dict(self.case), **self.observed})
+        """What was observed, as the Result of the case (its keys "case", then those of `observed`)."""
+        return Result.from_dict(self.observed, case=self.case)
 
     @property
     def signature(self) -> tuple:
@@ -179,9 +179,10 @@ class Reproducer:
 
     @property
     def scan_checks(self) -> list[str]:
-        """The code-scan checks that explain a recorded hang: without a GPU they are its evidence."""
+        """The code-scan checks that explain a recorded hang (its `predicted` cause): without a GPU they are its
+        evidence."""
         seen = self.result
-        return oracle.predicted_by(seen.message) if seen.verdict == "HANG" else []
+        return list(seen.predicted or ()) if seen.verdict == "HANG" else []
 
     @property
     def needs_gpu(self) -> bool:
@@ -239,7 +240,7 @@ def _feature(name, value) -> str:
 
 
 def default_title(result: Result) -> str:
-    c = case_mod.from_dict(result.case)
+    c = result.case
     what = " ".join(x for x in (result.verdict, result.tensor, result.region) if x)
     feats = [_feature(name, value) for name, value in case_mod.features_on(c, static_only=True).items()]
     if c.program:  # its shape is the program's own
@@ -252,17 +253,17 @@ def default_title(result: Result) -> str:
 
 
 def observed(result: Result, flaky: dict | None = None) -> dict:
-    """A reproducer's `observed` section."""
-    return {"verdict": result.verdict, "stage": result.stage, "tensor": result.tensor, "region": result.region,
+    """A reproducer's `observed` section (with the cause the code scan predicts, for a HANG it explains)."""
+    return {"verdict": result.verdict.value, "stage": result.stage, "tensor": result.tensor, "region": result.region,
             "message": result.message, "kernel": result.kernel, "traceback": result.traceback,
             "signature": list(result.signature), "checks": result.checks if result.checks is not None else [],
-            "flaky": flaky}
+            "flaky": flaky, **({"predicted": list(result.predicted)} if result.predicted else {})}
 
 
 def build(result: Result, env: dict, title=None, flaky=None, minimized_from=None, id=None) -> Reproducer:
-    if result.verdict not in oracle.FAILURES:  # a HARNESS_ERROR is ours, never the compiler's
+    if not result.failed:  # a HARNESS_ERROR is ours, never the compiler's
         raise ValueError(f"only compiler failures {oracle.FAILURES} are recorded, not {result.verdict}")
-    case = case_mod.from_dict(result.case)
+    case = result.case
     return Reproducer(id or signature_id(result.signature), title or default_title(result), case,
                       expected_text(case), observed(result, flaky), {**env, **program_of(case)}, Links(), minimized_from)
 
@@ -348,7 +349,7 @@ _TOP = {"schema": int, "id": str, "title": str, "case": dict, "expected": str, "
         "environment": dict, "links": dict, "releases": (dict, None), "triage": (dict, None), "upstream": (dict, None),
         "minimized_from": (dict, None)}
 _OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "kernel": (str, None),
-             "traceback": str, "signature": list, "checks": list, "flaky": (dict, None)}
+             "traceback": str, "signature": list, "checks": list, "flaky": (dict, None), "predicted": (list, None)}
 _FLAKY = {"runs": int, "reproduced": int, "deterministic": bool}
 _CHECK = {"tensor": str, "ok": bool, "verdict": str, "error": _NUMBER, "tolerance": _NUMBER}  # extra keys allowed
 
@@ -478,6 +479,9 @@ def from_dict(d) -> Reproducer:
         _fields(c, _CHECK, f"observed.checks[{i}].", strict=False)
     if obs.get("flaky") is not None:
         _fields(obs["flaky"], _FLAKY, "observed.flaky.")
+    bad = next((i for i, c in enumerate(obs.get("predicted") or []) if not isinstance(c, str)), None)
+    if bad is not None:
+        raise RecordError(f"field 'observed.predicted[{bad}]' must be string, got {type(obs['predicted'][bad]).__name__}")
     obs = {**obs, "flaky": obs.get("flaky"), "kernel": obs.get("kernel")}
     for k, v in d["environment"].items():
         if not isinstance(v, str):

@@ -49,11 +49,11 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
     explains it (a deadlock predicted, not run)."""
     checks, n = set(rep.scan_checks), len(results)
     shown = [r for r in results if oracle.shows(r, checks)]
-    evidence = evidence + sorted({f"  scan:      {h}" for r in shown for h in r.hazards if oracle.checks_of([h]) & checks})
+    evidence = evidence + sorted({f"  scan:      {f}" for r in shown for f in r.hazards if f.check in checks})
     if shown:
         return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, the recorded hang's "
                       "cause (compile-only: predicted, not run)", evidence, results)
-    failing = [r for r in results if r.verdict in oracle.FAILURES]
+    failing = [r for r in results if r.failed]
     if failing:
         return Replay(BAD, f"REPRODUCED: {len(failing)}/{n} compiles fail; signature differs", evidence, results)
     other = next((r for r in results if r.verdict != "COMPILED"), None)
@@ -105,7 +105,7 @@ def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, e
         return _judge_by_scan(rep, results, evidence)
     n = len(results)
     good = "PASS" if tgt == "auto" else "COMPILED"
-    failing = [r for r in results if r.verdict in oracle.FAILURES]
+    failing = [r for r in results if r.failed]
     if failing:
         same = sum(r.signature == tuple(rep.signature) for r in results)
         verdict = (f"REPRODUCED: {len(failing)}/{n} runs fail; signature "

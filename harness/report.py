@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import case as case_mod
-from harness import oracle, pairwise, untrusted
+from harness import pairwise, untrusted
 from harness.result import Result, normalize
 
 STAGES = ("start", "compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker; start: its first case only)
@@ -18,10 +18,10 @@ COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region
 
 def frame(results: list[Result]) -> pd.DataFrame:
     """One row per case; error_ratio is the largest error / tolerance over its judged tensors."""
-    rows = [{"case_id": r.case_id, "family": r.case["family"], "variant": r.case["variant"],
-             "verdict": r.verdict, "stage": r.stage, "tensor": r.tensor, "region": r.region, "message": r.message,
+    rows = [{"case_id": r.case_id, "family": r.case.family, "variant": r.case.variant,
+             "verdict": r.verdict.value, "stage": r.stage, "tensor": r.tensor, "region": r.region, "message": r.message,
              **{f"{s}_s": (r.seconds or {}).get(s) for s in STAGES},
-             "seqlen_q": r.case["seqlen_q"], "seqlen_k": r.case["seqlen_k"], "head_dim": r.case["head_dim"],
+             "seqlen_q": r.case.seqlen_q, "seqlen_k": r.case.seqlen_k, "head_dim": r.case.head_dim,
              "error_ratio": max((c["error"] / c["tolerance"] for c in r.checks or [] if c["tolerance"] > 0),
                                 default=None),
              "gpu": r.gpu}  # set when the pool spread its workers over several GPUs
@@ -48,7 +48,7 @@ def time_table(df: pd.DataFrame, by: str = "family") -> pd.DataFrame:
 
 
 def failures(results: list[Result]) -> list[Result]:
-    return [r for r in results if r.verdict in oracle.FAILURES or r.verdict == "HARNESS_ERROR"]
+    return [r for r in results if r.failed or r.verdict == "HARNESS_ERROR"]
 
 
 def failure_table(results: list[Result], known: dict | None = None) -> pd.DataFrame:
@@ -58,7 +58,7 @@ def failure_table(results: list[Result], known: dict | None = None) -> pd.DataFr
     for r in failures(results):
         sig = r.signature
         # A shared kernel's signature names no family: the first case's family stands for it.
-        row = rows.setdefault(sig, {"family": sig[0] or r.case["family"], "variant": sig[1], "verdict": sig[2],
+        row = rows.setdefault(sig, {"family": sig[0] or r.case.family, "variant": sig[1], "verdict": sig[2].value,
                                     "stage": sig[3],
                                     "tensor": sig[4], "region": sig[5], "message": r.message[:120],
                                     "count": 0, "example": r.case_id,
@@ -71,9 +71,9 @@ def hazard_table(results: list[Result]) -> pd.DataFrame:
     """Distinct generated-code hazards (compile-only checks), with how many cases showed each."""
     rows = {}
     for r in results:
-        for h in r.hazards or []:
-            text = normalize(h)
-            row = rows.setdefault(text, {"hazard": h[:160], "cases": 0, "example": r.case_id})
+        for f in r.hazards or ():
+            text = normalize(str(f))
+            row = rows.setdefault(text, {"hazard": str(f)[:160], "cases": 0, "example": r.case_id})
             row["cases"] += 1
     return pd.DataFrame(list(rows.values()))
 
@@ -90,7 +90,7 @@ def markdown(df: pd.DataFrame) -> str:
 
 def coverage_table(results: list[Result]) -> pd.DataFrame:
     """Pairwise coverage of the static features the run's cases reached (harness.pairwise)."""
-    return pairwise.summary([case_mod.from_dict(r.case) for r in results])
+    return pairwise.summary([r.case for r in results])
 
 
 def tables(results: list[Result], known: dict | None = None) -> list[tuple[str, pd.DataFrame]]:
@@ -217,7 +217,7 @@ def html(results: list[Result], known: dict | None = None, about: dict | None = 
 def explain(result: Result) -> str:
     """A failed result in a few lines: verdict, where, and each tensor's error against its tolerance."""
     lines = [f"{result.verdict} at {result.stage}: {result.message}",
-             f"case {result.case_id}: {json.dumps(result.case, sort_keys=True)}"]
+             f"case {result.case_id}: {case_mod.to_json(result.case)}"]
     for c in result.checks or []:
         lines.append(f"  {c['tensor']:6} {'ok ' if c['ok'] else 'BAD'} error {c['error']:.4g} "
                      f"tolerance {c['tolerance']:.4g} (baseline {c['base_error']:.4g}, atol {c['atol']:.4g})"

@@ -1,15 +1,17 @@
-"""One case's outcome (a Result) and its failure signature.
+"""One case's outcome (a Result), its verdict, its code-scan findings and its failure signature.
 
-A Result is what a results.jsonl line, the worker's `result` event and a reproducer's `observed`
-section hold: `to_dict()` gives the JSON object written today, key for key and in the same order,
-and `from_dict()` reads one back (an older line too: keys this version does not know stay in
-`extra`, and are written again where they stood).
+A Result holds typed facts: the `Case` it ran, a `Verdict`, the code scan's `Finding`s, the checks a HANG's
+cause is predicted by. They become text only at the worker pipe and in the files (results.jsonl, a
+reproducer's `observed` section): `to_dict()` gives the JSON object written today, key for key and in the
+same order, and `from_dict()` reads one back (an older line too: keys this version does not know stay in
+`extra`, and are written again where they stood). Nothing above reads a fact back out of a message.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
@@ -27,6 +29,56 @@ FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "
 # `git bisect run` reads, say 125 ("cannot test") instead.
 HARNESS_ERROR_STATUS = 4
 
+
+class Verdict(str, Enum):
+    """A case's verdict (VERDICTS). A str whose value is its name: JSON, CSV and the report write it as
+    they always did, and Verdict.HANG == "HANG"."""
+    PASS = "PASS"
+    COMPILED = "COMPILED"
+    MISMATCH = "MISMATCH"
+    NONFINITE = "NONFINITE"
+    OOB_WRITE = "OOB_WRITE"
+    OOB_READ = "OOB_READ"
+    COMPILE_ERROR = "COMPILE_ERROR"
+    REJECTED = "REJECTED"
+    UNSUPPORTED = "UNSUPPORTED"
+    CRASH = "CRASH"
+    HANG = "HANG"
+    HARNESS_ERROR = "HARNESS_ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+    @property
+    def failed(self) -> bool:
+        """The compiler's failure, to be recorded (FAILURES): not PASS or COMPILED, not UNSUPPORTED, and never
+        HARNESS_ERROR, the harness's own."""
+        return self.value in FAILURES
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one code-scan check (harness.codegen) found in a kernel's generated code. Written
+    "check: message" in results.jsonl and on the worker pipe (as always), read back by from_json."""
+    check: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.message}"
+
+    def to_json(self) -> str:
+        return str(self)
+
+    @classmethod
+    def from_json(cls, text) -> Finding:
+        if not isinstance(text, str):
+            raise ValueError(f"a code-scan finding must be a string \"check: message\", got {type(text).__name__}")
+        check, _, message = text.partition(": ")
+        return cls(check, message)
+
+
 # The keys every Result has, first and in this order, as results have always been written.
 _FIRST = ("case_id", "case", "verdict", "stage", "message", "tensor", "region")
 
@@ -34,8 +86,8 @@ _FIRST = ("case_id", "case", "verdict", "stage", "message", "tensor", "region")
 @dataclass(frozen=True)
 class Result:
     case_id: str
-    case: dict                      # the case as case.to_dict writes it (an old line's case as it was)
-    verdict: str
+    case: case_mod.Case
+    verdict: Verdict                # a str is taken as its Verdict
     stage: str = ""
     message: str = ""
     tensor: str = ""                # the failing tensor, or ""
@@ -44,17 +96,24 @@ class Result:
     traceback: str = ""             # an exception's, for a result blamed on one (harness.blame)
     seconds: dict | None = None     # time per stage (start, compile, inputs, run, judge)
     checks: list | None = None      # each judged tensor (oracle.Check as a dict)
-    hazards: list | None = None     # the code scan's findings, "check: message"
+    hazards: tuple | None = None    # the code scan's findings (Finding)
     code: str | None = None         # digest of the generated code
     fatal: bool = False             # the worker must exit (a poisoned CUDA context); on the pipe only
     gpu: str | None = None          # the GPU it ran on, when the pool spreads over several
+    # A HANG's cause as the code scan predicts it: the checks (oracle.DEADLOCKS) among its findings. Its message
+    # names them too (oracle.hang_message), so that hangs of different causes have different signatures.
+    predicted: tuple | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # keys of other versions
     keys: tuple[str, ...] = field(default=_FIRST, compare=False, repr=False)  # present keys, in written order
+
+    def __post_init__(self):
+        if not isinstance(self.verdict, Verdict):
+            object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     @classmethod
     def of(cls, case, verdict, stage, message="", **extra) -> Result:
         """A case's outcome (a Case, and the keyword fields present, in that order)."""
-        return cls(case.id, case_mod.to_dict(case), verdict, stage, message).replace(**extra)
+        return cls(case.id, case, verdict, stage, message).replace(**extra)
 
     def replace(self, **changes) -> Result:
         """A copy with `changes`; a key not yet present is added after the others (as dict assignment does)."""
@@ -73,6 +132,15 @@ class Result:
         return _copy(self, keys=tuple(k for k in self.keys if k not in names), extra=MappingProxyType(extra), **defaults)
 
     @property
+    def failed(self) -> bool:
+        """The compiler's failure, to be recorded (Verdict.failed)."""
+        return self.verdict.failed
+
+    def is_new(self, known) -> bool:
+        """A failure whose signature is not among `known` (the recorded reproducers' signatures): a new bug."""
+        return self.failed and self.signature not in known
+
+    @property
     def signature(self) -> tuple:
         """(family, variant, verdict, stage, tensor, region, normalized message). A generated program's
         construct fingerprint (harness.programs.model.fingerprint) stands for its variant, and a twin's knobs
@@ -80,26 +148,41 @@ class Result:
         a shared kernel (one program, whatever the variant, and whichever family runs it: the dense
         backward's sink gradient serves the varlen backward too) names that kernel instead of the
         family and variant: one bug, one signature."""
-        family, scope = ("", f"kernel:{self.kernel}") if self.kernel else (self.case["family"], self.case["variant"])
-        if "program" in self.case:  # a generated program: what it is made of stands for the variant
-            scope = "program:" + programs.fingerprint(programs.from_dict(self.case["program"]))
+        family, scope = ("", f"kernel:{self.kernel}") if self.kernel else (self.case.family, self.case.variant)
+        if self.case.program:  # a generated program: what it is made of stands for the variant
+            scope = "program:" + programs.fingerprint(case_mod.program_of(self.case.program))
         return family, scope, self.verdict, self.stage, self.tensor, self.region, normalize(self.message)
 
     def to_dict(self) -> dict:
         """The JSON object of a results.jsonl line (and of the worker's result event, less "event")."""
-        return {k: (getattr(self, k) if k in _FIELDS else self.extra[k]) for k in self.keys}
+        return {k: (_WRITE[k](getattr(self, k)) if k in _WRITE else getattr(self, k)) if k in _FIELDS else self.extra[k]
+                for k in self.keys}
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> Result:
-        """A result from its JSON object; to_dict() gives `d` back, key order included. Keys a
-        reproducer's `observed` lacks (case_id, ...) take their defaults and are not written back."""
-        known = {k: v for k, v in d.items() if k in _FIELDS}
+    def from_dict(cls, d: Mapping, case: case_mod.Case | None = None) -> Result:
+        """A result from its JSON object; to_dict() gives `d` back, key order included. `case`: the Case of a
+        reproducer's `observed`, which holds none (it is then the first key). Keys `observed` lacks (case_id,
+        ...) take their defaults and are not written back. CaseError for a case that is none, ValueError for
+        another field that cannot be read."""
+        if "verdict" not in d:
+            raise ValueError("a result needs a verdict")
+        known = {k: (_READ[k](v) if k in _READ and v is not None else v) for k, v in d.items() if k in _FIELDS}
+        if case is not None:
+            known["case"] = case
+        elif "case" not in d:
+            raise case_mod.CaseError("a result needs a case")
         extra = {k: v for k, v in d.items() if k not in _FIELDS}
-        return cls(**{"case_id": "", "case": {}, "verdict": "", **known},
-                   extra=MappingProxyType(extra), keys=tuple(d))
+        keys = tuple(d) if "case" in d else ("case", *d)
+        return cls(**{"case_id": "", **known}, extra=MappingProxyType(extra), keys=keys)
 
 
 _FIELDS = frozenset(f.name for f in fields(Result)) - {"extra", "keys"}
+# How a field is written (to_dict) and read (from_dict), where JSON does not hold it as it is.
+_WRITE = {"case": case_mod.to_dict, "verdict": lambda v: v.value,
+          "hazards": lambda found: None if found is None else [f.to_json() for f in found],
+          "predicted": lambda checks: None if checks is None else list(checks)}
+_READ = {"case": case_mod.from_dict, "hazards": lambda found: tuple(Finding.from_json(f) for f in found),
+         "predicted": tuple}
 
 
 def _copy(r: Result, **values) -> Result:

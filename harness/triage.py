@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness import result as result_mod
+
 CONTEXT = 3    # lines of IR shown around each matching line
 EXCERPT = 40   # at most this many lines of IR excerpt
 
@@ -57,21 +59,21 @@ HAZARD_IR = {
 
 @dataclass(frozen=True)
 class Made:
-    hazard: str               # the check's own line (harness.codegen)
+    hazard: result_mod.Finding  # what the check found (harness.codegen, through harness.worker.scan)
     made_by: str | None       # the first pass whose output holds the construct; None: no pass's output does
     construct: str
     excerpt: list[str]
 
 
-def hazards_made(trace: Trace, hazards: list[str], script: Callable[[object], str]) -> list[Made]:
-    """For each hazard (`check: message`) with a known IR shape, the first pass whose output holds it."""
+def hazards_made(trace: Trace, hazards, script: Callable[[object], str]) -> list[Made]:
+    """For each hazard (a Finding) whose check has a known IR shape, the first pass whose output holds it."""
     out, texts = [], {}
 
     def text(t: Trace, i: int) -> str:
         return texts.setdefault(i, script(t.after[i]))
 
     for hazard in hazards:
-        shape = HAZARD_IR.get(hazard.split(":", 1)[0])
+        shape = HAZARD_IR.get(hazard.check)
         if shape is None:
             continue
         pattern, what = shape
@@ -154,13 +156,13 @@ def describe(f: Finding | None, trace: Trace) -> list[str]:
     return lines
 
 
-def describe_made(made: list[Made], hazards: list[str]) -> list[str]:
+def describe_made(made: list[Made], hazards) -> list[str]:
     """The report's lines for a kernel that compiled: its hazards and the passes that made them."""
     if not hazards:
         return ["compiled, and the generated-code checks find no hazard: nothing to triage here"]
     lines = [f"hazard: {h}" for h in hazards]
     for m in made:
-        check = m.hazard.split(":", 1)[0]
+        check = m.hazard.check
         if m.made_by is None:
             lines.append(f"{check}: no pass's output holds its construct ({m.construct})")
             continue
@@ -288,16 +290,16 @@ def run(fam, case, target: str) -> tuple[list[str], str, bool]:
     hazards, _ = worker.scan(fam, case, t.result)
     made = hazards_made(t, hazards, script)
     named = [m for m in made if m.made_by]
-    account = ("; ".join(f"{m.hazard.split(':')[0]} made by {m.made_by}" for m in named)
+    account = ("; ".join(f"{m.hazard.check} made by {m.made_by}" for m in named)
                or ("hazard with no pass named" if hazards else "compiled, no hazard"))
     lines = describe_made(made, hazards)
     if named:
-        checks = {m.hazard.split(":", 1)[0] for m in named}
+        checks = {m.hazard.check for m in named}
 
         def failing(n: Trace, other) -> bool:
-            return bool(n.error) or any(h.split(":", 1)[0] in checks for h in worker.scan(fam, other, n.result)[0])
+            return bool(n.error) or any(f.check in checks for f in worker.scan(fam, other, n.result)[0])
 
-        d, tried = _passing_neighbour(fam, case, target, failing, _pattern_holder(HAZARD_IR[named[0].hazard.split(":")[0]][0]), t)
+        d, tried = _passing_neighbour(fam, case, target, failing, _pattern_holder(HAZARD_IR[named[0].hazard.check][0]), t)
         lines += describe_divergence(d, tried)
         account += f"; {d.neighbour} is clean: they part at {d.turn}" if d and d.turn and not d.neighbour_holds else ""
     return lines, account, bool(named)

@@ -19,7 +19,7 @@ import time
 
 from harness import blame, kernels, oracle
 from harness import case as case_mod
-from harness.result import Result
+from harness.result import Finding, Result
 
 SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it started this worker
 # Compile targets without a GPU (--arch): Hopper, every family's; Blackwell, what the sm100 outside
@@ -230,14 +230,14 @@ def _text(out) -> str:
     return out.read()
 
 
-def scan(fam, case, kernel) -> tuple[list[str], str]:
+def scan(fam, case, kernel) -> tuple[tuple[Finding, ...], str]:
     """What the compile-only checks see in the generated code (harness.codegen), and a digest of
     that code: the same program compiled twice must give the same digest (harness.determinism)."""
     from harness import codegen, compat
     sources = compat.kernel_sources(kernel)
     # One kernel at a time: buffer names, offsets and barrier numbers mean nothing across kernels.
     found = [f for source in sources for f in codegen.check(source, fam.contiguous(case), fam.aligned)]
-    return [f"{f.check}: {f.message}" for f in found], hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16]
+    return tuple(Finding(f.check, f.message) for f in found), hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16]
 
 
 def warm_up(target: str) -> None:
@@ -295,8 +295,8 @@ def main(target: str) -> None:
         except case_mod.CaseError as e:  # parent and worker disagree about the Case: ours, not a crash
             send({"event": "refused", "message": f"worker cannot read the case: {e}"})
             continue
-        result = run_case(case, target, cache, on_stage=lambda s, **found: send({"event": "stage", "stage": s, **found}),
-                          build_only=build_only)
+        result = run_case(case, target, cache, on_stage=lambda s, hazards, code: send(
+            {"event": "stage", "stage": s, "hazards": [f.to_json() for f in hazards], "code": code}), build_only=build_only)
         if start and not build_only:
             result = result.replace(seconds={**start, **(result.seconds or {})})
             start = None

@@ -255,7 +255,7 @@ def test_read_results_drops_a_line_cut_short(tmp_path):
     whole = [json.dumps(Result.of(Case(seqlen_q=n), "PASS", "judge").to_dict()) for n in (1, 2)]
     path.write_text(whole[0] + "\n" + whole[1] + "\n" + whole[1][:40])
     results, notes = campaign.read_results(path)
-    assert [r.case["seqlen_q"] for r in results] == [1, 2]
+    assert [r.case.seqlen_q for r in results] == [1, 2]
     assert notes == [f"{path}: last line cut short (40 bytes): dropped, its case runs again"]
     assert path.read_text() == whole[0] + "\n" + whole[1] + "\n"  # appending goes on after a whole line
     path.write_text(whole[0] + "\n{oops\n" + whole[1] + "\n")

@@ -7,7 +7,7 @@ import pytest
 from harness.case import Case
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, threads_per_worker
-from harness.result import Result
+from harness.result import Finding
 
 
 def fake(behaviour, **kw):
@@ -16,7 +16,7 @@ def fake(behaviour, **kw):
 
 def run_all(cases, target, tmp_path, workers=2):
     with Pool(workers, target, tmp_path, Timeouts(compile=10, run=3)) as pool:
-        results = {r.case["heads"]: r for r in pool.run(cases)}
+        results = {r.case.heads: r for r in pool.run(cases)}
         return results, pool.started
 
 
@@ -44,13 +44,13 @@ def test_run_hang_death_and_cuda_fault_do_not_stop_the_run(tmp_path):
     cases = [fake(4), fake(1, batch=2), fake(5), fake(1, batch=3), fake(6), fake(1, batch=4)]
     with Pool(1, "auto", tmp_path, Timeouts(compile=10, run=3)) as pool:
         results = list(pool.run(cases))
-    verdicts = sorted((r.case["heads"], r.case["batch"], r.verdict, r.stage) for r in results)
+    verdicts = sorted((r.case.heads, r.case.batch, r.verdict, r.stage) for r in results)
     assert verdicts == [(1, 2, "PASS", "judge"), (1, 3, "PASS", "judge"), (1, 4, "PASS", "judge"),
                         (4, 1, "HANG", "run"), (5, 1, "CRASH", "run"), (6, 1, "CRASH", "run")]
     # A kernel that hangs or kills its worker keeps what the generated-code scan found.
     for r in results:
-        assert len(r.code) == 16 and r.hazards == [], r
-    fault = next(r for r in results if r.case["heads"] == 6)
+        assert len(r.code) == 16 and r.hazards == (), r
+    fault = next(r for r in results if r.case.heads == 6)
     assert fault.message == "LaunchError: fake_kernel: CUDA error: an illegal memory access was encountered"
     # Cases run grouped by kernel (4, 1 1 1, 5, 6): the first worker, one after the hang and one
     # after the death; the faulting worker was killed and, with nothing left to run, not replaced.
@@ -131,7 +131,7 @@ def test_a_deadline_ends_the_run_and_abandons_the_cases_in_flight(tmp_path):
         t0 = time.monotonic()
         results = list(pool.run([fake(2), fake(1, batch=2)], deadline=t0 + 5))  # 2 hangs while compiling
         assert time.monotonic() - t0 < 8
-        assert [(r.case["heads"], r.verdict) for r in results] == [(1, "COMPILED")]
+        assert [(r.case.heads, r.verdict) for r in results] == [(1, "COMPILED")]
         assert not pool.busy and pool.workers[1].proc.poll() is not None  # the hung worker was killed
 
 
@@ -166,8 +166,7 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
     what lets `harness bisect` place 0.1.10's setmaxnreg hang (835c5df46cb3) on a CPU machine."""
     from harness import oracle, record
     from harness.replay import BAD, GOOD, replay
-    hang = Result.of(fake(15), "HANG", "run", oracle.hang_message(60, "run", ["register_budget: x"]),
-                     hazards=["register_budget: x"])
+    hang = oracle.hang(fake(15), 60, "run", [Finding("register_budget", "x")])
     rep = record.build(hang, {})
     bad = replay(rep, tmp_path / "bad", timeouts=Timeouts(compile=30, run=10))
     assert bad.status == BAD and "1/1 compiles show register_budget" in bad.verdict, bad
@@ -176,7 +175,7 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
     good = replay(rep, tmp_path / "good", timeouts=Timeouts(compile=30, run=10))
     assert (good.status, good.verdict) == (GOOD, "NOT REPRODUCED: 1/1 compiles without register_budget "
                                                  "(recorded HANG; compile-only)")
-    plain = record.build(hang.replace(message=oracle.hang_message(60, "run")), {})
+    plain = record.build(oracle.hang(fake(15), 60, "run"), {})
     assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"
 
 
@@ -185,8 +184,7 @@ def test_a_hang_the_code_scan_explains_minimizes_without_a_gpu(tmp_path, capsys)
     """`harness minimize` without a GPU: a compile showing the recorded hang's cause counts as that
     hang (replay.as_predicted), so the case shrinks while the deadlock stays predicted."""
     from harness import cli, oracle, record
-    hang = Result.of(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
-                     oracle.hang_message(60, "run", ["register_budget: x"]), hazards=["register_budget: x"])
+    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 60, "run", [Finding("register_budget", "x")])
     learned = {"links": record.Links(notes=("a note",)), "releases": {"0.1.10": record.Release("reproduced")},
                "triage": record.Triage(record.Culprit("tl.Pass")), "upstream": record.Upstream(title="[BUG] words")}
     path = record.save(dataclasses.replace(record.build(hang, {}), **learned), tmp_path / "reps")
@@ -202,8 +200,7 @@ def test_a_campaign_shrinks_a_hang_its_scan_explains_compile_only(tmp_path, monk
     """On a GPU a hang costs a run timeout per step; one the code scan explains shrinks compile-only,
     and the shrunk case is kept only if it then hangs the same way when run."""
     from harness import campaign, oracle, record
-    hang = Result.of(fake(15, batch=3, seqlen_q=90, seqlen_k=90), "HANG", "run",
-                     oracle.hang_message(3, "run", ["register_budget: x"]))
+    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 3, "run", [Finding("register_budget", "x")])
     opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "reps", minimize=True, minimize_budget=60,
                             timeouts=Timeouts(compile=30, run=3))
     [path] = campaign.record_failures([hang], opts, "auto", known={})

@@ -19,10 +19,10 @@ PRIMED = UNPRIMED.replace(family="ws")
 def test_the_barrier_check_sees_the_deadlock(case, deadlock):
     result = worker.run_case(case, "sm_90a", {})
     assert result.verdict == "COMPILED"
-    found = [h for h in result.hazards if h.startswith("mbarrier_protocol")]
+    found = [f for f in result.hazards if f.check == "mbarrier_protocol"]
     assert bool(found) == deadlock, found
     if deadlock:
-        assert "deadlock" in found[0] and "empty[1]" in found[0]
+        assert "deadlock" in found[0].message and "empty[1]" in found[0].message
 
 
 @pytest.mark.gpu

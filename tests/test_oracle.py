@@ -1,9 +1,8 @@
 import torch
 
 from harness import blame, oracle
-from harness import case as case_mod
 from harness.case import Case
-from harness.result import Result
+from harness.result import Finding, Result
 
 
 def locate_nowhere(name, index):
@@ -88,8 +87,7 @@ def test_regions():
 
 
 def test_signature_ignores_numbers_and_paths():
-    r1 = Result.from_dict({"case": {"family": "fwd", "variant": "default"}, "verdict": "COMPILE_ERROR",
-                           "stage": "compile", "message": "InternalError: /tmp/a/b.cu:12: block_K (72) at 0x7f00"})
+    r1 = Result.of(Case(), "COMPILE_ERROR", "compile", "InternalError: /tmp/a/b.cu:12: block_K (72) at 0x7f00")
     r2 = r1.replace(message="InternalError: /opt/x.cu:99: block_K (104) at 0xdead")
     assert r1.signature == r2.signature
     assert r1.signature != r1.replace(verdict="CRASH").signature
@@ -110,16 +108,19 @@ def test_a_failure_pinned_on_a_shared_kernel_has_one_signature_across_families()
 def test_a_hang_names_the_code_scan_finding_that_explains_it():
     """Two fwd hangs with different causes (0.1.12's barrier count, 0.1.10's register request)
     must not share a signature, or the second is reported as the first, known bug."""
-    case = case_mod.to_dict(Case())
-    plain = oracle.hang_message(60, "run", ["unwaited_async_loads: TMA load into q_s ..."])
-    barrier = oracle.hang_message(20, "run", ["named_barrier_counts: bar.sync 3 counts 192 ...",
-                                              "unwaited_async_loads: TMA load into q_s ..."])
-    registers = oracle.hang_message(60, "run", ["register_budget: setmaxnreg asks ..."])
-    assert plain == "no answer within 60 s (run)"
-    assert barrier == "no answer within 20 s (run); the code scan predicts it: named_barrier_counts"
-    sigs = {Result.from_dict({"case": case, "verdict": "HANG", "stage": "run", "message": m}).signature
-            for m in (plain, barrier, registers, oracle.hang_message(5, "run", ["register_budget: x"]))}
+    loads = Finding("unwaited_async_loads", "TMA load into q_s ...")
+    plain = oracle.hang(Case(), 60, "run", [loads])
+    barrier = oracle.hang(Case(), 20, "run", [Finding("named_barrier_counts", "bar.sync 3 counts 192 ..."), loads])
+    registers = oracle.hang(Case(), 60, "run", [Finding("register_budget", "setmaxnreg asks ...")])
+    assert (plain.message, plain.predicted) == ("no answer within 60 s (run)", None)
+    assert barrier.message == "no answer within 20 s (run); the code scan predicts it: named_barrier_counts"
+    assert barrier.predicted == ("named_barrier_counts",) and registers.predicted == ("register_budget",)
+    sigs = {r.signature for r in (plain, barrier, registers, oracle.hang(Case(), 5, "run", [Finding("register_budget", "x")]))}
     assert len(sigs) == 3
+    # What the pool writes when a case never answered: the scan's findings (if it got that far), then the cause.
+    assert list(oracle.hang(Case(), 60, "run", [loads], code="ab").to_dict())[-2:] == ["hazards", "code"]
+    assert list(registers.to_dict())[-2:] == ["hazards", "predicted"]
+    assert "hazards" not in oracle.hang(Case(), 600, "compile").to_dict()
 
 
 def test_a_launch_refused_for_shared_memory_is_a_resource_limit():

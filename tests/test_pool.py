@@ -39,7 +39,7 @@ def test_a_worker_event_the_pool_does_not_know_is_a_harness_error(tmp_path, monk
     with Pool(1, "sm_90a", tmp_path, Timeouts(compile=20, run=3)) as pool:
         results = list(pool.run([fake(2), fake(1), fake(3), fake(4), fake(1, variant="other")]))
         started = pool.started
-    by = {(r.case["heads"], r.case["variant"]): r for r in results}
+    by = {(r.case.heads, r.case.variant): r for r in results}
     assert len(results) == 5
     assert [by[1, v].verdict for v in ("default", "other")] == ["COMPILED", "COMPILED"]
     for heads, what in [(2, "an unknown event 'progress'"), (3, "a line that is no event"),
@@ -62,7 +62,7 @@ def test_workers_lost_past_the_budget_stop_the_pool(tmp_path):
         with pytest.raises(RestartsExhausted) as stop:
             for r in pool.run(cases):
                 results.append(r)
-        assert [(r.case["heads"], r.verdict) for r in results] == [(5, "CRASH"), (4, "HANG"), (1, "PASS"),
+        assert [(r.case.heads, r.verdict) for r in results] == [(5, "CRASH"), (4, "HANG"), (1, "PASS"),
                                                                          (1, "PASS"), (6, "CRASH")]
         assert (pool.started, pool.restarts) == (3, 2)
         assert str(stop.value) == (f"a worker died or hung (CRASH at run of case {fake(6).id}) and 2 were "

@@ -9,7 +9,7 @@ import pytest
 
 from harness import campaign, cli, oracle, record
 from harness.case import Case
-from harness.result import Result
+from harness.result import Finding, Result
 
 ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
        "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90"}
@@ -239,10 +239,15 @@ def test_which_reproducers_need_a_gpu():
     def rep(verdict, message):
         return record.build(failure().replace(verdict=verdict, stage="run", message=message), {})
     assert rep("MISMATCH", "O: max error 1").needs_gpu
-    assert rep("HANG", oracle.hang_message(60, "run")).needs_gpu
+    assert record.build(oracle.hang(failure().case, 60, "run"), {}).needs_gpu
     assert not rep("COMPILE_ERROR", "InternalError: x").needs_gpu
-    scanned = rep("HANG", oracle.hang_message(60, "run", ["register_budget: x", "named_barrier_counts: y"]))
+    hang = oracle.hang(failure().case, 60, "run", [Finding("register_budget", "x"), Finding("named_barrier_counts", "y")])
+    scanned = record.build(hang, {})
     assert not scanned.needs_gpu and scanned.scan_checks == ["named_barrier_counts", "register_budget"]
+    assert scanned.observed["predicted"] == ["named_barrier_counts", "register_budget"]  # a field, not words read back
+    # The cause is what the file says, whatever the message: nothing reads it back out of the words.
+    worded = rep("HANG", hang.message)
+    assert worded.needs_gpu and "predicted" not in worded.observed
 
 
 def test_the_index_lists_every_reproducer_as_its_file_says():

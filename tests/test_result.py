@@ -1,14 +1,19 @@
-"""A Result reads back results.jsonl lines and reproducers written before it existed, byte for byte."""
+"""A Result reads back results.jsonl lines and reproducers written before it existed, byte for byte, and
+holds typed facts: its Case, a Verdict, the code scan's Findings."""
 import json
 
-from harness import record
-from harness.case import Case
-from harness.result import Result
+import pytest
 
+from harness import record
+from harness.case import Case, CaseError, to_dict
+from harness.result import Finding, Result, Verdict
+
+BWD = json.dumps(to_dict(Case(family="bwd", variant="atomic", seqlen_q=70)))
+FWD = json.dumps(to_dict(Case()))
 # results.jsonl lines as `harness run` wrote them before Result (dicts built by oracle.result,
 # keys added by the worker and the pool in the order they came).
 JUDGED = (
-    '{"case_id": "c217343f39bc", "case": {"family": "bwd", "variant": "atomic", "seqlen_q": 70}, '
+    '{"case_id": "c217343f39bc", "case": ' + BWD + ', '
     '"verdict": "MISMATCH", "stage": "judge", "message": "dSinks: max error 0.5 > tolerance 0.01 at [1]", '
     '"tensor": "dSinks", "region": "per_head", "kernel": "sink_grad", '
     '"seconds": {"start": 3.5, "compile": 20.1, "inputs": 0.1, "run": 0.2, "judge": 0.3}, '
@@ -16,24 +21,32 @@ JUDGED = (
     '"base_error": 0.001, "atol": 0.002, "region": "per_head", "where": {"index": [1]}}], '
     '"hazards": ["register_budget: x"], "code": "0123456789abcdef", "gpu": "1"}')
 BLAMED = (
-    '{"case_id": "1", "case": {"family": "fwd", "variant": "default"}, "verdict": "COMPILE_ERROR", '
+    '{"case_id": "1", "case": ' + FWD + ', "verdict": "COMPILE_ERROR", '
     '"stage": "compile", "message": "InternalError: boom", "tensor": "", "region": "", '
     '"traceback": "Traceback ...", "seconds": {"compile": 1.0}, "kernel": "common", "hazards": [], "code": "ab"}')
-HUNG = ('{"case_id": "2", "case": {"family": "fwd", "variant": "default"}, "verdict": "HANG", "stage": "run", '
+HUNG = ('{"case_id": "2", "case": ' + FWD + ', "verdict": "HANG", "stage": "run", '
         '"message": "no answer within 60 s (run)", "tensor": "", "region": "", "hazards": [], "code": "ab"}')
-UNSUPPORTED = ('{"case_id": "3", "case": {"family": "fwd", "variant": "default"}, "verdict": "UNSUPPORTED", '
+UNSUPPORTED = ('{"case_id": "3", "case": ' + FWD + ', "verdict": "UNSUPPORTED", '
                '"stage": "plan", "message": "no", "tensor": "", "region": "", "seconds": {"start": 2.0}}')
-FOREIGN = ('{"case_id": "4", "case": {"family": "fwd", "variant": "default"}, "verdict": "PASS", "stage": "judge", '
+FOREIGN = ('{"case_id": "4", "case": ' + FWD + ', "verdict": "PASS", "stage": "judge", '
            '"message": "", "tensor": "", "region": "", "sanitizer": {"errors": 0}, "seconds": {}}')
+# A hang whose code scan explains it: the cause is a field (`predicted`), and the message names it too.
+PREDICTED = ('{"case_id": "5", "case": ' + FWD + ', "verdict": "HANG", "stage": "run", '
+             '"message": "no answer within 60 s (run); the code scan predicts it: register_budget", "tensor": "", '
+             '"region": "", "hazards": ["register_budget: setmaxnreg asks 240"], "code": "ab", '
+             '"predicted": ["register_budget"]}')
 
 
 def test_lines_written_before_result_round_trip_byte_for_byte():
-    for line in (JUDGED, BLAMED, HUNG, UNSUPPORTED, FOREIGN):
+    for line in (JUDGED, BLAMED, HUNG, UNSUPPORTED, FOREIGN, PREDICTED):
         r = Result.from_dict(json.loads(line))
         assert json.dumps(r.to_dict()) == line
     judged = Result.from_dict(json.loads(JUDGED))
-    assert (judged.verdict, judged.kernel, judged.gpu, judged.hazards) == ("MISMATCH", "sink_grad", "1", ["register_budget: x"])
+    assert (judged.verdict, judged.kernel, judged.gpu) == ("MISMATCH", "sink_grad", "1")
+    assert judged.hazards == (Finding("register_budget", "x"),) and judged.case == Case(family="bwd", variant="atomic",
+                                                                                             seqlen_q=70)
     assert Result.from_dict(json.loads(FOREIGN)).extra == {"sanitizer": {"errors": 0}}
+    assert Result.from_dict(json.loads(PREDICTED)).predicted == ("register_budget",)
 
 
 def test_the_signature_is_what_it_was():
@@ -43,9 +56,26 @@ def test_the_signature_is_what_it_was():
         "fwd", "default", "HANG", "run", "", "", "no answer within N s (run)")
 
 
+def test_the_verdict_is_an_enum_written_as_its_name():
+    r = Result.of(Case(), "MISMATCH", "judge")
+    assert r.verdict is Verdict.MISMATCH and r.verdict == "MISMATCH" and f"{r.verdict}" == "MISMATCH"
+    assert json.dumps(r.to_dict()["verdict"]) == '"MISMATCH"'
+    assert r.failed and r.is_new({}) and not r.is_new({r.signature: "known.json"})
+    assert not Result.of(Case(), "HARNESS_ERROR", "run").failed and not Result.of(Case(), "PASS", "judge").is_new({})
+    with pytest.raises(ValueError):
+        Result.of(Case(), "SOMETIMES", "run")
+
+
+def test_a_line_whose_case_is_no_case_is_not_a_result():
+    with pytest.raises(CaseError):
+        Result.from_dict({"case_id": "1", "case": {"family": "fwd"}, "verdict": "PASS"})
+    with pytest.raises(CaseError):
+        Result.from_dict({"case_id": "1", "verdict": "PASS"})
+
+
 def test_built_results_keep_the_key_order_of_old():
     case = Case()
-    r = Result.of(case, "COMPILED", "compile", seconds={"compile": 1.0}, hazards=[], code="ab")
+    r = Result.of(case, "COMPILED", "compile", seconds={"compile": 1.0}, hazards=(), code="ab")
     assert list(r.to_dict()) == ["case_id", "case", "verdict", "stage", "message", "tensor", "region",
                                  "seconds", "hazards", "code"]
     assert r.to_dict()["case_id"] == case.id and r.message == "" and r.kernel is None
@@ -61,6 +91,6 @@ def test_a_reproducer_recorded_before_result_loads_as_one():
     assert (seen.verdict, seen.stage, seen.region) == ("MISMATCH", "judge", "empty_rows")
     assert list(rep.signature) == rep.observed["signature"]
     back = seen.to_dict()
-    assert back.pop("case") == rep.result.case and list(back.items()) == list(rep.observed.items())
+    assert back.pop("case") == to_dict(rep.case) and list(back.items()) == list(rep.observed.items())
     again = record.observed(seen, rep.observed["flaky"])
     assert {k: again[k] for k in rep.observed} == rep.observed  # what a reproducer's `observed` is built from

@@ -17,7 +17,7 @@ def fake(behaviour, **kw):
 
 def run(cases, target, tmp_path):
     with Pool(1, target, tmp_path, Timeouts(compile=20, run=5)) as pool:
-        return {(r.case["heads"], r.case["variant"]): r for r in pool.run(cases)}, pool.started
+        return {(r.case.heads, r.case.variant): r for r in pool.run(cases)}, pool.started
 
 
 def test_a_python_bug_in_a_program_builder_is_ours(tmp_path):
@@ -135,7 +135,7 @@ def test_a_kernel_that_failed_to_compile_fails_again_without_a_second_compile(mo
     cache = {}
     first, second = (worker.run_case(fake(9, seqlen_q=n), "sm_90a", cache) for n in (64, 77))
     assert len(builds) == 1 and first.verdict == second.verdict == "COMPILE_ERROR"
-    assert second.message == first.message and second.case["seqlen_q"] == 77
+    assert second.message == first.message and second.case.seqlen_q == 77
     assert "compile" in first.seconds and "compile" not in second.seconds
 
 
