@@ -25,8 +25,8 @@ Passes, repeated until a round changes nothing:
    - a parameter nothing reads dropped, with what the calls pass for it;
    - a keyword argument dropped (of a T.*/tilelang.* call, or one that a function of the file defaults);
 3. lines: ddmin over the lines left, so the result is 1-minimal by lines too.
-Every candidate is ast.unparse'd (no comments, no blank lines); `ruff format` (where installed) lays the result
-out, kept only if it still reproduces.
+Every candidate is ast.unparse'd (no comments, no blank lines); ruff (where installed: imports sorted, unused
+names dropped, `ruff format`) lays the result out, kept only if it still reproduces.
 
 Standard library and picire only (`python -m harness.reduce FILE`): it runs where the bug shows, a GPU machine for
 a wrong value or an out-of-bounds write, with TileLang and torch only for the file itself.
@@ -663,12 +663,15 @@ def simplify(tree: ast.Module, test, jobs: int = 1, budget: list | None = None) 
 
 # ----------------------------------------------------------------------------- the whole reduction
 def formatted(text: str) -> str | None:
-    """`text` laid out by ruff (imports sorted, `ruff format`), or None where ruff is not installed or fails."""
+    """`text` laid out by ruff (imports sorted, unused names dropped, `ruff format`), or None where ruff is not
+    installed or fails. The caller keeps it only if it still reproduces (the fixes drop code)."""
     ruff = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
     if not ruff:
         return None
     out = text
-    for argv in (["check", "--isolated", "--select", "I", "--fix", "--quiet", "--stdin-filename", "repro.py", "-"],
+    # Imports sorted; what ruff's fixes drop: unused imports, `with ... as x` where x is unused.
+    for argv in (["check", "--isolated", "--select", "I,F401,F841", "--fix", "--unsafe-fixes", "--quiet",
+                  "--stdin-filename", "repro.py", "-"],
                  ["format", "--isolated", "--line-length", "120", "--stdin-filename", "repro.py", "-"]):
         p = subprocess.run([ruff, *argv], input=out, capture_output=True, text=True)
         if p.returncode != 0 or not p.stdout.strip():
@@ -747,7 +750,8 @@ def default_out(given: Path, rep_id: str | None, directory: Path) -> Path:
     return given.with_name(given.name.removesuffix(".py").removesuffix(".standalone") + ".min.py")
 
 
-def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, rep=None, log=None) -> Reduction:
+def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, rep=None, log=None,
+                cache: Path | None = None) -> Reduction:
     """Reduce the file `given` (with `rep`, a reproducer: `given` is its JSON, and what is reduced is its flat
     export, made by `harness export --flat` in a process of its own, so that no TileLang runs in the one picire
     forks) and write the result to `to`."""
@@ -767,7 +771,7 @@ def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, re
             header = (textwrap.fill(f"{rep.id}: {rep.title}", 110) + "\nReduced by harness reduce: python THIS_FILE "
                       "prints REPRODUCED (exit 1) while the bug is here.")
             given = path
-        r = reduce(given.read_text(), jobs, timeout, log=log, header=header)
+        r = reduce(given.read_text(), jobs, timeout, cache=cache, log=log, header=header)
     to.parent.mkdir(parents=True, exist_ok=True)
     to.write_text(r.after)
     return r
