@@ -216,6 +216,23 @@ def test_a_symbolic_trip_count_one_short_runs_no_trip_when_n_fits_one_block():
     assert torch.equal(interpret.run(p, 130, three)["O"], three["O"].double() + 3 * (a[:64] + a[64:128]))
 
 
+def test_a_fill_of_a_region_changes_only_its_elements():
+    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", ("n", 32)),
+                    ("Fr", "fragment", "float32", (64, 32)))
+    load = {"op": "copy", "src": "A", "dst": "Fr", "at": "bx", "row": 0, "col": 0, "form": "tile"}
+    region = {"op": "fill", "dst": "Fr", "value": -3, "region": [3, 8, 8, 16]}
+    p = _program(bufs, [load, region, _STORE])
+    assert "T.fill(Fr[3:11, 8:24], -3.0)" in emit.tilelang_source(p)
+    init = interpret.initial(p, 64, 0)
+    want = init["A"].double().clone()
+    want[3:11, 8:24] = -3
+    assert torch.equal(interpret.run(p, 64, init)["O"], want)
+    with pytest.raises(ProgramError, match="before every element"):  # a region defines nothing by itself
+        _program(bufs, [region, _STORE])
+    with pytest.raises(ProgramError, match="outside"):
+        _program(bufs, [load, {**region, "region": [60, 8, 8, 16]}, _STORE])
+
+
 def test_the_dq_layout_is_a_bijection_and_the_reference_gives_memory_in_its_order():
     ns = {"torch": torch}
     exec(emit.HELPERS, ns)

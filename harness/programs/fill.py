@@ -1,13 +1,30 @@
-"""fill: T.fill of a whole shared/fragment buffer with a constant (T.clear for 0)."""
+"""fill: T.fill of a shared/fragment buffer with a constant (T.clear for 0), whole or a region of it at an offset
+(`region`: [row, rows] of a 1-D buffer, [row, col, rows, cols] of a 2-D one).
+
+A region is a slice, `T.fill(X[r:r + h, c:c + w], v)`: only those elements change, and a fill of a region does
+not define the buffer unless the region is all of it."""
 from harness.programs.model import fields, local, need
 
 VALUES = (0, 1, -1, 2, -3, 0.5)
 
 
 def check(s, p, scope):
-    fields(s, dst=str, value=(0, 1, -1, 2, -3, 0.5))
-    local(p, s["dst"])
+    region = s.get("region")
+    fields(s, dst=str, value=VALUES, **({"region": list} if "region" in s else {}))
+    b = local(p, s["dst"])
     need(type(s["value"]) in (int, float), "value must be a number")
+    if region is not None:
+        need(len(region) == 2 * len(b.shape) and all(type(x) is int for x in region),
+             f"region is [row, rows] of a 1-D buffer or [row, col, rows, cols] of a 2-D one, got {region!r}")
+        starts, extents = region[:len(b.shape)], region[len(b.shape):]
+        need(all(0 <= a and 1 <= e and a + e <= d for a, e, d in zip(starts, extents, b.shape)),
+             f"region {region} lies outside {b.name}'s {list(b.shape)}")
+
+
+def _slices(s, b) -> str:
+    region = s["region"]
+    starts, extents = region[:len(b.shape)], region[len(b.shape):]
+    return ", ".join(f"{a}:{a + e}" for a, e in zip(starts, extents))
 
 
 def reads(s):
@@ -19,12 +36,15 @@ def writes(s):
 
 
 def full(s, p):
-    return True
+    b = p.buffer(s["dst"])
+    return "region" not in s or list(s["region"]) == [0] * len(b.shape) + list(b.shape)
 
 
 def tilelang(s, p, ind):
-    return [f"{ind}T.clear({s['dst']})" if s["value"] == 0 else f"{ind}T.fill({s['dst']}, {float(s['value'])!r})"]
+    target = s["dst"] if "region" not in s else f"{s['dst']}[{_slices(s, p.buffer(s['dst']))}]"
+    return [f"{ind}T.clear({target})" if s["value"] == 0 else f"{ind}T.fill({target}, {float(s['value'])!r})"]
 
 
 def torch(s, p, ind):
-    return [f"{ind}{s['dst']}.fill_({float(s['value'])!r})"]
+    target = s["dst"] if "region" not in s else f"{s['dst']}[{_slices(s, p.buffer(s['dst']))}]"
+    return [f"{ind}{target}.fill_({float(s['value'])!r})"]

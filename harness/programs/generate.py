@@ -115,6 +115,13 @@ def draw_fill(c, b, at):
         shapes = [(b.block, w) for w in b.widths(scope)] + [(b.block,)] * (scope == "fragment")
         dst = b.new(scope, c.one(("float32", "float16")), c.one(shapes))
     value = c.one((0, 0, 1, -1, 2, -3, 0.5))
+    shape = b.buffers[dst].shape
+    if dst in b.defined and c.flip():  # a region of what the buffer holds (tile-ai/tilelang#2942 fills the wrong rows)
+        starts = [c.between((0, d - 1)) for d in shape]
+        extents = [c.between((1, d - a)) for a, d in zip(starts, shape)]
+        b.mag[dst] = max(b.mag[dst], abs(value))
+        _emit(b, [{"op": "fill", "dst": dst, "value": value, "region": starts + extents}])
+        return
     b.mag[dst] = abs(value)
     _emit(b, [{"op": "fill", "dst": dst, "value": value}], [dst])
 
