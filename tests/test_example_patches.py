@@ -98,7 +98,8 @@ def test_a_call_passes_when_it_returns_fails_when_it_raises_and_skips_a_missing_
     folder = tmp_path / "tree" / "examples" / "flash_attention"
     folder.mkdir(parents=True)
     (folder / "example_fake.py").write_text("def main(n):\n    assert n > 0, 'n must be positive'\n"
-                                            "def needs():\n    import flash_attn_not_here  # noqa\n")
+                                            "def needs():\n    import flash_attn_not_here  # noqa\n"
+                                            "def counts():\n    print('CALL NOTE: 3 of 5 late')\n")
     logs = tmp_path / "logs"
     logs.mkdir()
 
@@ -113,3 +114,46 @@ def test_a_call_passes_when_it_returns_fails_when_it_raises_and_skips_a_missing_
     assert call("main(0)", without="fail").ok is True  # expected to fail without the patch: it did
     missing = call("needs()")
     assert missing.skip == "flash_attn_not_here is not installed here"
+    assert call("counts()").what.endswith("s): 3 of 5 late")  # a diagnostic's note is on its line
+
+
+def test_a_diagnostic_runs_without_the_patch_only():
+    verify = script()
+    shape = verify.Shape("p", "diag", call=("flash_attention", "m", "f()"), without="info", with_patch=False)
+    todo = verify.plans([shape, verify.Shape("p", "test", call=("flash_attention", "m", "g()"))])
+    assert todo["base"].shapes == [shape]
+    assert [s.label for s in todo["p"].shapes] == ["test"]
+
+
+def test_the_flash_attn_stand_in_is_varlen_attention():
+    """The float64 reference that stands in for flash_attn_varlen_func in the varlen forwards' tests: GQA,
+    causal aligned bottom-right, a sequence with no keys (or no queries) giving 0."""
+    import itertools
+    import math
+
+    import torch
+
+    namespace = {}
+    exec(script().FLASH_ATTN_REFERENCE, namespace)
+    stand_in = namespace["flash_attn_varlen_func"]
+    seqlens, heads, kv_heads, dim = [(5, 9), (9, 5), (0, 4), (3, 0), (7, 7)], 4, 2, 16
+    cu_q = torch.tensor([0, *itertools.accumulate(n for n, _ in seqlens)], dtype=torch.int32)
+    cu_k = torch.tensor([0, *itertools.accumulate(n for _, n in seqlens)], dtype=torch.int32)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(int(cu_q[-1]), heads, dim, generator=g).half()
+    k, v = (torch.randn(int(cu_k[-1]), kv_heads, dim, generator=g).half() for _ in range(2))
+    for causal in (False, True):
+        out = stand_in(q, k, v, cu_q, cu_k, 9, 9, 0.0, causal=causal)
+        assert out.dtype == torch.float16 and out.shape == q.shape
+        want = torch.zeros(q.shape, dtype=torch.float64)
+        for b, (sq, sk) in enumerate(seqlens):
+            for i in range(sq):
+                keys = [j for j in range(sk) if not causal or j <= i + sk - sq]
+                for h in range(heads):
+                    if keys:
+                        kh, row = h // (heads // kv_heads), int(cu_q[b]) + i
+                        s = torch.stack([q[row, h].double() @ k[int(cu_k[b]) + j, kh].double() for j in keys])
+                        p = torch.softmax(s / math.sqrt(dim), 0)
+                        want[row, h] = sum(p[t] * v[int(cu_k[b]) + j, kh].double() for t, j in enumerate(keys))
+        assert (out.double() - want).abs().max() < 1e-3, causal
+        assert not out[int(cu_q[3]):int(cu_q[4])].any()  # the sequence with no keys
