@@ -107,6 +107,15 @@ def draw_load(c, b, at):
 
 
 def draw_fill(c, b, at):
+    held = b.locals()
+    if held and c.flip():  # a region of what a buffer holds (tile-ai/tilelang#2942 fills the wrong rows)
+        dst = c.one(held)
+        shape, value = b.buffers[dst].shape, c.one((0, 1, -1, 2, -3, 0.5))
+        starts = [c.between((0, d - 1)) for d in shape]
+        extents = [c.between((1, d - a)) for a, d in zip(starts, shape)]
+        b.mag[dst] = max(b.mag[dst], abs(value))
+        _emit(b, [{"op": "fill", "dst": dst, "value": value, "region": starts + extents}])
+        return
     existing = b.locals(defined=False)
     if existing and c.flip():
         dst = c.one(existing)
@@ -115,13 +124,6 @@ def draw_fill(c, b, at):
         shapes = [(b.block, w) for w in b.widths(scope)] + [(b.block,)] * (scope == "fragment")
         dst = b.new(scope, c.one(("float32", "float16")), c.one(shapes))
     value = c.one((0, 0, 1, -1, 2, -3, 0.5))
-    shape = b.buffers[dst].shape
-    if dst in b.defined and c.flip():  # a region of what the buffer holds (tile-ai/tilelang#2942 fills the wrong rows)
-        starts = [c.between((0, d - 1)) for d in shape]
-        extents = [c.between((1, d - a)) for a, d in zip(starts, shape)]
-        b.mag[dst] = max(b.mag[dst], abs(value))
-        _emit(b, [{"op": "fill", "dst": dst, "value": value, "region": starts + extents}])
-        return
     b.mag[dst] = abs(value)
     _emit(b, [{"op": "fill", "dst": dst, "value": value}], [dst])
 
