@@ -311,17 +311,16 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
 
 
 def sanitized(path: Path, opts: Options) -> str:
-    """What the tool found, from `harness repro PATH --sanitize TOOL` (slow; opt-in): its parsed report
-    (the count, then each hazard) on one line."""
-    import os
-    import subprocess
+    """What the tool found when the reproducer at `path` replayed under compute-sanitizer (harness.replay.sanitized;
+    slow, opt-in): its report (the count, then each hazard) on one line, or why it did not run."""
+    from harness import replay, sanitizer
 
-    argv = [sys.executable, "-m", "harness.cli", "repro", str(path), "--sanitize", opts.sanitize,
-            "--logs", str(opts.out / "logs" / "sanitize")]
-    p = subprocess.run(argv, capture_output=True, text=True, env=os.environ)
-    lines = (p.stdout.strip() or p.stderr.strip() or "no output").splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("compute-sanitizer")), len(lines) - 1)
-    return " | ".join(lines[start:])
+    try:
+        out, found = replay.sanitized(record.load(path), opts.sanitize, opts.out / "logs" / "sanitize", opts.arch,
+                                      opts.timeouts)
+    except sanitizer.SanitizerError as e:
+        return str(e)
+    return " | ".join(found.describe().splitlines()) if found else out.verdict
 
 
 def record_failures(results, opts: Options, target, known: dict) -> list[Path]:

@@ -1,7 +1,8 @@
 """harness run | repro | export | reduce | upstream | minimize | env: parse, call, print.
 
 Exit statuses: run 0 nothing new failed, 1 a new failure, 125 TileLang does not import; repro
-follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any command 2 for bad input,
+follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any command 2 for bad input
+(a family that `--register` or a command cannot register or draw, kernels.FamilyError, among it),
 with one line on stderr and nothing recorded. The harness's own failure (HARNESS_ERROR) is never 1:
 125 for repro and a bisect step, 4 for the others; Ctrl-C is 130 (main).
 """
@@ -208,7 +209,7 @@ def cmd_run(args) -> int:
         if twice:
             raise case_mod.CaseError(f"{', '.join(twice)} given twice in --families {args.families!r}")
         for name in families:
-            kernels.check(case_mod.Case(family=name))
+            kernels.family(name)  # registered (CaseError) and what it declares checked (FamilyError) before any work
         bare = [name for name in families if args.peer and not kernels.family(name).peer]
         if bare:
             raise case_mod.CaseError(f"no test shapes declared for {', '.join(bare)} (Family.peer)")
@@ -244,10 +245,8 @@ def cmd_check(args) -> int:
         return 2
     try:
         file = source.use_file(args.file)
-        name = adapted.name
-        os.environ["HARNESS_EXTRA_FAMILIES"] = ",".join(filter(None, (
-            os.environ.get("HARNESS_EXTRA_FAMILIES"), f"{name}={where}")))
-        fam = kernels.family(name)
+        kernels.register(adapted.name, where)  # for this run and, through the pool, its workers
+        fam = kernels.family(adapted.name)
     except (case_mod.CaseError, OSError, AttributeError, ImportError) as e:
         print(f"harness check: {e}", file=sys.stderr)
         return 2
@@ -368,7 +367,7 @@ def cmd_repro(args) -> int:
     if rep is None:
         return 2
     if args.sanitize:
-        return _sanitized(args, path)
+        return _sanitized(args, rep, path)
     env = environment()
     if not args.json:
         print(f"reproducer {rep.id} ({path}): {rep.title}")
@@ -404,27 +403,27 @@ def cmd_triage(args) -> int:
     return 1 if found else 0
 
 
-def _sanitized(args, path) -> int:
-    """`harness repro` again, under compute-sanitizer (caching allocator and guard bands off, memcheck
-    padded: else a write just past a tensor lands in memory the tool counts as valid); its output,
-    then the tool's report parsed. Exit: 1 if the tool found errors or the bug reproduced, else the
-    replay's own status."""
-    import subprocess
+def _sanitized(args, rep, path) -> int:
+    """The replay once more, its worker under compute-sanitizer (harness.replay.sanitized: caching allocator
+    and guard bands off, memcheck padded); the replay's lines, then the tool's report parsed. Exit: 1 if the
+    tool found errors or the bug reproduced, else the replay's own status."""
+    from harness import replay
 
-    argv = [sys.executable, "-m", "harness.cli", "repro", str(path), "--runs", "1", "--logs", args.logs]
-    if args.examples:
-        argv += ["--examples", args.examples]
     try:
-        cmd, extra = sanitizer.command(args.sanitize, argv)
+        sanitizer.command(args.sanitize, [])  # an unknown tool, or none here: bad input, before any output
     except sanitizer.SanitizerError as e:
         print(f"harness repro: {e}", file=sys.stderr)
         return 2
-    p = subprocess.run(cmd, env={**os.environ, **extra, "HARNESS_BANDS": "off"}, capture_output=True, text=True)
-    print(p.stdout, end="")
-    report = sanitizer.parse(p.stdout + p.stderr, args.sanitize)
+    env = environment()
+    print(f"reproducer {rep.id} ({path}): {rep.title}")
+    print(f"recorded:  {record.describe(rep.result)}  [{replay.where(rep.environment)}]")
+    out, report = replay.sanitized(rep, args.sanitize, args.logs, args.arch, _timeouts(args), env)
+    for line in [*out.evidence, out.verdict]:
+        print(line)
+    if report is None:  # nothing ran here
+        return out.status
     print(report.describe())
-    status = p.returncode if p.returncode in (0, 1, 125) else 1
-    return 1 if report.hazards or status == 1 else status
+    return 1 if report.hazards or out.status == 1 else out.status
 
 
 def cmd_export(args) -> int:
@@ -647,11 +646,11 @@ def cmd_determinism(args) -> int:
     from harness import campaign, determinism
 
     try:
-        campaign.load_cases(args.cases_from)
+        cases = campaign.load_cases(args.cases_from)
     except campaign.CampaignError as e:
         print(f"harness determinism: {e}", file=sys.stderr)
         return 2
-    text, found = determinism.check(Path(args.cases_from), args.hash_seeds, Path(args.out), args.arch, args.workers)
+    text, found = determinism.check(cases, args.hash_seeds, Path(args.out), args.arch, args.workers)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "determinism.md").write_text(text)
     print(text)
@@ -715,6 +714,9 @@ def _timeout_args(p):
 
 def parser() -> Parser:
     p = Parser(prog="harness", description="Correctness harness for TileLang attention kernels")
+    p.add_argument("--register", action="append", default=[], metavar="NAME=MODULE:ATTR",
+                   help="a kernel family of your own (a harness.kernels.Family at MODULE:ATTR) for this command and "
+                        "its workers; repeatable, before the command")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     r = sub.add_parser("run", help="generate cases, run them, judge, report")
     r.add_argument("--families", default="fwd", help=f"comma-separated, each once, from {', '.join(kernels.names())}")
@@ -875,7 +877,12 @@ def main(argv=None) -> int:
         return 0
     args = p.parse_args(argv)
     try:
+        for text in args.register:
+            kernels.register(*kernels.spec(text))
         return args.func(args)
+    except kernels.FamilyError as e:  # a family that cannot be registered or drawn: bad input, one line
+        print(f"harness {args.command}: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"harness {args.command}: interrupted; what was written so far is kept", file=sys.stderr)
         return 130

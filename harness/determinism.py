@@ -2,32 +2,31 @@
 
 TileLang 0.1.12 drops the two barriers of a kernel's O epilogue in some compiles and not in others
 (80929a5b6a72): a race that only some processes compile, and that one campaign sees or not by
-chance. Here the cases run once per hash seed (`harness run --cases-from`: fresh workers with that
-PYTHONHASHSEED and their own empty kernel cache), and every kernel whose generated code (the
-worker's `code` digest) differs between runs is listed with the hazards each run's code shows.
+chance. Here the cases are compiled once per hash seed, through a pool of fresh workers with that
+PYTHONHASHSEED and their own empty kernel cache, and every kernel whose generated code (the worker's `code`
+digest) differs between runs is listed with the hazards each run's code shows.
 """
 from __future__ import annotations
 
+import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import untrusted
+from harness.environment import environment, importable
+from harness.pool import Pool, Timeouts, default_size
 from harness.result import Result
 
 
-def run_seed(cases: Path, seed: int, out: Path, arch: str, workers: int | None) -> list[Result]:
-    """The campaign's results with PYTHONHASHSEED=seed, compiled from an empty kernel cache."""
+def run_seed(cases: list[case_mod.Case], seed: int, out: Path, arch: str, workers: int | None) -> list[Result]:
+    """The cases compiled for `arch` by workers with PYTHONHASHSEED=seed and an empty kernel cache of their own;
+    their results are kept in <out>/seed-<seed>/results.jsonl (the workers' logs beside it)."""
     env = dict(os.environ, PYTHONHASHSEED=str(seed), TILELANG_CACHE_DIR=str(out / f"cache-{seed}"))
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases), "--out", str(out / f"seed-{seed}"),
-           "--arch", arch, "--reproducers", str(out / "reproducers")] + (["--workers", str(workers)] if workers else [])
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"harness run with PYTHONHASHSEED={seed} exited {done.returncode}: {done.stderr[-500:]}")
-    path = out / f"seed-{seed}" / "results.jsonl"
-    return [Result.from_dict(untrusted.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    where = out / f"seed-{seed}"
+    with Pool(workers or default_size(), arch, where / "logs", Timeouts(), env=env) as pool:
+        results = list(pool.run(cases))
+    (where / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in results))
+    return results
 
 
 def kernels_of(by_seed: dict[int, list[Result]]) -> list[dict]:
@@ -57,8 +56,13 @@ def report(rows: list[dict], seeds: list[int], kernels: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check(cases: Path, seeds: list[int], out: Path, arch: str = "sm_90a", workers: int | None = None) -> tuple[str, int]:
-    """(markdown report, number of kernels whose code differs between seeds)."""
+def check(cases: list[case_mod.Case], seeds: list[int], out: Path, arch: str = "sm_90a", workers: int | None = None
+          ) -> tuple[str, int]:
+    """(markdown report, number of kernels whose code differs between seeds). RuntimeError if TileLang does not
+    import here (every compile would fail alike)."""
+    env = environment()
+    if not importable(env):
+        raise RuntimeError(f"cannot test here: tilelang {env['tilelang']}")
     kernels = kernels_of({seed: run_seed(cases, seed, out, arch, workers) for seed in seeds})
     differ = [row for row in kernels if len(set(row["code"].values())) > 1]
     return report(differ, seeds, len(kernels)), len(differ)

@@ -79,7 +79,7 @@ class RestartsExhausted(PoolError):
 
 
 class _Worker:
-    def __init__(self, slot, target, device, log_dir, env):
+    def __init__(self, slot, target, device, log_dir, env, command=()):
         self.slot, self.target, self.device = slot, target, device
         self.log_path = Path(log_dir) / f"worker-{slot}.log"
         env = dict(env)
@@ -88,7 +88,7 @@ class _Worker:
         env[SPAWNED_AT] = repr(time.time())
         self.log = open(self.log_path, "ab")
         # In the run's process group and session, not its own: killing the run's group kills its workers.
-        self.proc = subprocess.Popen([*WORKER, "--target", target],
+        self.proc = subprocess.Popen([*(command or WORKER), "--target", target],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.buf = b""
@@ -130,11 +130,15 @@ class Pool:
     With `max_restarts`, a worker that died or hung is replaced at most that many times in all:
     the next replacement raises RestartsExhausted instead, and the pool runs nothing more
     (None: always replaced).
+    Its workers register `families` (name -> "module:attr"; by default the families registered in this process,
+    harness.kernels.register), and run under the command line `wrap` if one is given (compute-sanitizer's).
     """
 
     def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts | None = None, gpus=None, env=None,
-                 max_restarts: int | None = None):
+                 max_restarts: int | None = None, families: dict | None = None, wrap=()):
         self.n, self.target, self.timeouts = workers, target, timeouts or Timeouts()
+        families = kernels.registered() if families is None else families
+        self.command = [*wrap, *WORKER, *(f"--family={name}={where}" for name, where in families.items())]
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(env if env is not None else os.environ)
@@ -164,6 +168,19 @@ class Pool:
     def __exit__(self, *exc):
         self.close()
 
+    def finish(self, timeout: float) -> None:
+        """Let the idle workers end on their own (their input closed) within `timeout` seconds: a worker run
+        under a tool (`wrap`: compute-sanitizer) then has the tool write its report. close() ends the rest."""
+        for w in self.workers.values():
+            if w.job is None and w.proc.poll() is None:
+                w.proc.stdin.close()
+        deadline = time.monotonic() + timeout
+        for w in self.workers.values():
+            try:
+                w.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+
     def close(self):
         for w in self.workers.values():  # all at once: a worker with a CUDA context takes a while to exit
             w.signal()
@@ -184,7 +201,8 @@ class Pool:
                     self._budget([slot])
                     self.restarts += 1
             self.started += 1
-            w = self.workers[slot] = _Worker(slot, self.target, self.devices[slot % len(self.devices)], self.log_dir, self.env)
+            w = self.workers[slot] = _Worker(slot, self.target, self.devices[slot % len(self.devices)], self.log_dir, self.env,
+                                             self.command)
         return w
 
     def _replacing(self, slot) -> bool:

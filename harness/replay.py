@@ -1,7 +1,8 @@
 """Replay a reproducer and answer as `git bisect run` wants: 0 good, 1 bad, 125 cannot test.
 
-Used by `harness repro`, by every generated reproducers/test_repro_<id>.py, by bisect, and by
-`harness minimize` (`minimize`: shrink a recorded case and save it in place).
+Used by `harness repro`, by every generated reproducers/test_repro_<id>.py, by bisect, by
+`harness minimize` (`minimize`: shrink a recorded case and save it in place), and by a campaign that reruns
+its new reproducers under compute-sanitizer (`sanitized`: the replay's worker runs under the tool).
 1 means the recorded bug is here: some run fails the way a compiler bug fails (MISMATCH,
 NONFINITE, COMPILE_ERROR, CRASH, HANG). Without a GPU a compile error replays, and so does a hang
 whose recorded message names the code-scan check that explains it (the check is then the evidence).
@@ -16,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import oracle, record
+from harness import oracle, record, sanitizer
 from harness.environment import environment, gpu_count, importable
 from harness.pool import Pool, Timeouts
 from harness.result import Result
@@ -99,7 +100,33 @@ def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, e
     tgt, reason = target(rep, env, arch)
     if tgt is None:
         return Replay(SKIP, f"CANNOT TEST: {reason}")
-    results = runs_of(rep.case, tgt, Path(logs) / rep.id, max(runs, 1), timeouts, fresh)
+    return judged(rep, runs_of(rep.case, tgt, Path(logs) / rep.id, max(runs, 1), timeouts, fresh), tgt, env)
+
+
+def sanitized(rep, tool: str, logs, arch="sm_90a", timeouts: Timeouts | None = None, env=None
+              ) -> tuple[Replay, sanitizer.Report | None]:
+    """`rep` replayed once with its worker under compute-sanitizer `tool` (PyTorch's caching allocator and the
+    guard bands off, memcheck padded: else a write just past a tensor lands in memory the tool counts as valid),
+    and the tool's report, read from its log file once the worker has ended (None if nothing ran).
+    SanitizerError, before anything runs, for an unknown tool or no compute-sanitizer here."""
+    log = Path(logs) / rep.id / f"compute-sanitizer-{tool}.log"
+    wrap, extra = sanitizer.command(tool, [], log_file=log)
+    env = env or environment()
+    tgt, reason = target(rep, env, arch)
+    if tgt is None:
+        return Replay(SKIP, f"CANNOT TEST: {reason}"), None
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    timeouts = timeouts or Timeouts()
+    with Pool(1, tgt, log.parent, timeouts, env={**os.environ, **extra, "HARNESS_BANDS": "off"}, wrap=wrap) as pool:
+        results = [pool.run_one(rep.case)]
+        pool.finish(timeouts.run)  # the tool writes its summary when the worker exits
+    report = sanitizer.parse(log.read_text(errors="replace") if log.exists() else "", tool)
+    return judged(rep, results, tgt, env), report
+
+
+def judged(rep, results: list[Result], tgt: str, env) -> Replay:
+    """What `results`, runs of `rep.case` for target `tgt`, say about the recorded bug."""
     evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results] + kernels_moved(rep, env)
     if tgt != "auto" and rep.scan_checks:
         return _judge_by_scan(rep, results, evidence)

@@ -49,6 +49,9 @@ class Verdict(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __repr__(self) -> str:  # as the name was shown before (a signature printed as a list)
+        return repr(self.value)
+
     __format__ = str.__format__
 
     @property

@@ -32,14 +32,15 @@ def binary() -> str:
     raise SanitizerError(f"compute-sanitizer not found on PATH nor at {DEFAULT_PATH}")
 
 
-def command(tool: str, argv: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The command line running `argv` under `tool`, and the environment variables to add to it."""
+def command(tool: str, argv: list[str], log_file=None) -> tuple[list[str], dict[str, str]]:
+    """The command line running `argv` under `tool`, and the environment variables to add to it. With
+    `log_file` the tool writes its report there, not on stdout (a worker's stdout is the pool's protocol)."""
     if tool not in TOOLS:
         raise SanitizerError(f"unknown sanitizer tool {tool!r}: choose one of {', '.join(TOOLS)}")
     padding = ["--padding", str(PADDING)] if tool == "memcheck" else []
     # --target-processes all: the harness runs kernels in worker subprocesses.
     cmd = [binary(), "--tool", tool, *padding, "--print-limit", str(PRINT_LIMIT), "--error-exitcode", str(ERROR_EXITCODE),
-           "--target-processes", "all", *argv]
+           "--target-processes", "all", *(["--log-file", str(log_file)] if log_file else []), *argv]
     # Without this the caching allocator carves tensors out of one big cudaMalloc and a write past a tensor
     # lands inside a valid allocation, unseen.
     return cmd, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}

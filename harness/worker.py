@@ -278,7 +278,11 @@ def request(line: str) -> tuple[case_mod.Case, bool]:
     return case_mod.from_json(line.removeprefix(BUILD)), build_only
 
 
-def main(target: str) -> None:
+def main(target: str, families=()) -> None:
+    """Serve the pool (harness.pool) on stdin and stdout; `families`: the (name, "module:attr") of the families
+    registered at run time in the parent (harness.kernels.register), registered here too."""
+    for name, where in families:
+        kernels.register(name, where)
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
 
@@ -308,4 +312,7 @@ def main(target: str) -> None:
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--target", default="auto", choices=("auto", *ARCHES))
-    main(p.parse_args().target)
+    p.add_argument("--family", action="append", default=[], type=kernels.spec, metavar="NAME=MODULE:ATTR",
+                   help="a family registered at run time in the parent (repeatable)")
+    args = p.parse_args()
+    main(args.target, args.family)

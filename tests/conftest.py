@@ -2,9 +2,14 @@ import os
 import sys
 from pathlib import Path
 
+from harness import kernels
+
 # Worker subprocesses import the fake family by module name: make tests/ importable for them too.
 _TESTS = str(Path(__file__).parent)
-os.environ["HARNESS_EXTRA_FAMILIES"] = "fake=fake_family:FAMILY,ws_unprimed=ws_unprimed:FAMILY"
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_TESTS, str(Path(__file__).parent.parent),
                                                           os.environ.get("PYTHONPATH")]))
 sys.path.insert(0, _TESTS)
+# The test doubles, registered as any family of one's own is: here for this process (its pools pass them to
+# their workers); a command run as a subprocess is given `harness --register fake=fake_family:FAMILY`.
+kernels.register("fake", "fake_family:FAMILY")
+kernels.register("ws_unprimed", "ws_unprimed:FAMILY")

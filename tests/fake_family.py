@@ -1,6 +1,6 @@
 """A kernel family that misbehaves on purpose, to test the worker pool's isolation and the
-family contract. It is registered the way any family is (one registry entry, through
-HARNESS_EXTRA_FAMILIES so that worker processes see it too: tests/conftest.py).
+family contract. It is registered the way any family of one's own is: kernels.register in tests/conftest.py
+(the pools start their workers with it), `harness --register fake=fake_family:FAMILY` for a command.
 
 heads (a static field: each value is its own kernel) selects the behaviour:
 1 passes; 2 hangs while compiling; 3 kills its process while compiling; 4 hangs while running;

@@ -25,7 +25,7 @@ def lint_imports(root):
 def test_imports_follow_the_layers():
     out = lint_imports(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "3 kept, 0 broken" in out.stdout
+    assert "4 kept, 0 broken" in out.stdout
 
 
 def test_a_backwards_import_breaks_the_contract(tmp_path):
@@ -37,6 +37,27 @@ def test_a_backwards_import_breaks_the_contract(tmp_path):
     out = lint_imports(tmp_path)
     assert out.returncode != 0
     assert "Data flows one way BROKEN" in out.stdout and "harness.case -> harness.oracle" in out.stdout
+
+
+def test_nothing_imports_the_command_line(tmp_path):
+    shutil.copytree(ROOT / "harness", tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    worker = tmp_path / "harness" / "worker.py"
+    worker.write_text(worker.read_text().replace("import argparse\n", "import argparse\n\nfrom harness import cli  # noqa\n", 1))
+    out = lint_imports(tmp_path)
+    assert out.returncode != 0 and "Nothing imports the command line BROKEN" in out.stdout
+
+
+# Subprocesses of the command line still in the library, and why. A bisect step runs `harness repro` with
+# another TileLang release on its path (another environment, so another process); harness reduce exports its
+# candidate through the command.
+SHELLS_LEFT = {"bisect.py", "reduce.py"}
+
+
+def test_the_library_does_not_shell_out_to_its_command_line():
+    """A subprocess of harness.cli is a call back up the layers that import-linter cannot see."""
+    shells = {p.name for p in (ROOT / "harness").rglob("*.py") if p.name != "cli.py" and '"harness.cli"' in p.read_text()}
+    assert shells <= SHELLS_LEFT, shells - SHELLS_LEFT
 
 
 def test_ruff():

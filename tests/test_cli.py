@@ -14,10 +14,13 @@ from harness import case as case_mod
 from harness.case import Case
 from harness.result import Result
 
+# The test double, registered for a command as any family of one's own is (tests/conftest.py registers it here).
+FAKE = "--register=fake=fake_family:FAMILY"
+
 
 def harness(*argv, cwd=None):
-    """`harness ...` as a command: (exit status, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "harness.cli", *map(str, argv)], capture_output=True, text=True,
+    """`harness ...` as a command, the fake family registered: (exit status, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-m", "harness.cli", FAKE, *map(str, argv)], capture_output=True, text=True,
                        timeout=600, cwd=cwd)
     return p.returncode, p.stdout, p.stderr
 
@@ -351,7 +354,7 @@ def test_a_new_failure_is_recorded_while_the_campaign_still_runs(tmp_path):
     """So a campaign killed midway keeps its reproducers. heads 9 fails at once (COMPILE_ERROR);
     heads 2 then hangs in its compile until the pool's 40 s limit (no worker outlives the test)."""
     campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=9), Case(family="fake", heads=2)])
-    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(tmp_path / "c.jsonl"),
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", FAKE, "run", "--cases-from", str(tmp_path / "c.jsonl"),
                           "--out", str(tmp_path / "out"), "--workers", "1", "--reproducers", str(tmp_path / "r"),
                           "--compile-timeout", "40"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()

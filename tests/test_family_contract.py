@@ -66,3 +66,56 @@ def test_a_program_a_release_cannot_write_in_its_forms_is_unbuildable_in_the_def
     with pytest.raises(SyntaxError):
         kernels.written(case_mod.Case(), rejected)
     assert kernels.written(case_mod.Case(forms=("q_load=loop",)), lambda: "prim_func") == "prim_func"
+
+
+# ----------------------------------------------------------------------------- checked when registered
+def _registered(monkeypatch, name, **changes):
+    """The fake family with `changes`, as module attribute fake_family.<NAME>, registered as `name` for one test."""
+    import fake_family
+    monkeypatch.setattr(fake_family, name.upper(), dataclasses.replace(fake_family.FAMILY, name=name, **changes),
+                        raising=False)
+    monkeypatch.setattr(kernels, "_EXTRA", dict(kernels._EXTRA))
+    kernels.register(name, f"fake_family:{name.upper()}")
+    return name
+
+
+@pytest.mark.parametrize("name, changes, says", [
+    ("bad_lengths", {"lengths": "rng"}, "family 'bad_lengths': lengths='rng' is not one of dense, masked, packed"),
+    ("bad_takes", {"takes": ("causal", "sink")}, "family 'bad_takes': takes='sink' is not one of causal, window, sinks"),
+    ("bad_dtypes", {"dtypes": ()}, "family 'bad_dtypes': feature 'dtype' has no levels (Family.dtypes declares no value"),
+    ("bad_layouts", {"layouts": ()}, "family 'bad_layouts': feature 'layout' has no levels (Family.layouts"),
+    ("bad_tiles", {"tiles": ()}, "family 'bad_tiles': tiles=() declares none"),
+])
+def test_a_family_that_declares_what_cannot_be_drawn_is_refused_when_loaded(name, changes, says, monkeypatch):
+    with pytest.raises(kernels.FamilyError) as info:
+        kernels.family(_registered(monkeypatch, name, **changes))
+    assert str(info.value).startswith(says) and "\n" not in str(info.value), info.value
+    assert isinstance(info.value, ValueError)
+
+
+def test_lengths_name_the_strategies_that_draw_them():
+    assert set(kernels.LENGTHS) == set(strategies.LENGTHS)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("fake_family:FAMILY", "extra family 'fake_family:FAMILY': expected name=module:attribute"),
+    ("mine=fake_family", "family 'mine': where='fake_family' is not module:attribute"),
+    ("=fake_family:FAMILY", "family '': name must be letters, digits and '_'"),
+    ("my-kernel=fake_family:FAMILY", "family 'my-kernel': name must be letters, digits and '_'"),
+    ("fwd=fake_family:FAMILY", "family 'fwd': name is one of the harness's own families"),
+])
+def test_a_malformed_extra_family_is_one_line_naming_it(text, says):
+    with pytest.raises(kernels.FamilyError) as info:
+        kernels.spec(text)
+    assert str(info.value).startswith(says) and "\n" not in str(info.value), info.value
+
+
+def test_a_registered_family_reaches_the_workers_as_an_argument(tmp_path):
+    """Not through the environment: the pool starts each worker with the families registered here."""
+    import os
+
+    from harness.pool import Pool
+    assert not any("FAMILIES" in k for k in os.environ)
+    pool = Pool(1, "sm_90a", tmp_path)  # starts no worker until asked
+    assert "--family=fake=fake_family:FAMILY" in pool.command
+    assert "--family=x=m:A" in Pool(1, "sm_90a", tmp_path, families={"x": "m:A"}).command

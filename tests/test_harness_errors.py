@@ -60,6 +60,23 @@ def deep(path):
     return path
 
 
+@pytest.mark.parametrize("spec, says", [
+    ("fake_family:FAMILY", "harness run: extra family 'fake_family:FAMILY': expected name=module:attribute"),
+    ("badfam=badfam:LENGTHS", "harness run: family 'badfam': lengths='rng' is not one of dense, masked"),
+    ("badfam=badfam:TAKES", "harness run: family 'badfam': takes='sink' is not one of causal"),
+    ("badfam=badfam:DTYPES", "harness run: family 'badfam': feature 'dtype' has no levels"),
+])
+def test_a_family_that_cannot_be_registered_is_bad_input(spec, says, run, tmp_path):
+    """Checked when registered (harness.kernels.FamilyError): one line naming the family and the field, exit 2,
+    before any work; not a KeyError mid-campaign inside a worker."""
+    (tmp_path / "badfam.py").write_text(
+        "import dataclasses\n\nfrom fake_family import FAMILY\n\n"
+        "LENGTHS = dataclasses.replace(FAMILY, name='badfam', lengths='rng')\n"
+        "TAKES = dataclasses.replace(FAMILY, name='badfam', takes=('causal', 'sink'))\n"
+        "DTYPES = dataclasses.replace(FAMILY, name='badfam', dtypes=())\n")
+    refused(*run(f"--register={spec}", "run", "--families", "badfam", "--cases", "1", "--out", "out"), contains=says)
+
+
 def test_an_empty_out_is_refused(run):
     refused(*run("run", "--out", "", "--cases", "1"), contains="argument --out: an empty path")
 
@@ -297,7 +314,8 @@ def _alive(pid) -> bool:
 def _start(tmp_path, *argv):
     """`harness run` on the fake family's cases (heads 1 passes, heads 2 hangs while compiling), in its
     own session as a shell would start it."""
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(tmp_path / "c.jsonl"),
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "--register=fake=fake_family:FAMILY", "run",
+                             "--cases-from", str(tmp_path / "c.jsonl"),
                              "--out", str(tmp_path / "out"), "--workers", "1", "--reproducers", str(tmp_path / "r"),
                              *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             start_new_session=True)

@@ -267,3 +267,51 @@ def test_repro_under_a_sanitizer_refuses_bad_input_in_one_line(monkeypatch, caps
     assert cli.main(["repro", rep, "--sanitize", "memcheck", "--logs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "compute-sanitizer" in err and len(err.strip().splitlines()) == 1
+
+
+STAND_IN = """#!/bin/sh
+# compute-sanitizer's stand-in: runs the command after its options, then writes a clean report to --log-file.
+log=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --log-file) log="$2"; shift 2;;
+    --tool|--padding|--print-limit|--error-exitcode|--target-processes) shift 2;;
+    *) break;;
+  esac
+done
+"$@"
+status=$?
+{ echo "========= COMPUTE-SANITIZER"; echo "bands $HARNESS_BANDS caching $PYTORCH_NO_CUDA_MEMORY_CACHING";
+  echo "========= ERROR SUMMARY: 0 errors"; } > "$log"
+exit $status
+"""
+
+
+def test_a_sanitized_replay_runs_its_worker_under_the_tool_through_the_pool(monkeypatch, tmp_path, capsys):
+    """No `harness repro` subprocess: the replay's one worker runs under the tool (guard bands and the caching
+    allocator off), and the tool's report is read from its log file once the worker ended."""
+    from harness import campaign, cli, record, replay
+    from harness.case import Case
+    from harness.pool import Timeouts
+    from harness.result import Result
+
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text(STAND_IN)
+    tool.chmod(0o755)
+    monkeypatch.setattr(sanitizer.shutil, "which", lambda name: str(tool))
+    monkeypatch.setattr(replay, "gpu_count", lambda: 0)  # a compile error replays compile-only, here as on a GPU
+    rejected = Case(family="fake", heads=9)  # the compiler rejects it: COMPILE_ERROR, replayed without a GPU
+    failed = Result.of(rejected, "COMPILE_ERROR", "compile", "InternalError: rejected")
+    rep = record.build(failed, {})
+    out, report = replay.sanitized(rep, "memcheck", tmp_path / "logs", timeouts=Timeouts(compile=60, run=30))
+    assert out.status == replay.BAD and out.results[0].verdict == "COMPILE_ERROR", out
+    assert report is not None and report.clean and report.describe() == "compute-sanitizer memcheck found no errors"
+    log = (tmp_path / "logs" / rep.id / "compute-sanitizer-memcheck.log").read_text()
+    assert "bands off caching 1" in log
+    path = record.save(rep, tmp_path / "reps")
+    opts = campaign.Options(out=tmp_path / "run", sanitize="memcheck", timeouts=Timeouts(compile=60, run=30))
+    assert campaign.sanitized(path, opts) == "compute-sanitizer memcheck found no errors"
+    assert cli.main(["repro", str(path), "--sanitize", "memcheck", "--logs", str(tmp_path / "cli")]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith(f"reproducer {rep.id}") and printed[-2].startswith("REPRODUCED")
+    assert printed[-1] == "compute-sanitizer memcheck found no errors"

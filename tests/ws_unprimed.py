@@ -1,5 +1,5 @@
 """Test double: the ws forward with only its first ring slot primed (never registered in the
-package; tests/conftest.py registers it through HARNESS_EXTRA_FAMILIES as `ws_unprimed`).
+package; tests/conftest.py registers it as `ws_unprimed`, kernels.register).
 
 With num_stages > 1 the producer's first wait on slot 1 needs an arrival that only the consumer's
 second iteration would make, after it waited for slot 1's data: a block that runs two or more key

@@ -5,6 +5,12 @@ A family module (e.g. fwd_family.py) exports `FAMILY`; its TileLang programs liv
 tiles, head dims, layouts, the optional Case features of `harness.case.OPTIONAL`, its lengths
 strategy by name) and nothing above this module branches on which family it is: adding one is
 its modules and one line in `_REGISTRY` (docs/adding-a-family.md).
+
+A family is checked when it is registered, as Hypothesis checks a strategy: `register` refuses a malformed
+name or "module:attribute", and `family()` refuses, on first loading it, a family that declares a lengths
+strategy, a feature or a value list the harness has not got. Each is a FamilyError, one line naming the family
+and the field. Families registered at run time (a test double, a user's adapter) are an argument wherever
+they cross a process: harness.pool starts its workers with them.
 """
 from __future__ import annotations
 
@@ -12,12 +18,12 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
-import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.case import DRAWN_KNOBS, DTYPES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
+from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -58,13 +64,57 @@ OUTSIDE = {
     "tl_sm100_gqa_bwd_bshd": "harness.outside.sm100:GQA_BWD_BSHD",
 }
 OUTSIDE_MODE = "@outside"
+# The strategies a family may name for its dynamic fields (Family.lengths); harness.strategies.LENGTHS draws each.
+LENGTHS = ("dense", "masked", "packed", "packed_equal", "ring_k", "ring_q", "decode", "same", "program")
+
+_EXTRA: dict[str, str] = {}  # families registered at run time (register): name -> "module:attr"
+
+
+class FamilyError(ValueError):
+    """A family that cannot be registered, or declares what the harness cannot draw: one line naming the
+    family and the field."""
 
 
 def _registry() -> dict:
-    """_REGISTRY plus test doubles registered through the environment ("name=module:attr,..."),
-    read when asked so that worker processes see them too."""
-    extra = (item.split("=", 1) for item in os.environ.get("HARNESS_EXTRA_FAMILIES", "").split(",") if item)
-    return {**_REGISTRY, **OUTSIDE, **dict(extra)}
+    """_REGISTRY, the outside kernels, and the families registered in this process (register)."""
+    return {**_REGISTRY, **OUTSIDE, **_EXTRA}
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WHERE = re.compile(r"^[^:=,]+:[A-Za-z_][A-Za-z0-9_]*$")  # a dotted module or a FILE.py, then an attribute
+
+
+def register(name: str, where: str) -> None:
+    """Register family `name`, the Family object at "module:attribute" `where` (a module by dotted name, or a
+    FILE.py: harness.outside's adapters), for this process; harness.pool passes what is registered to its
+    workers. Imports nothing: family() checks the object when it first loads it. FamilyError for a malformed
+    name or `where`, or for a name the project's own families hold."""
+    _check_spec(name, where)
+    _EXTRA[name] = where
+
+
+def spec(text: str) -> tuple[str, str]:
+    """(name, where) of an extra family written "name=module:attribute" (harness --register, the worker's
+    --family), checked as register checks it; FamilyError naming what is wrong."""
+    name, sep, where = text.partition("=")
+    if not sep:
+        raise FamilyError(f"extra family {text!r}: expected name=module:attribute")
+    _check_spec(name, where)
+    return name, where
+
+
+def _check_spec(name: str, where: str) -> None:
+    if not _NAME.match(name or ""):
+        raise FamilyError(f"family {name!r}: name must be letters, digits and '_', not starting with a digit")
+    if not _WHERE.match(where or ""):
+        raise FamilyError(f"family {name!r}: where={where!r} is not module:attribute")
+    if name in _REGISTRY or name in OUTSIDE:
+        raise FamilyError(f"family {name!r}: name is one of the harness's own families")
+
+
+def registered() -> dict:
+    """The families registered at run time: name -> "module:attr" (what a worker must register too)."""
+    return dict(_EXTRA)
 
 
 def _nothing(case, *args) -> dict:
@@ -200,10 +250,43 @@ class Family:
 
 
 def family(name: str) -> Family:
+    """The registered family `name` (CaseError if there is none), checked on first loading (FamilyError)."""
     check(Case(family=name))
     base = name.removesuffix(OUTSIDE_MODE)
-    fam = load(_registry()[base])
+    where = _registry()[base]
+    fam = load(where)
+    if _CHECKED.get(where) is not fam:
+        validate(base, where, fam)
+        _CHECKED[where] = fam
     return dataclasses.replace(fam, name=name, outside=True) if name != base else fam
+
+
+_CHECKED: dict = {}  # "module:attr" -> the Family object found there, once validate() took it
+
+
+def validate(name: str, where: str, fam) -> None:
+    """FamilyError, naming the family and the field, unless `fam` is a Family whose lengths strategy, optional
+    features and the values its features are drawn and covered from are ones the harness has."""
+    if not isinstance(fam, Family):
+        raise FamilyError(f"family {name!r}: {where} is a {type(fam).__name__}, not a harness.kernels.Family")
+    if fam.lengths not in LENGTHS:
+        raise FamilyError(f"family {name!r}: lengths={fam.lengths!r} is not one of {', '.join(LENGTHS)}")
+    bad = next((t for t in fam.takes if t not in OPTIONAL), None)
+    if bad is not None:
+        raise FamilyError(f"family {name!r}: takes={bad!r} is not one of {', '.join(OPTIONAL)}")
+    for field_name in ("variants", "head_dims", "tiles"):
+        if not getattr(fam, field_name):
+            raise FamilyError(f"family {name!r}: {field_name}=() declares none")
+    # A static feature it offers (all but the optional ones it does not take) is drawn and covered from its
+    # levels (harness.case.Feature.values: dtypes, layouts, ...); one with none could never be drawn. A feature of
+    # several factors (forms: one per block the family writes in several forms) may have none.
+    for f in FEATURES:
+        if (f.name in fam.takes or not f.optional) and f.name in STATIC and f.factors is None and not f.levels(fam):
+            raise FamilyError(f"family {name!r}: feature {f.name!r} has no levels (Family.{_SOURCE.get(f.name, 'takes')} "
+                              "declares no value to draw it from)")
+
+
+_SOURCE = {"dtype": "dtypes", "layout": "layouts", "knobs": "knobs"}  # where a feature's levels come from
 
 
 def load(where: str):
