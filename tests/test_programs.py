@@ -233,6 +233,23 @@ def test_a_fill_of_a_region_changes_only_its_elements():
         _program(bufs, [load, {**region, "region": [60, 8, 8, 16]}, _STORE])
 
 
+def test_a_map_at_an_offset_writes_there_and_reads_its_operands_from_the_start():
+    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", ("n", 32)),
+                    ("Fr", "fragment", "float32", (64, 32)), ("G", "fragment", "float32", (64, 32)))
+    load = [{"op": "copy", "src": "A", "dst": n, "at": "bx", "row": 0, "col": 0, "form": "tile"} for n in ("Fr", "G")]
+    shifted = {"op": "map", "dst": "Fr", "rows": 4, "cols": 16, "offset": [3, 16], "expr": ["add", ["buf", "G"], ["num", 1]]}
+    p = _program(bufs, load + [shifted, _STORE])
+    assert "Fr[3 + i, 16 + j] = (G[i, j] + T.float32(1.0))" in emit.tilelang_source(p)
+    init = interpret.initial(p, 64, 0)
+    want = init["A"].double().clone()
+    want[3:7, 16:32] = init["A"][:4, :16].double() + 1
+    assert torch.equal(interpret.run(p, 64, init)["O"], want)
+    with pytest.raises(ProgramError, match="does not read Fr"):
+        _program(bufs, load + [{**shifted, "expr": ["buf", "Fr"]}, _STORE])
+    with pytest.raises(ProgramError, match="exceed"):
+        _program(bufs, load + [{**shifted, "offset": [61, 16]}, _STORE])
+
+
 def test_the_dq_layout_is_a_bijection_and_the_reference_gives_memory_in_its_order():
     ns = {"torch": torch}
     exec(emit.HELPERS, ns)

@@ -191,13 +191,16 @@ def draw_map(c, b, at):
     full = new or c.flip()
     rows = shape[0] if full else c.between((1, shape[0]))
     cols = None if len(shape) == 1 else (shape[1] if full else c.between((1, shape[1])))
-    operands = [n for n in b.locals() if n != dst or not new]
+    offset = [] if full or not c.flip() else \
+        [c.between((0, shape[0] - rows))] + ([c.between((0, shape[1] - cols))] if cols is not None else [])
+    operands = [n for n in b.locals() if (n != dst or not new) and not (n == dst and any(offset))]
     refs = [n for n in operands if b.buffers[n].shape in (shape, (shape[0],))]
     expr, mag = _expression(c, b, refs, len(shape), at, 3)
     if not b.fits(dst, mag):
         return
     b.mag[dst] = max(mag, b.mag.get(dst, 0) if not full else 0)
-    stmt = {"op": "map", "dst": dst, "rows": rows, "expr": expr, **({"cols": cols} if cols is not None else {})}
+    stmt = {"op": "map", "dst": dst, "rows": rows, "expr": expr, **({"cols": cols} if cols is not None else {}),
+            **({"offset": offset} if any(offset) else {})}
     _emit(b, [stmt], [dst] if rows == shape[0] and (cols is None or cols == shape[1]) else [])
 
 

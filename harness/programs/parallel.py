@@ -1,6 +1,7 @@
-"""map: a T.Parallel loop over the first `rows` x `cols` elements of a shared/fragment buffer, assigning an
-expression of the loop indices (i, j), of buffers of its shape (X[i, j]) or one value per row (X[i]),
-and of small constants, computed in float32 and cast to the buffer's dtype.
+"""map: a T.Parallel loop over `rows` x `cols` elements of a shared/fragment buffer, the first ones or those from
+`offset` ([row] or [row, col]: it writes X[row + i, col + j]), assigning an expression of the loop indices (i, j),
+of buffers of its shape (X[i, j]) or one value per row (X[i]), and of small constants, computed in float32 and
+cast to the buffer's dtype. A map at an offset does not read the buffer it writes (its iterations would race).
 
     expr := ["buf", name] | ["num", v] | [op, expr, expr] (op: add sub mul max min div) | ["exp2", expr]
           | ["neg", expr] | ["where", pred, expr, expr]
@@ -18,14 +19,24 @@ MAX_DEPTH = 5
 
 def check(s, p, scope):
     dst = local(p, s["dst"])
+    optional = {"offset": list} if "offset" in s else {}
     if len(dst.shape) == 2:
-        fields(s, dst=str, rows=int, cols=int, expr=list)
-        need(1 <= s["cols"] <= dst.shape[1], f"cols must be in [1, {dst.shape[1]}]")
+        fields(s, dst=str, rows=int, cols=int, expr=list, **optional)
     else:
-        fields(s, dst=str, rows=int, expr=list)
-    need(1 <= s["rows"] <= dst.shape[0], f"rows must be in [1, {dst.shape[0]}]")
+        fields(s, dst=str, rows=int, expr=list, **optional)
+    at = _offset(s, dst)
+    need(len(at) == len(dst.shape) and all(type(x) is int and x >= 0 for x in at),
+         f"offset is [row] of a 1-D buffer or [row, col] of a 2-D one, got {s.get('offset')!r}")
+    extents = [s["rows"]] + ([s["cols"]] if len(dst.shape) == 2 else [])
+    need(all(1 <= e and a + e <= d for a, e, d in zip(at, extents, dst.shape)),
+         f"{extents} elements from {at} exceed {dst.name}'s {list(dst.shape)}")
+    need(not any(at) or dst.name not in _refs(s["expr"]), f"a map at an offset does not read {dst.name}")
     parallel(scope, s["rows"], s.get("cols", 1))
     _expr(s["expr"], p, dst, scope, 0)
+
+
+def _offset(s, dst) -> list:
+    return list(s.get("offset", [0] * len(dst.shape)))
 
 
 def _expr(e, p, dst, scope, depth):
@@ -81,7 +92,7 @@ def writes(s):
 
 def full(s, p):
     dst = p.buffer(s["dst"])
-    return s["rows"] == dst.shape[0] and (len(dst.shape) == 1 or s["cols"] == dst.shape[1])
+    return not any(_offset(s, dst)) and s["rows"] == dst.shape[0] and (len(dst.shape) == 1 or s["cols"] == dst.shape[1])
 
 
 def _render(e, p, dst, lang):
@@ -111,16 +122,22 @@ def _render(e, p, dst, lang):
 def tilelang(s, p, ind):
     dst = p.buffer(s["dst"])
     value = cast(_render(s["expr"], p, dst, "tilelang"), "float32", dst.dtype)
+    at = _offset(s, dst)
     if len(dst.shape) == 2:
-        return [f"{ind}for i, j in T.Parallel({s['rows']}, {s['cols']}):", f"{ind}    {dst.name}[i, j] = {value}"]
-    return [f"{ind}for i in T.Parallel({s['rows']}):", f"{ind}    {dst.name}[i] = {value}"]
+        target = f"{dst.name}[{at[0]} + i, {at[1]} + j]" if any(at) else f"{dst.name}[i, j]"
+        return [f"{ind}for i, j in T.Parallel({s['rows']}, {s['cols']}):", f"{ind}    {target} = {value}"]
+    target = f"{dst.name}[{at[0]} + i]" if any(at) else f"{dst.name}[i]"
+    return [f"{ind}for i in T.Parallel({s['rows']}):", f"{ind}    {target} = {value}"]
 
 
 def torch(s, p, ind):
     dst = p.buffer(s["dst"])
     value = _render(s["expr"], p, dst, "torch")
+    at = _offset(s, dst)
+    rows = f"{at[0]}:{at[0]} + h" if any(at) else ":h"
     if len(dst.shape) == 2:
+        cols = f"{at[1]}:{at[1]} + w" if any(at) else ":w"
         return [f"{ind}h, w = {s['rows']}, {s['cols']}", f"{ind}i, j = grid(h, w)",
-                f'{ind}{dst.name}[:h, :w] = rnd(({value}).expand(h, w), "{dst.dtype}")']
+                f'{ind}{dst.name}[{rows}, {cols}] = rnd(({value}).expand(h, w), "{dst.dtype}")']
     return [f"{ind}h = {s['rows']}", f"{ind}i = torch.arange(h)",
-            f'{ind}{dst.name}[:h] = rnd(({value}).expand(h), "{dst.dtype}")']
+            f'{ind}{dst.name}[{rows}] = rnd(({value}).expand(h), "{dst.dtype}")']
