@@ -6,10 +6,16 @@ disk cache, new workers).
 Each run is the command a user types (`harness run --cases-from`), timed from outside (its clock
 span is printed, to set beside `nvidia-smi -lms`). Prints the process's wall time and its run
 loop's (from the workers' start to the last result, as `harness run` reports it), cases per second
-of each, kernel loads and compile seconds, the GPU's busy share of the loop (the kernels' own
-seconds), and where the workers' seconds went (start: spawn to ready; compile, inputs, run, judge;
-other: idle or between cases). With several GPUs, each one's share, and with --one-gpu the same
-runs on the first alone. Without a GPU it benchmarks compile-only (sm_90a).
+of each, kernel loads (compiles or disk-cache loads, the forms and twin checks' control kernels
+included) per distinct kernel and compile seconds, the GPU's busy share of the loop (the kernels' own
+seconds), the judge's milliseconds per case, and where the workers' seconds went (start: spawn to
+ready; compile, control kernels included; inputs, run, judge; other: idle or between cases). With
+several GPUs, each one's share, and with --one-gpu the same runs on the first alone. Without a GPU
+it benchmarks compile-only (sm_90a).
+
+`--cases-from FILE` runs a given cases file instead of drawing; `--harness DIR` runs the harness of
+another checkout (a `git worktree` of an older commit) on the same cases: before and after. A harness
+that builds control kernels in the judge (before the scheduler knew them) counts no control loads.
 """
 import argparse
 import json
@@ -27,16 +33,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness import campaign as campaign_mod  # noqa: E402
-from harness import case as case_mod  # noqa: E402
-from harness import report  # noqa: E402
+from harness import kernels, report  # noqa: E402
 from harness.environment import gpu_count  # noqa: E402
-from harness.pool import device_names  # noqa: E402
+from harness.pool import control_key, device_names  # noqa: E402
 
 LOOP = re.compile(r"^(\d+) cases in ([\d.]+) s ", re.M)  # harness run's own account of its run loop
 
 
-def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=None, bands=True):
+def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=None, bands=True, harness=ROOT):
     env = dict(os.environ, TILELANG_CACHE_DIR=str(cache_dir), HARNESS_BANDS="on" if bands else "off")
+    env["PYTHONPATH"] = os.pathsep.join([str(harness), *filter(None, [os.environ.get("PYTHONPATH")])])
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     if devices:
@@ -44,7 +50,7 @@ def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=N
     t0, started = time.perf_counter(), time.strftime("%H:%M:%S")
     p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases_file), "--out", str(out),
                         "--workers", str(workers), "--reproducers", str(known)],
-                       cwd=ROOT, env=env, capture_output=True, text=True)
+                       cwd=harness, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     (out / "stdout.txt").write_text(p.stdout + p.stderr)
     loop = LOOP.search(p.stdout)
@@ -52,8 +58,12 @@ def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=N
         sys.exit(f"harness run exited {p.returncode}; see {out / 'stdout.txt'}:\n{(p.stdout + p.stderr)[-2000:]}")
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     loop_s = float(loop.group(2))
-    compiles = [r["seconds"]["compile"] for r in results if "compile" in (r.get("seconds") or {})]
+    # A kernel load: a case's own kernel, or the control kernel its forms or twin check compares with
+    # (seconds["control"]), compiled or loaded from the disk cache by its worker.
+    compiles = [r["seconds"][k] for r in results for k in ("compile", "control") if k in (r.get("seconds") or {})]
     stages = {s: sum((r.get("seconds") or {}).get(s, 0) for r in results) for s in report.STAGES}
+    stages["compile"] += sum((r.get("seconds") or {}).get("control", 0) for r in results)
+    judged = [r["seconds"]["judge"] for r in results if "judge" in (r.get("seconds") or {})]
     per_gpu = Counter()  # kernel seconds per GPU, when the run spread over several
     for r in results:
         if "gpu" in r:
@@ -61,6 +71,7 @@ def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=N
     return {"span": f"{started}-{time.strftime('%H:%M:%S')}", "gpu_share": {g: s / loop_s for g, s in sorted(per_gpu.items())},
             "wall_s": wall, "loop_s": loop_s, "cases": len(results), "builds": len(compiles),
             "compile_s": sum(compiles), "verdicts": dict(Counter(r["verdict"] for r in results)),
+            "judge_ms": 1e3 * sum(judged) / max(len(judged), 1),
             "run_share": stages["run"] / loop_s, "stages": stages, "workers": workers}
 
 
@@ -97,13 +108,20 @@ def main():
                                                              "prints what the bands cost")
     p.add_argument("--one-gpu", action="store_true", help="with several GPUs: the same runs again on the first "
                                                           "alone (its own cold cache), and the speed-up of all over one")
+    p.add_argument("--cases-from", type=Path, help="run these cases (a cases.jsonl) instead of drawing")
+    p.add_argument("--harness", type=Path, default=ROOT, help="the checkout whose harness runs (default: this one)")
     a = p.parse_args()
     gpus = gpu_count()
     target = "auto" if gpus else "sm_90a"
-    cases = campaign_mod.draw(a.families.split(","), a.cases, a.seed, a.per_kernel, per_row=a.per_row)
-    kernels_n = len({case_mod.static_key(c) for c in cases})
-    print(f"families {a.families}, target {target}, {len(cases)} cases, {kernels_n} distinct kernels, "
-          f"{a.workers} workers", flush=True)
+    cases = campaign_mod.load_cases(a.cases_from) if a.cases_from else \
+        campaign_mod.draw(a.families.split(","), a.cases, a.seed, a.per_kernel, per_row=a.per_row)
+    drawn = {kernels.kernel_key(c) for c in cases}
+    controls = {control_key(c) for c in cases} - {None} - drawn if gpus else set()  # built on a GPU only
+    distinct = len(drawn) + len(controls)
+    families = ",".join(dict.fromkeys(c.family for c in cases))
+    print(f"families {families}, target {target}, {len(cases)} cases, {distinct} distinct kernels ({len(drawn)} "
+          f"drawn, {len(controls)} more that forms or twin checks compare with), {a.workers} workers, harness "
+          f"{a.harness}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cases_file = tmp / "cases.jsonl"
@@ -123,13 +141,13 @@ def main():
                      for name in ("cold", "warm")]
         for name, workers, threads, cache, devices, bands in plan:
             r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / cache, known, threads, devices,
-                                      bands)
+                                      bands, a.harness.resolve())
             print(f"{name} ({workers} workers, {threads or 'cores/workers'} threads; {r['span']}): "
                   f"process {r['wall_s']:.1f} s, {r['cases'] / r['wall_s']:.2f} cases/s; "
                   f"run loop {r['loop_s']:.1f} s, {r['cases'] / r['loop_s']:.2f} cases/s; {r['builds']} kernel loads "
-                  f"(compile or disk-cache hit; {r['compile_s']:.1f} s summed over workers), "
-                  f"GPU busy at most {100 * r['run_share']:.0f}% of the loop (kernel seconds, launches included), "
-                  f"verdicts {r['verdicts']}", flush=True)
+                  f"(compile or disk-cache hit; {r['builds'] / distinct:.2f} per distinct kernel; {r['compile_s']:.1f} s "
+                  f"summed over workers), GPU busy at most {100 * r['run_share']:.0f}% of the loop (kernel seconds, "
+                  f"launches included), judge {r['judge_ms']:.0f} ms a case, verdicts {r['verdicts']}", flush=True)
             print(f"  worker-seconds: {breakdown(r)}", flush=True)
             if a.keep:
                 kept = Path(a.keep) / re.sub(r"\W+", "-", name)
