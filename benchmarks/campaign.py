@@ -126,8 +126,8 @@ def main():
         tmp = Path(tmp)
         cases_file = tmp / "cases.jsonl"
         campaign_mod.write_cases(cases_file, cases)
-        known = tmp / "reproducers"  # a copy: the runs know the recorded bugs and add nothing to reproducers/
-        shutil.copytree(ROOT / "reproducers", known)
+        known = tmp / "reproducers"  # a copy (of the harness run): the runs know the recorded bugs and add nothing there
+        shutil.copytree(a.harness / "reproducers", known)
         runs = {}
         # The same disk cache: the warm runs find every kernel compiled.
         plan = [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + warm_runs(a.warm_workers, a.threads)

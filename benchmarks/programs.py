@@ -92,7 +92,7 @@ def run(count, seed, per_kernel, workers, cases_from=None, harness=bench.ROOT) -
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         campaign_mod.write_cases(tmp / "cases.jsonl", cases)
-        shutil.copytree(bench.ROOT / "reproducers", tmp / "reproducers")
+        shutil.copytree(Path(harness) / "reproducers", tmp / "reproducers")
         for i, name in enumerate(("cold", "warm")):
             r = bench.campaign(tmp / "cases.jsonl", workers, tmp / f"run-{i}", tmp / "cache", tmp / "reproducers",
                                harness=Path(harness).resolve())
