@@ -71,21 +71,32 @@ def forked(workers: int, target: str, tilelang: bool) -> None:
         if os.fork() == 0:  # the child: finish the warm-up, say how long it took, and go
             os.close(r)
             start = time.perf_counter()
-            worker.warm_up(target)
-            os.write(w, repr(time.perf_counter() - start).encode())
+            worker.warm_up(target)  # it keeps quiet about a failure: on a GPU, check that CUDA works here
+            ok = target != "auto" or _cuda_works()
+            os.write(w, f"{time.perf_counter() - start!r} {ok}".encode())
             os._exit(0)
         os.close(w)
         pipes.append(r)
-    ready = []
+    ready, broken = [], 0
     for r in pipes:
-        ready.append(float(os.read(r, 64).decode() or "nan"))
+        seconds, ok = (os.read(r, 64).decode() or "nan False").split()
+        ready.append(float(seconds))
+        broken += ok != "True"
         os.close(r)
     for _ in pipes:
         os.wait()
     print(f"forked: parent imports {imported:.2f} s (TileLang {'in' if tilelang else 'not in'} them), then "
           f"{workers} children ready {statistics.mean(ready):.3f} s mean, {max(ready):.3f} s max after the fork; "
           f"all ready {time.perf_counter() - t1:.2f} s after the first fork, {time.perf_counter() - t0:.2f} s "
-          f"after the imports began", flush=True)
+          f"after the imports began{f'; CUDA failed in {broken} children' if broken else ''}", flush=True)
+
+
+def _cuda_works() -> bool:
+    import torch
+    try:
+        return bool((torch.ones(4, device="cuda") * 2).sum().item() == 8)
+    except Exception:
+        return False
 
 
 def main():
