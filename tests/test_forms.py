@@ -108,3 +108,25 @@ def test_a_default_kernel_that_does_not_compile_proves_nothing():
         raise RuntimeError("no")
     fam = types.SimpleNamespace(build=broken, run=None, canonical=None, twins=False)
     assert worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
+
+
+def test_a_forms_case_on_a_gpu_builds_its_default_kernel_with_its_own(monkeypatch):
+    """Built in the compile stage (under the compile timeout, counted in seconds["control"]), a build-only job
+    too; compiling for another target builds no control (nothing runs to compare)."""
+    built = []
+    fam = types.SimpleNamespace(unsupported=lambda case: None, arch=None, needs=(), compiled=(), twins=False,
+                                build=lambda case, target: built.append(case.forms) or case.forms)
+    monkeypatch.setattr(kernels, "family", lambda name: fam)
+    cache = {}
+    r = worker.run_case(Case(forms=("q_load=loop",)), "auto", cache, build_only=True)
+    assert r.verdict == "COMPILED" and built == [("q_load=loop",), ()] and "control" in r.seconds
+    assert cache[kernels.kernel_key(Case())] == ((), [], "digest")
+    built.clear()
+    r = worker.run_case(Case(forms=("kv_load=loop",)), "sm_90a", {})
+    assert built == [("kv_load=loop",)] and "control" not in (r.seconds or {})
+
+
+def test_the_pool_schedules_a_forms_case_with_its_default_kernel():
+    from harness.pool import control_key
+    assert control_key(Case(forms=("q_load=loop",))) == kernels.kernel_key(Case())
+    assert control_key(Case()) is None
