@@ -9,8 +9,8 @@ The cases are drawn as `harness run` draws them (or read from a cases file). Eac
 kernel it needs that is not on disk yet (its own, and the default-forms or knob-free kernel its forms or
 twin check runs), a disk-cache load of each one on disk that the worker does not hold, then the case itself.
 A kernel lands on disk when its first compile ends; a worker that needs it earlier compiles it too (a
-double compile). Times are the model's (`--compile`, `--load`, `--case`, `--start`: measured on an H100
-with 15 workers; see docs/performance.md), so the run's length is a comparison between policies, not a
+double compile). Times are the model's (`--compile`, `--load`, `--case`, `--start`; the defaults are about what
+one H100 host with 15 workers showed), so the run's length is a comparison between policies, not a
 prediction. `--before REV` adds the policy of harness/schedule.py at that git revision (which knows no
 partner kernels).
 """
