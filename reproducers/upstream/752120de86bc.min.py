@@ -8,9 +8,11 @@ GPU)): COMPILE_ERROR TypeError: Downcast from tirx.Sub to ir.IntImm failed.
     python THIS_FILE   # REPRODUCED (exit 1) or NOT REPRODUCED (exit 0)
 """
 import sys
+
 import tilelang
 import tilelang.language as T
 import torch
+
 n = T.symbolic("n")
 
 
