@@ -120,7 +120,7 @@ def test_each_kernel_is_checked_alone():
     other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].init(1);\n  mbarrier[8].arrive();\n" \
             "  mbarrier[8].wait(0);\n"
     [found], code = scan(Family(), None, (Kernel(other), Kernel(main)))
-    assert "mbarrier[8] waited on only inside a loop" in found and "shares" not in found
+    assert "mbarrier[8] waited on only inside a loop" in found.message and "shares" not in found.message
     assert code == scan(Family(), None, (Kernel(other), Kernel(main)))[1] != scan(Family(), None, (Kernel(main),))[1]
 
 

@@ -15,7 +15,7 @@ from packaging.version import Version
 from harness import cli, export, record, replay, triage, upstream, worker
 from harness.case import Case
 from harness.record import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
-from harness.result import Result
+from harness.result import Finding, Result
 
 COMPILE = Case(family="fake", heads=9, kv_heads=9)
 NUMERIC = Case(family="fake", heads=1, kv_heads=1)
@@ -271,10 +271,11 @@ def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported,
     made = "for kb in range(n):\n    if kb == 0:\n        T.mbarrier_wait_parity(mbarrier[4], 0)\n    T.gemm(q_s, k_s, acc_s)"
     trace = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized", "pass2"],
                          after=["for kb in range(n):\n    T.gemm(q_s, k_s, acc_s)", made, made], result="kernel")
-    hazard = "unwaited_async_loads: TMA load into q_s on mbarrier[4] waited on only inside a loop that may run zero times"
+    hazard = Finding("unwaited_async_loads", "TMA load into q_s on mbarrier[4] waited on only inside a loop that may run "
+                     "zero times")
     monkeypatch.setattr(replay, "gpu_count", lambda: 0)
     monkeypatch.setattr(triage, "trace", lambda build: trace)
-    monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ([hazard], "digest"))
+    monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ((hazard,), "digest"))
     out = _report(rep, tmp_path, env={"tilelang": "0.1.15"})
     cause = _section(out.text, "Root cause")
     assert f"hazard: {hazard}" in cause and "unwaited_async_loads: made by pass tl.ProducerConsumerWarpSpecialized" in cause
