@@ -172,7 +172,7 @@ def ddmin(units: list, build, test, jobs: int = 1) -> list:
 
 
 def text_of(tree: ast.Module) -> str:
-    return ast.unparse(tree).strip() + "\n" if tree.body else ""
+    return ast.unparse(ast.fix_missing_locations(tree)).strip() + "\n" if tree.body else ""
 
 
 def _bodies(node):
@@ -625,9 +625,176 @@ def _apply_keyword(tree, site):
     return tree
 
 
+def _nodes(tree, kinds):
+    return [n for n in ast.walk(tree) if isinstance(n, kinds)]
+
+
+def _replace(tree, old, new):
+    """`tree` with the expression node `old` replaced by `new`."""
+    class Swap(ast.NodeTransformer):
+        def generic_visit(self, node):
+            return new if node is old else super().generic_visit(node)
+    return Swap().visit(tree)
+
+
+_FOLDABLE = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call)
+
+
+def _folded(node):
+    """What an expression of literals evaluates to (as a literal node), `getattr(x, "name", default)` as
+    `x.name`, `{...}.get(key, default)` of constant keys as the value it picks; else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+            and len(node.args) in (2, 3) and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
+            and node.args[1].value.isidentifier() and not node.keywords:
+        return ast.Attribute(node.args[0], node.args[1].value, ast.Load())
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+            and isinstance(node.func.value, ast.Dict) and len(node.args) in (1, 2) and not node.keywords \
+            and _literal(node.args[0]) and all(k is not None and _literal(k) for k in node.func.value.keys):
+        table = dict(zip([ast.literal_eval(k) for k in node.func.value.keys], node.func.value.values))
+        key = ast.literal_eval(node.args[0])
+        return table.get(key, node.args[1] if len(node.args) == 2 else ast.Constant(None))
+    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare)) \
+            and all(_literal(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)):
+        try:
+            value = eval(compile(ast.Expression(node), "<fold>", "eval"), {"__builtins__": {}})  # literals only
+        except Exception:
+            return None
+        if isinstance(value, (bool, int, float, str)) and len(repr(value)) <= 40:
+            return ast.Constant(value)
+    return None
+
+
+def _fold_sites(tree):
+    """An expression of literals folded, `getattr(x, "name", ...)` written `x.name`, a dict literal's .get
+    with a constant key replaced by the value it picks."""
+    for k, node in enumerate(_nodes(tree, _FOLDABLE)):
+        new = _folded(node)
+        if new is not None:
+            yield f"fold {ast.unparse(node)[:60]} -> {ast.unparse(new)[:40]}", k
+
+
+def _apply_fold(tree, k):
+    node = _nodes(tree, _FOLDABLE)[k]
+    return _replace(tree, node, _folded(node))
+
+
+def _split_sites(tree):
+    """`a, b = (x, y)` written as `a = x` and `b = y` (then each can go on its own)."""
+    for k, node in enumerate(_nodes(tree, ast.Assign)):
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple):
+            names, values = node.targets[0].elts, node.value.elts
+            read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            if len(names) == len(values) and all(isinstance(n, ast.Name) and n.id not in read for n in names) \
+                    and not any(isinstance(v, ast.Starred) for v in values):
+                yield f"split {ast.unparse(node.targets[0])[:60]} = (...)", k
+
+
+def _apply_split(tree, k):
+    node = _nodes(tree, ast.Assign)[k]
+    parts = [ast.Assign([ast.Name(n.id, ast.Store())], v) for n, v in zip(node.targets[0].elts, node.value.elts)]
+    for owner, field, i, s in _statement_sites(tree):
+        if s is node:
+            getattr(owner, field)[i:i + 1] = parts
+            return tree
+    return None
+
+
+def _fold_assign_sites(tree):
+    """`x = a` followed by `x = b(x)` (or `return x`) merged into `x = b(a)` (or `return a`)."""
+    k = 0
+    for owner, field, i, s in _statement_sites(tree):
+        nxt = getattr(owner, field)[i + 1] if i + 1 < len(getattr(owner, field)) else None
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and nxt is not None:
+            x = s.targets[0].id
+            merged = isinstance(nxt, ast.Return) and isinstance(nxt.value, ast.Name) and nxt.value.id == x \
+                or isinstance(nxt, ast.Assign) and len(nxt.targets) == 1 and isinstance(nxt.targets[0], ast.Name) \
+                and nxt.targets[0].id == x
+            if merged and not any(isinstance(n, pysource._SCOPES) for n in ast.walk(nxt.value)):
+                yield f"merge {x} = ... into the next statement", k
+        k += 1
+
+
+def _apply_fold_assign(tree, k):
+    owner, field, i, s = list(_statement_sites(tree))[k]
+    body = getattr(owner, field)
+    nxt, x = body[i + 1], s.targets[0].id
+
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return copy.deepcopy(s.value) if node.id == x and isinstance(node.ctx, ast.Load) else node
+    nxt.value = Sub().visit(nxt.value)
+    del body[i]
+    return tree
+
+
+def _builder_sites(tree):
+    """A call to a function of the file whose body ends in `return value` (a builder: statements, then what they
+    made), in a simple statement: its statements put before that statement, the call replaced by the value."""
+    scopes = pysource.Scopes(tree)
+    for name, f in _functions(tree).items():
+        body = _docless(f.body)
+        returns = [n for n in ast.walk(f) if isinstance(n, ast.Return)]
+        nested = {id(r) for node in ast.walk(f) if node is not f and isinstance(node, (ast.FunctionDef, ast.Lambda))
+                  for r in ast.walk(node) if isinstance(r, ast.Return)}
+        simple = len(body) > 1 and isinstance(body[-1], ast.Return) and body[-1].value is not None \
+            and len([r for r in returns if id(r) not in nested]) == 1 and _params(f) is not None \
+            and not _stored(scopes, f, {n for n, _ in _params(f)})
+        for k, (_, call) in enumerate(_calls_to(tree, scopes, name, tree)):
+            if simple and call is not None and _bind(f, call) is not None:
+                yield f"unwrap builder {name}", (name, k)
+
+
+def _apply_builder(tree, site):
+    name, k = site
+    scopes = pysource.Scopes(tree)
+    f = _functions(tree)[name]
+    call = [c for _, c in _calls_to(tree, scopes, name, tree)][k]
+    body = copy.deepcopy(_docless(f.body))
+    wrapper = ast.FunctionDef(name=f.name, args=f.args, body=body, decorator_list=[], returns=None)
+    inner = pysource.Scopes(ast.Module([wrapper], []))
+    pysource.substitute(body, inner, wrapper, _bind(f, call))
+    value = body.pop().value
+    for owner, field, i, s in _statement_sites(tree):
+        if isinstance(s, (ast.Expr, ast.Assign, ast.AugAssign, ast.Return)) and any(n is call for n in ast.walk(s)):
+            _replace(s, call, value)
+            getattr(owner, field)[i:i] = body
+            return tree
+    return None
+
+
+def _hoist_sites(tree):
+    """An expression replaced by one of its operands or arguments (`T.max(0, x)` by `x`, `a or b` by `b`): not
+    the check's (nothing holding the REPRODUCED text, no comparison, no conditional expression)."""
+    for k, node in enumerate(_nodes(tree, (ast.Call, ast.BinOp, ast.BoolOp, ast.UnaryOp))):
+        if _checks(node):
+            continue
+        kids = _operands(node)
+        for j, kid in enumerate(kids):
+            if not isinstance(kid, ast.Starred):
+                yield f"{ast.unparse(node)[:50]} -> {ast.unparse(kid)[:40]}", (k, j)
+
+
+def _operands(node):
+    if isinstance(node, ast.Call):
+        return node.args + [kw.value for kw in node.keywords]
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.BoolOp):
+        return node.values
+    return [node.operand]
+
+
+def _apply_hoist(tree, site):
+    k, j = site
+    node = _nodes(tree, (ast.Call, ast.BinOp, ast.BoolOp, ast.UnaryOp))[k]
+    return _replace(tree, node, _operands(node)[j])
+
+
 # Transformations, the most unlocking first: (sites of a tree, apply(tree copy, site) -> tree or None).
-TRANSFORMS = ((_specialize, _apply_specialize), (_propagate, _apply_propagate), (_branches, _apply_branch),
-              (_inline_sites, _apply_inline), (_unused, _apply_unused), (_keyword_sites, _apply_keyword))
+TRANSFORMS = ((_specialize, _apply_specialize), (_propagate, _apply_propagate), (_fold_sites, _apply_fold),
+              (_split_sites, _apply_split), (_fold_assign_sites, _apply_fold_assign), (_branches, _apply_branch),
+              (_inline_sites, _apply_inline), (_builder_sites, _apply_builder), (_unused, _apply_unused),
+              (_keyword_sites, _apply_keyword), (_hoist_sites, _apply_hoist))
 
 
 def simplify(tree: ast.Module, test, jobs: int = 1, budget: list | None = None) -> tuple[ast.Module, int]:

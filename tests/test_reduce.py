@@ -134,6 +134,82 @@ print("NOT REPRODUCED")
     assert len(r.after.splitlines()) <= 5, r.after
 
 
+# What the simplifications meet in a flat export: builders, macros, tuple fragments, layout tables, compat's Tensor.
+SAMPLE = '''import sys
+import tilelang
+import tilelang.language as T
+ACCUM = "float32"
+Tensor = getattr(T, "Tensor", None) or T.Buffer
+
+
+def shape(layout, b, s, h, d):
+    return {"bshd": [b, s, h, d], "thd": [s, h, d]}.get(layout, [b, h, s, d])
+
+
+def visible(value, fill, qi, kj, left, right):
+    value = T.if_then_else(kj < 100, value, fill)
+    value = T.if_then_else(kj <= qi + right, value, fill)
+    if left >= 0:
+        value = T.if_then_else(kj >= qi - left, value, fill)
+    return value
+
+
+def fragments(m, n):
+    return (T.alloc_fragment([m, n], ACCUM), *(T.alloc_fragment([m], ACCUM) for _ in range(2 + True)))
+
+
+@T.macro
+def init(acc, m):
+    T.fill(acc, 0)
+
+
+def program(heads, left, right=-1, block=64, variant="default"):
+    if variant not in ("default",):
+        raise ValueError(variant)
+    seq = T.symbolic("seq")
+    q_shape, k_shape = (shape("bhsd", 1, seq, heads, 64), shape("bhsd", 1, seq, heads, 64))
+
+    @T.prim_func
+    def main(Q: Tensor(q_shape, "float16"), K: Tensor(k_shape, "float16")):
+        with T.Kernel(T.ceildiv(seq, block), heads, threads=128) as (bx, by):
+            acc, m1, m2, m3 = fragments(block, block)
+            init(acc, block)
+            q0 = bx * block
+            for k in T.Pipelined(T.max(0, 2 // 2), 4, num_stages=2):
+                for i, j in T.Parallel(block, block):
+                    acc[i, j] = visible(acc[i, j], -T.infinity(ACCUM), q0 + i, k * block + j, left, right)
+    return main
+
+
+if __name__ == "__main__":
+    try:
+        tilelang.compile(program(2, 64), target="cuda")
+    except Exception as e:
+        said = "the words"
+        print("REPRODUCED:" if said in str(e) else "NOT REPRODUCED:", said)
+        sys.exit(1 if said in str(e) else 0)
+'''
+
+
+def test_every_simplification_applies_where_it_offers_to_and_leaves_valid_python():
+    import copy
+
+    tree = ast.parse(SAMPLE)
+    offered = {}
+    for sites, apply in red.TRANSFORMS:
+        for what, site in sites(tree):
+            new = apply(copy.deepcopy(tree), site)
+            assert new is not None, what
+            compile(red.text_of(new), "candidate", "exec")
+            offered[sites.__name__] = offered.get(sites.__name__, 0) + 1
+    assert set(offered) == {s.__name__ for s, _ in red.TRANSFORMS}, offered  # each kind has a site here
+    protected = [w for w, _ in red._branches(tree)]
+    assert not any("REPRODUCED" in w for w in protected)
+    texts = {red.text_of(apply(copy.deepcopy(tree), site)) for sites, apply in red.TRANSFORMS for _, site in sites(tree)}
+    # The check is never made a constant: what it prints and how it exits still depend on the error.
+    assert all("'REPRODUCED:' if" in t for t in texts) and not any("sys.exit(1)" in t for t in texts)
+
+
 def test_parallel_jobs_give_a_1_minimal_result_too(tmp_path):
     r = red.reduce(STAND_IN, jobs=2, timeout=30, cache=tmp_path / "cache")
     assert "KEY_A = 1" in r.after and "KEY_B = 2" in r.after and interesting(r.after, tmp_path)
