@@ -499,6 +499,14 @@ def _main_guard(node) -> bool:
     return isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", "'__main__' == __name__")
 
 
+def _check_tests(tree) -> set[int]:
+    """The nodes of the check's conditions: the test of an `if` holding the REPRODUCED text, and of any `if`
+    testing the same (the exit status). Replacing a part of them by an operand would weaken the check."""
+    ifs = [n for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp))]
+    checking = {ast.dump(n.test) for n in ifs if _checks(n) and not _main_guard(n)}
+    return {id(x) for n in ifs if ast.dump(n.test) in checking for x in ast.walk(n.test)}
+
+
 def _branches(tree):
     """An `if` statement replaced by its body or its else; an `x if c else y` by x or y. Not the check's: an
     `if` holding the REPRODUCED text (but `if __name__ == "__main__":`), nor one testing what such an `if` tests
@@ -603,9 +611,12 @@ def _apply_inline(tree, site):
 
 def _keyword_sites(tree):
     funcs = _functions(tree)
+    guarded = _check_tests(tree)
     k = 0
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Call) and id(node) in guarded:
+            k += 1
+        elif isinstance(node, ast.Call):
             root = node.func
             while isinstance(root, ast.Attribute):
                 root = root.value
@@ -764,9 +775,10 @@ def _apply_builder(tree, site):
 
 def _hoist_sites(tree):
     """An expression replaced by one of its operands or arguments (`T.max(0, x)` by `x`, `a or b` by `b`): not
-    the check's (nothing holding the REPRODUCED text, no comparison, no conditional expression)."""
+    the check's (nothing holding the REPRODUCED text, nothing in the check's conditions)."""
+    guarded = _check_tests(tree)
     for k, node in enumerate(_nodes(tree, (ast.Call, ast.BinOp, ast.BoolOp, ast.UnaryOp))):
-        if _checks(node):
+        if _checks(node) or id(node) in guarded:
             continue
         kids = _operands(node)
         for j, kid in enumerate(kids):
