@@ -51,7 +51,7 @@ from harness import pysource
 
 SIGNAL = "REPRODUCED"
 MAX_CHANGES = 2000  # simplifications accepted in one reduction (inlining could otherwise go on)
-MAX_ROUNDS = 6      # statement + simplification rounds
+MAX_ROUNDS = 8      # statement + simplification rounds
 MAX_COPIES = 40     # characters a propagated expression may add by being copied to more than one use
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -809,13 +809,20 @@ TRANSFORMS = ((_specialize, _apply_specialize), (_propagate, _apply_propagate), 
               (_keyword_sites, _apply_keyword), (_hoist_sites, _apply_hoist))
 
 
-def simplify(tree: ast.Module, test, jobs: int = 1, budget: list | None = None) -> tuple[ast.Module, int]:
+# The transformations offering a site nearly everywhere (every operand): tried once the others are done.
+LATE = (_hoist_sites,)
+
+
+def simplify(tree: ast.Module, test, jobs: int = 1, budget: list | None = None, late: bool = False) \
+        -> tuple[ast.Module, int]:
     """Each transformation tried at each site in turn, `jobs` at once; a change kept when the result compiles
-    and reproduces. Returns the tree and how many changes were kept."""
+    and reproduces (`late`: the LATE ones only, else the others). Returns the tree and how many were kept."""
     budget = budget if budget is not None else [MAX_CHANGES]
     kept = 0
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for sites_of, apply in TRANSFORMS:
+            if (sites_of in LATE) != late:
+                continue
             start = 0
             while budget[0] > 0:
                 sites = list(sites_of(tree))[start:start + jobs]
@@ -898,14 +905,20 @@ def reduce(text: str, jobs: int = 1, timeout: float = 120.0, cache: Path | None 
             raise ReduceError(f"not Python: line {e.lineno}: {e.msg}", status=2) from None
         if test(text_of(tree)):
             budget = [MAX_CHANGES]
+            late = False
             for round_ in range(MAX_ROUNDS):
                 before = text_of(tree)
                 tree = statements(tree, test, jobs)
                 log(f"round {round_ + 1}: statements -> {len(text_of(tree).splitlines())} lines")
-                tree, kept = simplify(tree, test, jobs, budget)
-                log(f"round {round_ + 1}: {kept} simplifications -> {len(text_of(tree).splitlines())} lines")
+                tree, kept = simplify(tree, test, jobs, budget, late)
+                log(f"round {round_ + 1}: {kept} {'operand ' if late else ''}simplifications -> "
+                    f"{len(text_of(tree).splitlines())} lines")
                 if text_of(tree) == before:
-                    break
+                    if late:
+                        break
+                    late = True  # the rest is done: now every operand, then the rest again
+                else:
+                    late = False
             best = text_of(tree)
         else:
             log("the unparsed file does not reproduce: lines only")
