@@ -690,19 +690,25 @@ def _apply_fold(tree, k):
 
 
 def _split_sites(tree):
-    """`a, b = (x, y)` written as `a = x` and `b = y` (then each can go on its own)."""
+    """`a, b = (x, y)` written as `a = x` and `b = y` (then each can go on its own); with a starred value
+    (`a, b, c, d = (x, *g)`), the names before it (`a = x`, then `b, c, d = (*g,)`)."""
     for k, node in enumerate(_nodes(tree, ast.Assign)):
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple):
             names, values = node.targets[0].elts, node.value.elts
             read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-            if len(names) == len(values) and all(isinstance(n, ast.Name) and n.id not in read for n in names) \
-                    and not any(isinstance(v, ast.Starred) for v in values):
+            plain = next((i for i, v in enumerate(values) if isinstance(v, ast.Starred)), len(values))
+            whole = plain == len(values) == len(names)
+            if all(isinstance(n, ast.Name) and n.id not in read for n in names) and (whole or 0 < plain < len(names)):
                 yield f"split {ast.unparse(node.targets[0])[:60]} = (...)", k
 
 
 def _apply_split(tree, k):
     node = _nodes(tree, ast.Assign)[k]
-    parts = [ast.Assign([ast.Name(n.id, ast.Store())], v) for n, v in zip(node.targets[0].elts, node.value.elts)]
+    names, values = node.targets[0].elts, node.value.elts
+    plain = next((i for i, v in enumerate(values) if isinstance(v, ast.Starred)), len(values))
+    parts = [ast.Assign([ast.Name(n.id, ast.Store())], v) for n, v in zip(names[:plain], values[:plain])]
+    if plain < len(values):
+        parts.append(ast.Assign([ast.Tuple(names[plain:], ast.Store())], ast.Tuple(values[plain:], ast.Load())))
     for owner, field, i, s in _statement_sites(tree):
         if s is node:
             getattr(owner, field)[i:i + 1] = parts

@@ -210,6 +210,15 @@ def test_every_simplification_applies_where_it_offers_to_and_leaves_valid_python
     assert not any("sys.exit(1)" in t for t in texts)
 
 
+def test_a_tuple_assignment_splits_up_to_a_starred_value():
+    import copy
+
+    tree = ast.parse("acc, m1, m2, m3 = (T.alloc_fragment([8, 8], A), *(T.alloc_fragment([8], A) for _ in range(3)))\n")
+    (_, site), = red._split_sites(tree)
+    assert red.text_of(red._apply_split(copy.deepcopy(tree), site)) == (
+        "acc = T.alloc_fragment([8, 8], A)\nm1, m2, m3 = (*(T.alloc_fragment([8], A) for _ in range(3)),)\n")
+
+
 def test_parallel_jobs_give_a_1_minimal_result_too(tmp_path):
     r = red.reduce(STAND_IN, jobs=2, timeout=30, cache=tmp_path / "cache")
     assert "KEY_A = 1" in r.after and "KEY_B = 2" in r.after and interesting(r.after, tmp_path)
