@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -104,7 +105,9 @@ class Predicate:
         if hit.exists():
             return hit.read_text().startswith("1")
         try:
-            compile(text, "repro.py", "exec")
+            with warnings.catch_warnings():  # a candidate's SyntaxWarnings are not the reduction's business
+                warnings.simplefilter("ignore")
+                compile(text, "repro.py", "exec")
         except (SyntaxError, ValueError):
             self._store(hit, "0 syntax")
             return False
