@@ -437,7 +437,9 @@ def _scopes_with_bodies(tree):
 def _propagate(tree):
     """A name that one plain assignment binds in a scope (and nothing else binds): its uses replaced by the
     assigned expression, the assignment dropped (a literal first; any expression not reading the name; not
-    where the copies would add more than MAX_COPIES characters: a long string used twice stays a name)."""
+    where the copies would add more than MAX_COPIES characters: a long string used twice stays a name). A call
+    moves to its one use but is never copied: `s = T.alloc_shared(...)` read twice is one buffer, and two
+    `T.alloc_shared(...)` would be two (as would two `T.symbolic("n")`)."""
     scopes = pysource.Scopes(tree)
     found = []
     for i, scope in enumerate(_scopes_with_bodies(tree)):
@@ -453,8 +455,9 @@ def _propagate(tree):
                 reads_itself = any(isinstance(x, ast.Name) and x.id == n for x in ast.walk(stmt.value))
                 uses = sum(1 for r in refs if r.id == n and isinstance(r.ctx, ast.Load))
                 longer = (len(ast.unparse(stmt.value)) - len(n)) * (uses - 1)  # characters the copies add
+                calls = any(isinstance(x, ast.Call) for x in ast.walk(stmt.value))
                 if stores.get(n) == [stmt.targets[0]] and n not in params and not reads_itself and uses \
-                        and longer <= MAX_COPIES:
+                        and longer <= MAX_COPIES and (uses == 1 or not calls):
                     found.append((not _literal(stmt.value), f"propagate {n} = {ast.unparse(stmt.value)[:60]}", (i, n)))
     for _, what, site in sorted(found, key=lambda x: x[0]):
         yield what, site

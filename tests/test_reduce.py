@@ -210,6 +210,12 @@ def test_every_simplification_applies_where_it_offers_to_and_leaves_valid_python
     assert not any("sys.exit(1)" in t for t in texts)
 
 
+def test_a_call_moves_to_its_one_use_but_is_never_copied():
+    tree = ast.parse("def f():\n    s = T.alloc_shared([8], 'f')\n    T.copy(a, s)\n    T.copy(s, b)\n    n = 4 + 1\n"
+                     "    g(n, n)\n    o = T.alloc_fragment([8], 'f')\n    T.copy(o, b)\n")
+    assert [w for w, _ in red._propagate(tree)] == ["propagate n = 4 + 1", "propagate o = T.alloc_fragment([8], 'f')"]
+
+
 def test_a_tuple_assignment_splits_up_to_a_starred_value():
     import copy
 
