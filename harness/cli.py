@@ -466,7 +466,7 @@ def cmd_reduce(args) -> int:
         return 2
     try:
         r = reduce.reduce_file(given, to, args.jobs, args.timeout, rep=rep, log=lambda line: print(line, flush=True),
-                               cache=args.cache and Path(args.cache))
+                               cache=args.cache and Path(args.cache), budget=args.budget)
     except reduce.ReduceError as e:  # 2: export refused it; 125: it does not reproduce here
         print(f"harness reduce: {e}", file=sys.stderr)
         return e.status
@@ -777,6 +777,8 @@ def parser() -> Parser:
     rd.add_argument("--timeout", type=_positive(float, MAX_TIMEOUT), default=120,
                     help=f"seconds for one run of a candidate; past it, it does not reproduce (at most {MAX_TIMEOUT:g})")
     rd.add_argument("--cache", type=_out_dir, help="keep each candidate's outcome here: a rerun with it resumes")
+    rd.add_argument("--budget", type=_positive(float, 7 * 24 * 3600), help="seconds; then the passes stop and "
+                    "--out holds the smallest reproducing file found (it does at every moment of the run)")
     rd.set_defaults(func=cmd_reduce)
     up = sub.add_parser("upstream", help="a report ready to file on TileLang's tracker (markdown): environment, "
                         "standalone program, expected/observed, bisects, culprit pass, links; no network")

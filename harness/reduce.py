@@ -77,22 +77,29 @@ class Predicate:
     `cache` by the text's sha256, shared by the processes picire forks. `want`: the REPRODUCED line it must print
     (None: any); `status`: the exit status it must end with (None: any); `traceback`: whether it may end in an
     uncaught exception (exit 1, as a check's own exit 1 would: a NameError after the REPRODUCED line is not the
-    check saying so)."""
+    check saying so). `deadline` (time.monotonic()): past it no text runs and each is not interesting, and a run
+    it cuts short is not cached; `best`: each interesting text shorter than the file there is written to it, so
+    that a reduction stopped at any moment leaves the smallest reproducing file it found."""
 
     def __init__(self, cache: Path, timeout: float, want: str | None = None, status: int | None = None,
-                 python: str = sys.executable, traceback: bool = True):
+                 python: str = sys.executable, traceback: bool = True, deadline: float | None = None,
+                 best: Path | None = None):
         self.cache, self.timeout, self.want, self.status, self.python = Path(cache), timeout, want, status, python
-        self.traceback = traceback
+        self.traceback, self.deadline, self.best = traceback, deadline, best
         self.cache.mkdir(parents=True, exist_ok=True)
+
+    def spent(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def run(self, text: str) -> tuple[int | None, str, str]:
         """(exit status, None if it timed out; stdout; stderr) of `text` run as a file."""
+        timeout = self.timeout if self.deadline is None else max(0.0, min(self.timeout, self.deadline - time.monotonic()))
         with tempfile.TemporaryDirectory(prefix="reduce-") as d:
             (Path(d) / "repro.py").write_text(text)
             p = subprocess.Popen([self.python, "repro.py"], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  stdin=subprocess.DEVNULL, text=True, start_new_session=True)
             try:
-                out, err = p.communicate(timeout=self.timeout)
+                out, err = p.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)  # its own session: nvcc and the like go with it
                 p.communicate()
@@ -103,7 +110,12 @@ class Predicate:
         key = hashlib.sha256(f"{self.want}\n{self.status}\n{self.traceback}\n{text}".encode()).hexdigest()
         hit = self.cache / key
         if hit.exists():
-            return hit.read_text().startswith("1")
+            ok = hit.read_text().startswith("1")
+            if ok and self.best is not None:
+                self._offer(text)  # a resumed reduction's file holds what the last one found
+            return ok
+        if self.spent():
+            return False
         try:
             with warnings.catch_warnings():  # a candidate's SyntaxWarnings are not the reduction's business
                 warnings.simplefilter("ignore")
@@ -115,8 +127,21 @@ class Predicate:
         line = reproduced_line(out)
         ok = line is not None and (self.want is None or line == self.want) and self.status in (None, status) \
             and (self.traceback or TRACEBACK not in err)
+        if status is None and self.spent():
+            return False  # cut short by the deadline, not by its own timeout: not an outcome to keep
         self._store(hit, f"{int(ok)} run")
+        if ok and self.best is not None:
+            self._offer(text)
         return ok
+
+    def _offer(self, text: str) -> None:
+        """`text` to the best file if it is shorter than what is there (one writer at a time: picire's processes)."""
+        import fcntl
+
+        with open(self.best.with_name(self.best.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not self.best.exists() or len(text) < len(self.best.read_text()):
+                self._store(self.best, text)
 
     @staticmethod
     def _store(path: Path, value: str) -> None:
@@ -126,7 +151,7 @@ class Predicate:
 
     def counts(self) -> tuple[int, int]:
         """(texts run, texts skipped because they do not compile)."""
-        kinds = [p.read_text().split()[-1] for p in self.cache.iterdir() if not p.name.endswith(".tmp")]
+        kinds = [p.read_text().split()[-1] for p in self.cache.iterdir() if not p.name.endswith((".tmp", ".lock"))]
         return kinds.count("run"), kinds.count("syntax")
 
 
@@ -160,7 +185,7 @@ def ddmin(units: list, build, test, jobs: int = 1) -> list:
     """A 1-minimal sublist of `units` (order kept) whose text build(sublist) is interesting: picire's ddmin,
     its tests in `jobs` processes. `units` itself must be interesting."""
     picire = _picire()
-    if not units:
+    if not units or not test(build(units)):  # not interesting only once a budget is spent: nothing more is tried
         return units
     if len(units) == 1:
         return [] if test(build([])) else units
@@ -879,26 +904,34 @@ def formatted(text: str) -> str | None:
 
 
 class Reduction:
-    """What reduce() did: the text, sizes, tests run and skipped, seconds."""
+    """What reduce() did: the text, sizes, tests run and skipped, seconds; `stopped`: the budget ran out first (the
+    text is the smallest reproducing one found by then, not a 1-minimal one)."""
 
-    def __init__(self, before: str, after: str, runs: int, skipped: int, seconds: float, line: str):
+    def __init__(self, before: str, after: str, runs: int, skipped: int, seconds: float, line: str,
+                 stopped: bool = False):
         self.before, self.after, self.runs, self.skipped, self.seconds, self.line = \
             before, after, runs, skipped, seconds, line
+        self.stopped = stopped
 
     def summary(self, name: str) -> str:
         b, a = self.before, self.after
         return (f"reduced {name}: {len(b.splitlines())} -> {len(a.splitlines())} lines, {len(b):,} -> {len(a):,} "
                 f"characters; {self.runs} tests run, {self.skipped} candidates skipped (no compile()), "
-                f"{self.seconds:.0f} s")
+                f"{self.seconds:.0f} s" + ("; stopped at the budget: the smallest reproducing file so far, not "
+                                          "1-minimal (rerun with the same --cache to go on)" if self.stopped else ""))
 
 
 def reduce(text: str, jobs: int = 1, timeout: float = 120.0, cache: Path | None = None, log=None,
-           python: str = sys.executable, header: str = "") -> Reduction:
+           python: str = sys.executable, header: str = "", budget: float | None = None,
+           best: Path | None = None) -> Reduction:
     """`text` reduced while it prints the REPRODUCED line it prints now (ReduceError if it prints none).
     `cache`: a directory of outcomes to keep (and resume from); `log(line)`: progress; `header`: comment lines put
-    first in the result (checked too)."""
+    first in the result (checked too); `budget`: seconds after which no candidate runs (the passes then end at
+    once, each keeping what it has, which still reproduces); `best`: a file that always holds the smallest
+    reproducing text found so far."""
     log = log or (lambda line: None)
     t0 = time.monotonic()
+    deadline = None if budget is None else t0 + budget
     with tempfile.TemporaryDirectory(prefix="harness-reduce-") as scratch:
         probe = Predicate(Path(cache or scratch) / "outcomes", timeout, python=python)
         status, out, err = probe.run(text)
@@ -909,20 +942,25 @@ def reduce(text: str, jobs: int = 1, timeout: float = 120.0, cache: Path | None 
             raise ReduceError(f"the file does not print {SIGNAL} here ({why})")
         tb = TRACEBACK in err
         log(f"predicate: prints {want!r} and exits {status}{'' if tb else ', no uncaught exception'}")
-        test = Predicate(probe.cache, timeout, want, status, python, traceback=tb)
-        best = text
+        if best is not None:
+            best.parent.mkdir(parents=True, exist_ok=True)
+            Predicate._store(best, text)  # what reproduces so far: the file itself
+        test = Predicate(probe.cache, timeout, want, status, python, traceback=tb, deadline=deadline, best=best)
+        result = text
         try:
             tree = ast.parse(text)
         except SyntaxError as e:
             raise ReduceError(f"not Python: line {e.lineno}: {e.msg}", status=2) from None
         if test(text_of(tree)):
-            budget = [MAX_CHANGES]
+            changes = [MAX_CHANGES]
             late = False
             for round_ in range(MAX_ROUNDS):
+                if test.spent():
+                    break
                 before = text_of(tree)
                 tree = statements(tree, test, jobs)
                 log(f"round {round_ + 1}: statements -> {len(text_of(tree).splitlines())} lines")
-                tree, kept = simplify(tree, test, jobs, budget, late)
+                tree, kept = simplify(tree, test, jobs, changes, late)
                 log(f"round {round_ + 1}: {kept} {'operand ' if late else ''}simplifications -> "
                     f"{len(text_of(tree).splitlines())} lines")
                 if text_of(tree) == before:
@@ -931,20 +969,23 @@ def reduce(text: str, jobs: int = 1, timeout: float = 120.0, cache: Path | None 
                     late = True  # the rest is done: now every operand, then the rest again
                 else:
                     late = False
-            best = text_of(tree)
+            result = text_of(tree)
         else:
             log("the unparsed file does not reproduce: lines only")
-        best = lines(best, test, jobs)
-        log(f"lines -> {len(best.splitlines())} lines")
-        pretty = formatted(best)
-        if pretty is not None and pretty != best and test(pretty):
-            best = pretty
+        result = lines(result, test, jobs)
+        log(f"lines -> {len(result.splitlines())} lines")
+        pretty = formatted(result)
+        if pretty is not None and pretty != result and test(pretty):
+            result = pretty
         if header:
-            labelled = "".join(f"# {h}\n" if h else "#\n" for h in header.splitlines()) + best
+            labelled = "".join(f"# {h}\n" if h else "#\n" for h in header.splitlines()) + result
             if test(labelled):
-                best = labelled
+                result = labelled
         runs, skipped = test.counts()
-    return Reduction(text, best, runs, skipped, time.monotonic() - t0, want)
+        stopped = test.spent()
+    if stopped:
+        log(f"budget of {budget:g} s spent: the passes stopped")
+    return Reduction(text, result, runs, skipped, time.monotonic() - t0, want, stopped)
 
 
 def default_out(given: Path, rep_id: str | None, directory: Path) -> Path:
@@ -955,10 +996,10 @@ def default_out(given: Path, rep_id: str | None, directory: Path) -> Path:
 
 
 def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, rep=None, log=None,
-                cache: Path | None = None) -> Reduction:
+                cache: Path | None = None, budget: float | None = None) -> Reduction:
     """Reduce the file `given` (with `rep`, a reproducer: `given` is its JSON, and what is reduced is its flat
     export, made by `harness export --flat` in a process of its own, so that no TileLang runs in the one picire
-    forks) and write the result to `to`."""
+    forks) and write the result to `to`, which holds the smallest reproducing text found from the start on."""
     import textwrap
 
     with tempfile.TemporaryDirectory(prefix="harness-reduce-") as work:
@@ -975,14 +1016,13 @@ def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, re
             header = (textwrap.fill(f"{rep.id}: {rep.title}", 110) + "\nReduced by harness reduce: python THIS_FILE "
                       "prints REPRODUCED (exit 1) while the bug is here.")
             given = path
-        r = reduce(given.read_text(), jobs, timeout, cache=cache, log=log, header=header)
-    to.parent.mkdir(parents=True, exist_ok=True)
+        r = reduce(given.read_text(), jobs, timeout, cache=cache, log=log, header=header, budget=budget, best=to)
     to.write_text(r.after)
     return r
 
 
 def main(argv=None) -> int:
-    """python -m harness.reduce FILE [--out FILE] [--jobs N] [--timeout S] [--cache DIR]: without the harness's
+    """python -m harness.reduce FILE [--out FILE] [--jobs N] [--timeout S] [--cache DIR] [--budget S]: without the harness's
     other dependencies (a GPU machine with TileLang, torch and picire)."""
     p = argparse.ArgumentParser(prog="python -m harness.reduce", description=__doc__.split("\n")[0])
     p.add_argument("file", type=Path)
@@ -990,12 +1030,14 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--cache", type=Path, help="keep outcomes here (a rerun resumes from them)")
+    p.add_argument("--budget", type=float, help="seconds; then the passes stop and the smallest file so far is written")
     args = p.parse_args(argv)
     if not args.file.is_file():
         p.exit(2, f"{p.prog}: no file {args.file}\n")
     out = args.out or default_out(args.file, None, Path("."))
     try:
-        r = reduce(args.file.read_text(), args.jobs, args.timeout, args.cache, log=lambda s: print(s, flush=True))
+        r = reduce(args.file.read_text(), args.jobs, args.timeout, args.cache, log=lambda s: print(s, flush=True),
+                   budget=args.budget, best=out)
     except ReduceError as e:
         p.exit(e.status, f"{p.prog}: {e}\n")
     out.write_text(r.after)

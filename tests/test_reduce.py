@@ -239,6 +239,34 @@ def test_dead_code_drops_the_definitions_nothing_reaches_in_one_go():
     assert red.dead_code(ast.parse(left)) is None
 
 
+@pytest.fixture
+def slow(tmp_path):
+    """A python that takes half a second more to start, so that a reduction outlasts a short budget."""
+    python = tmp_path / "slowpython"
+    python.write_text(f"#!/bin/sh\nsleep 0.5\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    return str(python)
+
+
+def test_a_budget_stops_the_passes_and_leaves_the_smallest_reproducing_file(tmp_path, slow):
+    best = tmp_path / "out" / "best.py"
+    r = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache", python=slow, budget=3, best=best)
+    assert r.stopped and "stopped at the budget" in r.summary("s")
+    assert r.seconds < 3 + 30  # no candidate starts past the budget; one running then is cut there
+    assert interesting(r.after, tmp_path) and interesting(best.read_text(), tmp_path)
+    assert len(best.read_text()) <= len(r.after) <= len(STAND_IN)
+    # the runs the deadline cut short were not kept: the same cache, no budget, goes on to the 1-minimal result
+    done = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache", best=best)
+    assert not done.stopped and "KEY_A = 1" in done.after and "noise" not in done.after
+    assert interesting(best.read_text(), tmp_path) and len(best.read_text()) <= len(done.after)
+
+
+def test_the_best_file_holds_the_file_itself_before_any_candidate_reproduces(tmp_path):
+    best = tmp_path / "best.py"
+    r = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache", budget=0.0, best=best)
+    assert r.stopped and r.after == STAND_IN and best.read_text() == STAND_IN
+
+
 def test_a_timeout_is_no_reproduction(tmp_path):
     test = red.Predicate(tmp_path / "cache", 1)
     assert not test("import time\ntime.sleep(30)\nprint('REPRODUCED')\n")
