@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness import bisect, export, kernels, record, replay, triage, untrusted
 from harness import case as case_mod
+from harness.bisect.search import search
 from harness.environment import environment
 
 ISSUE_LIMIT = 65536    # characters GitHub takes in an issue body or comment
@@ -112,7 +113,7 @@ def state_result(path: Path, rep_id: str) -> tuple[record.Bisect | None, str] | 
     if len(order) < 2:
         return None, f"not finished ({where}; steps: {done})"
     try:
-        lo, hi, skipped = bisect.search(order, test)
+        lo, hi, skipped = search(order, test)
     except _Untested as e:
         return None, f"not finished ({where}; steps so far: {done}; next: {e})"
     except bisect.BisectError as e:

@@ -1,4 +1,5 @@
-"""Bisect on the CPU: releases (ordering, search with skips, pins, resume, report) and commits."""
+"""Bisect on the CPU: releases (ordering, pins, resume, report), commits and the release matrix
+(the search alone: test_bisect_search.py)."""
 import json
 import os
 import subprocess
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from harness import bisect, record
-from harness.bisect import BAD, GOOD, SKIP, BisectError
+from harness import record
+from harness.bisect import BAD, GOOD, SKIP, BisectError, Pending, environments, matrix, steps
 from harness.case import Case, to_json
 from harness.result import Result
 
@@ -18,56 +19,23 @@ RELEASES = [Version(v) for v in ("0.1.6.post2", "0.1.7", "0.1.7.post3", "0.1.8",
 
 
 def test_releases_between_endpoints_in_search_order():
-    assert [str(v) for v in bisect.between(RELEASES, "0.1.7.post3", "0.1.12")] == ["0.1.7.post3", "0.1.8", "0.1.10",
+    assert [str(v) for v in environments.between(RELEASES, "0.1.7.post3", "0.1.12")] == ["0.1.7.post3", "0.1.8", "0.1.10",
                                                                                   "0.1.12"]
     # --good newer than --bad: where a bug was fixed, walked from the good side.
-    assert [str(v) for v in bisect.between(RELEASES, "0.1.15", "0.1.10")] == ["0.1.15", "0.1.12", "0.1.10"]
+    assert [str(v) for v in environments.between(RELEASES, "0.1.15", "0.1.10")] == ["0.1.15", "0.1.12", "0.1.10"]
     with pytest.raises(BisectError, match="--bad 0.1.9 is not a TileLang release; known: 0.1.6.post2, 0.1.7"):
-        bisect.between(RELEASES, "0.1.7", "0.1.9")
+        environments.between(RELEASES, "0.1.7", "0.1.9")
     with pytest.raises(BisectError, match="--good 'latest' is not a version"):
-        bisect.between(RELEASES, "latest", "0.1.9")
+        environments.between(RELEASES, "latest", "0.1.9")
     with pytest.raises(BisectError, match="same release"):
-        bisect.between(RELEASES, "0.1.8", "0.1.8")
+        environments.between(RELEASES, "0.1.8", "0.1.8")
 
 
 def test_offline_releases_come_from_a_wheel_directory(tmp_path):
     for v in ("0.1.12", "0.1.6.post2", "0.1.10"):
         (tmp_path / f"tilelang-{v}-cp38-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"")
     (tmp_path / "torch-2.13.0-cp311-none-any.whl").write_bytes(b"")
-    assert [str(v) for v in bisect.available(tmp_path)] == ["0.1.6.post2", "0.1.10", "0.1.12"]
-
-
-def statuses(table):
-    calls = []
-
-    def test(version):
-        calls.append(str(version))
-        return table[str(version)]
-    return test, calls
-
-
-def test_search_finds_the_first_bad_release_in_few_steps():
-    order = [str(v) for v in RELEASES]
-    test, calls = statuses({v: GOOD if Version(v) < Version("0.1.10") else BAD for v in order})
-    lo, hi, skipped = bisect.search(order, test)
-    assert (order[lo], order[hi], skipped) == ("0.1.8", "0.1.10", [])
-    assert calls[:2] == ["0.1.6.post2", "0.1.15"] and len(calls) <= 2 + 3  # endpoints first, then log2
-
-
-def test_search_steps_around_untestable_releases():
-    order = [str(v) for v in RELEASES]
-    table = {v: GOOD if Version(v) < Version("0.1.10") else BAD for v in order}
-    table["0.1.8"] = table["0.1.7.post3"] = SKIP  # e.g. does not import here
-    lo, hi, skipped = bisect.search(order, statuses(table)[0])
-    assert (order[lo], order[hi]) == ("0.1.7", "0.1.10") and [order[i] for i in skipped] == ["0.1.7.post3", "0.1.8"]
-
-
-def test_endpoints_are_checked_first():
-    order = ["a", "b", "c"]
-    with pytest.raises(BisectError, match="--good a is not good here"):
-        bisect.search(order, statuses({"a": BAD, "c": BAD})[0])
-    with pytest.raises(BisectError, match="--bad c is not bad here .status 125"):
-        bisect.search(order, statuses({"a": GOOD, "c": SKIP})[0])
+    assert [str(v) for v in environments.available(tmp_path)] == ["0.1.6.post2", "0.1.10", "0.1.12"]
 
 
 def wheel(tmp_path, requires):
@@ -81,10 +49,10 @@ def wheel(tmp_path, requires):
 def test_requirements_are_pinned_as_the_release_was_built(tmp_path):
     w = wheel(tmp_path, ["apache-tvm-ffi>=0.1.6,~=0.1.0", "z3-solver<4.15.5,>=4.13.0", "torch", "pytest>=1",
                          "no-such-package-xyz>=2.0", "cffi>=1.0; extra == 'dev'", "pywin32; sys_platform == 'win32'"])
-    assert bisect.requirements(w) == ["apache-tvm-ffi==0.1.6", "z3-solver<4.15.5,>=4.13.0", "no-such-package-xyz==2.0"]
+    assert environments.requirements(w) == ["apache-tvm-ffi==0.1.6", "z3-solver<4.15.5,>=4.13.0", "no-such-package-xyz==2.0"]
 
 
-class FakeReleases(bisect.Releases):
+class FakeReleases(environments.Releases):
     def ensure(self, version):
         if str(version) == "0.1.8":
             return None, "tilelang 0.1.8 does not install: no wheel for this platform"
@@ -109,19 +77,19 @@ def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer,
         bad = Version(version) >= Version("0.1.10")
         return (BAD, "REPRODUCED: 1/1 runs fail") if bad else (GOOD, "NOT REPRODUCED: 1/1 runs COMPILED")
 
-    monkeypatch.setattr(bisect, "replay_in", replay_in)
+    monkeypatch.setattr(environments, "replay_in", replay_in)
     state = tmp_path / "state.json"
 
     def start(**kw):
-        return bisect.Bisect(reproducer, "0.1.6.post2", "0.1.15", FakeReleases(tmp_path / "envs"), state,
+        return steps.Bisect(reproducer, "0.1.6.post2", "0.1.15", FakeReleases(tmp_path / "envs"), state,
                              log=lambda line: None, **kw)
 
     with pytest.raises(KeyboardInterrupt):
-        start().run(bisect.between(RELEASES, "0.1.6.post2", "0.1.15"))
+        start().run(environments.between(RELEASES, "0.1.6.post2", "0.1.15"))
     # The endpoints and the skipped 0.1.8 were saved; the step killed mid-way (0.1.7.post3) was not.
     assert set(json.loads(state.read_text())["steps"]) == {"0.1.6.post2", "0.1.15", "0.1.8"}
     replay_in.resumed = True
-    text = start().run(bisect.between(RELEASES, "0.1.6.post2", "0.1.15"))
+    text = start().run(environments.between(RELEASES, "0.1.6.post2", "0.1.15"))
     assert replays[:2] == ["0.1.6.post2", "0.1.15"] and "0.1.6.post2" not in replays[3:]  # nothing tested twice
     assert "**Regression: first bad release 0.1.10, last good 0.1.7.post3.**" in text
     assert "harness bisect" in text and "| release | result | evidence | seconds |" in text
@@ -133,43 +101,43 @@ def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer,
 
 def test_a_fresh_bisect_compiles_afresh_in_every_step_and_says_so(tmp_path, reproducer, monkeypatch):
     seen = []
-    monkeypatch.setattr(bisect, "replay_in", lambda target, rep, runs, logs, fresh=False: (
+    monkeypatch.setattr(environments, "replay_in", lambda target, rep, runs, logs, fresh=False: (
         seen.append(fresh) or ((BAD, "REPRODUCED") if target.name.endswith("0.1.6.post2") else (GOOD, "NOT REPRODUCED"))))
-    text = bisect.Bisect(reproducer, "0.1.15", "0.1.6.post2", FakeReleases(tmp_path / "envs"), tmp_path / "s.json",
-                         runs=4, fresh=True, log=lambda line: None).run(bisect.between(RELEASES, "0.1.6.post2", "0.1.15")[::-1])
+    text = steps.Bisect(reproducer, "0.1.15", "0.1.6.post2", FakeReleases(tmp_path / "envs"), tmp_path / "s.json", runs=4,
+                        fresh=True, log=lambda line: None).run(environments.between(RELEASES, "0.1.6.post2", "0.1.15")[::-1])
     assert seen and all(seen)
     assert "--runs 4 --fresh" in text and "each replayed 4 time(s) (a compile each)" in text
     # The step itself: `harness repro ... --fresh` in the release's environment.
     calls = []
     monkeypatch.undo()  # the real replay_in, over a fake subprocess.run
-    monkeypatch.setattr(bisect.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
+    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
                         subprocess.CompletedProcess(cmd, GOOD, "a log line\n" + json.dumps(
                             {"status": GOOD, "verdict": "NOT REPRODUCED: 4/4 runs COMPILED", "now": ["COMPILED"]}) + "\n", ""))
-    assert bisect.replay_in(tmp_path, reproducer, 4, tmp_path / "logs", fresh=True) == (
+    assert environments.replay_in(tmp_path, reproducer, 4, tmp_path / "logs", fresh=True) == (
         GOOD, "NOT REPRODUCED: 4/4 runs COMPILED | COMPILED")
     assert calls[-1][-1] == "--fresh" and "--runs" in calls[-1] and "--json" in calls[-1]
     # A repro that printed no JSON (it died first) is a bisect error, not a verdict.
-    monkeypatch.setattr(bisect.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, SKIP, "", "boom"))
-    with pytest.raises(bisect.BisectError, match="no JSON"):
-        bisect.replay_in(tmp_path, reproducer, 1, tmp_path / "logs")
+    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, SKIP, "", "boom"))
+    with pytest.raises(BisectError, match="no JSON"):
+        environments.replay_in(tmp_path, reproducer, 1, tmp_path / "logs")
 
 
 def test_a_fix_is_reported_as_a_fix(tmp_path, reproducer, monkeypatch):
-    monkeypatch.setattr(bisect, "replay_in", lambda target, rep, runs, logs, fresh=False: (
+    monkeypatch.setattr(environments, "replay_in", lambda target, rep, runs, logs, fresh=False: (
         (GOOD, "NOT REPRODUCED") if Version(target.name.split("-", 1)[1]) >= Version("0.1.12") else (BAD, "REPRODUCED")))
-    b = bisect.Bisect(reproducer, "0.1.15", "0.1.7", FakeReleases(tmp_path / "envs"), tmp_path / "s.json",
+    b = steps.Bisect(reproducer, "0.1.15", "0.1.7", FakeReleases(tmp_path / "envs"), tmp_path / "s.json",
                       log=lambda line: None)
-    text = b.run(bisect.between(RELEASES, "0.1.15", "0.1.7"))
+    text = b.run(environments.between(RELEASES, "0.1.15", "0.1.7"))
     assert "**Fixed in 0.1.12; the last release with the bug is 0.1.10.**" in text
 
 
-class OneRelease(bisect.Releases):
+class OneRelease(environments.Releases):
     """A machine that holds one unpacked release and reaches no package index."""
     here = None
 
     def ensure(self, version):
         if str(version) != self.here:
-            raise bisect.Pending(f"tilelang {version} is not here")
+            raise Pending(f"tilelang {version} is not here")
         return self.path(version), ""
 
     def at_hand(self, version):
@@ -186,21 +154,21 @@ def test_a_bisect_continues_one_release_per_machine_from_its_state_file(tmp_path
         tested.append(version)
         return (GOOD, "NOT REPRODUCED") if version == "0.1.15" else (BAD, "REPRODUCED")
 
-    monkeypatch.setattr(bisect, "replay_in", replay_in)
+    monkeypatch.setattr(environments, "replay_in", replay_in)
     state, releases = tmp_path / "state.json", OneRelease(tmp_path / "envs")
-    first = bisect.Bisect(reproducer, "0.1.15", "0.1.10", releases, state, log=lambda line: None)
+    first = steps.Bisect(reproducer, "0.1.15", "0.1.10", releases, state, log=lambda line: None)
     releases.here = "0.1.10"  # the bad endpoint, though the search would start with the good one
-    with pytest.raises(bisect.Pending, match="0.1.15 is not here"):
-        first.run(bisect.between(RELEASES, "0.1.15", "0.1.10"))
+    with pytest.raises(Pending, match="0.1.15 is not here"):
+        first.run(environments.between(RELEASES, "0.1.15", "0.1.10"))
     saved = json.loads(state.read_text())
     assert saved["order"] == ["0.1.15", "0.1.12", "0.1.10"] and list(saved["steps"]) == ["0.1.10"]
     for here in ("0.1.15", "0.1.12"):
         releases.here = here
-        b = bisect.Bisect(reproducer, "0.1.15", "0.1.10", releases, state, log=lambda line: None)
+        b = steps.Bisect(reproducer, "0.1.15", "0.1.10", releases, state, log=lambda line: None)
         assert b.order == saved["order"]
         try:
             text = b.run()
-        except bisect.Pending:
+        except Pending:
             continue
     assert tested == ["0.1.10", "0.1.15", "0.1.12"]  # each release tested once, where it was
     assert "**Fixed in 0.1.15; the last release with the bug is 0.1.12.**" in text
@@ -211,7 +179,7 @@ def test_a_numerical_bisect_pauses_on_a_machine_without_a_gpu(tmp_path, monkeypa
 
     r = Result.of(Case(seqlen_q=130, seqlen_k=77), "MISMATCH", "judge", "O: max error 1 > tolerance 0.01")
     rep = record.write(r, {"tilelang": "0.1.12"}, tmp_path / "reproducers")
-    monkeypatch.setattr(bisect, "gpu_count", lambda: 0)
+    monkeypatch.setattr(steps, "gpu_count", lambda: 0)
     (tmp_path / "wheels").mkdir()
     for v in ("0.1.12", "0.1.14", "0.1.15"):
         (tmp_path / "wheels" / f"tilelang-{v}-cp38-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"")
@@ -288,11 +256,11 @@ def by_build(target, rep, runs, logs, fresh=False):
 
 def test_commit_bisect_builds_each_commit_once_and_skips_what_does_not_build(tmp_path, repo, reproducer, monkeypatch):
     r, shas = repo
-    monkeypatch.setattr(bisect, "replay_in", by_build)
-    commits = bisect.Commits(tmp_path / "envs", r, f"{sys.executable} make_wheel.py")
+    monkeypatch.setattr(environments, "replay_in", by_build)
+    commits = environments.Commits(tmp_path / "envs", r, f"{sys.executable} make_wheel.py")
     order = commits.order(shas[0], "main")
     assert order == shas
-    b = bisect.Bisect(reproducer, shas[0], "main", commits, tmp_path / "state.json", log=lambda line: None)
+    b = steps.Bisect(reproducer, shas[0], "main", commits, tmp_path / "state.json", log=lambda line: None)
     text = b.run(order)
     assert f"**Regression: first bad commit {shas[4]}, last good {shas[3]}.**" in text
     assert "across TileLang commits" in text
@@ -302,12 +270,12 @@ def test_commit_bisect_builds_each_commit_once_and_skips_what_does_not_build(tmp
     assert "does not build (status 1): error: this commit does not compile" in (tmp_path / "envs" / "commits" /
                                                                                  shas[2] / "build-failed.txt").read_text()
     # The build cache is keyed by commit: a second bisect builds nothing.
-    again = bisect.Commits(tmp_path / "envs", r, "false")  # a build command that would fail everywhere
-    text2 = bisect.Bisect(reproducer, shas[0], "main", again, tmp_path / "state2.json", log=lambda line: None).run(
+    again = environments.Commits(tmp_path / "envs", r, "false")  # a build command that would fail everywhere
+    text2 = steps.Bisect(reproducer, shas[0], "main", again, tmp_path / "state2.json", log=lambda line: None).run(
         again.order(shas[0], "main"))
     assert again.installs == [] and f"first bad commit {shas[4]}" in text2
     # Endpoints named by refs rather than shas read the same.
-    by_ref = bisect.Bisect(reproducer, "main~5", "main", commits, tmp_path / "state3.json", log=lambda line: None)
+    by_ref = steps.Bisect(reproducer, "main~5", "main", commits, tmp_path / "state3.json", log=lambda line: None)
     assert f"**Regression: first bad commit {shas[4]}" in by_ref.run(commits.order("main~5", "main"))
     # The other direction: where it was fixed, walked back from the newer good end.
     assert commits.order("main", shas[0]) == shas[::-1]
@@ -345,8 +313,8 @@ def test_a_cases_file_runs_on_every_release_and_its_verdicts_are_counted(tmp_pat
     def campaign_in(target, path, out, examples=None):
         ran.append((target.name, path, out.name))
         return "COMPILED 2" if target.name != "tilelang-0.1.12" else "COMPILE_ERROR 1, COMPILED 1"
-    monkeypatch.setattr(bisect, "campaign_in", campaign_in)
-    text = bisect.cases_matrix(cases, [Version("0.1.8"), Version("0.1.12"), Version("0.1.15")],
+    monkeypatch.setattr(environments, "campaign_in", campaign_in)
+    text = matrix.cases_matrix(cases, [Version("0.1.8"), Version("0.1.12"), Version("0.1.15")],
                                FakeReleases(tmp_path / "envs"), tmp_path / "out", log=lambda line: None)
     assert text.splitlines() == ["| release | verdicts |", "|---|---|",
                                  "| 0.1.8 | cannot test: tilelang 0.1.8 does not install: no wheel for this platform |",
@@ -371,13 +339,13 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
     for v in ("0.1.12", "0.1.15"):
         (tmp_path / "envs" / f"tilelang-{v}").mkdir(parents=True)
         (tmp_path / "envs" / f"tilelang-{v}" / ".complete").write_text("")
-    monkeypatch.setattr(bisect, "available", lambda wheels: pytest.fail("the index was asked"))
+    monkeypatch.setattr(environments, "available", lambda wheels: pytest.fail("the index was asked"))
     def replay_in(target, rep, runs, logs, fresh=False, examples=None):
         if target.name.endswith("0.1.15"):
             return (BAD, "REPRODUCED: 1/1 runs fail; signature " + ("matches in 1/1 runs" if rep == reps[1] else "differs"))
         return GOOD, "NOT REPRODUCED"
 
-    monkeypatch.setattr(bisect, "replay_in", replay_in)
+    monkeypatch.setattr(environments, "replay_in", replay_in)
     assert cli.main(["matrix", "--releases", "0.1.15,0.1.12", "--jobs", "2", "--dir", str(tmp_path / "reproducers"),
                      "--envs", str(tmp_path / "envs")]) == 0
     table = capsys.readouterr().out

@@ -13,6 +13,7 @@ import pytest
 
 from harness import campaign, cli, record
 from harness.case import Case
+from harness.commands import forms
 from harness.result import Result
 
 REPRODUCERS = Path(__file__).resolve().parent.parent / "reproducers"
@@ -270,8 +271,9 @@ def test_an_exception_in_any_command_is_one_line_never_1(tmp_path, home, monkeyp
 
     def boom(args):
         raise RuntimeError("injected\nsecond line")
-    for name in {a for a in dir(cli) if a.startswith("cmd_")}:
-        monkeypatch.setattr(cli, name, boom)
+    for command in cli.COMMANDS:
+        for name in {a for a in dir(command) if a.startswith("cmd_")}:
+            monkeypatch.setattr(command, name, boom)
     for command, argv in [*argvs.items(), ("bisect", ["x", "--repo", ".", "--build", "true", "--at", "HEAD"])]:
         status = cli.main([command, *argv])
         err = capsys.readouterr().err
@@ -286,7 +288,7 @@ def test_an_exception_in_any_command_is_one_line_never_1(tmp_path, home, monkeyp
 def test_ctrl_c_in_a_command_body_is_130(capsys, monkeypatch):
     def interrupted(args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli, "cmd_forms", interrupted)
+    monkeypatch.setattr(forms, "cmd_forms", interrupted)
     assert cli.main(["forms"]) == 130
     assert capsys.readouterr().err == "harness forms: interrupted; what was written so far is kept\n"
 

@@ -1,0 +1,73 @@
+"""The release matrix: every reproducer (or a campaign's cases) on every release listed.
+
+Where a bisect walks from one endpoint to the other, the matrix replays everything everywhere: which
+recorded bugs each release has, and which releases a campaign's cases compile on. Each cell runs in
+that release's environment (harness.bisect.environments); a release that cannot be had here is a
+column of "cannot test", not an error.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.bisect import BAD, GOOD, SKIP, environments
+
+
+def examples_tree(examples: Path, version) -> Path | None:
+    """The examples tree under `examples` that runs on TileLang `version` (its own, or the newest there is
+    for a release without them), as `harness examples fetch --to examples` leaves it; None if there is none."""
+    from harness.outside import source
+
+    for release in (str(version), source.NEWEST_EXAMPLES.get(str(version))):
+        if release and (examples / f"tilelang-{release}").is_dir():
+            return examples / f"tilelang-{release}"
+    return None
+
+
+def matrix(reproducers: list[Path], versions: list, releases: environments.Releases, runs=1, log=print, jobs=1,
+           fresh=False, examples: Path | None = None) -> str:
+    """Every reproducer replayed on every release (`jobs` at a time; an outside kernel's with that release's
+    tree under `examples`): a markdown table of REPRODUCED / not reproduced / fails differently (another
+    signature) / cannot test."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness import kernels, record
+
+    words = {GOOD: "not reproduced", BAD: "**REPRODUCED**", SKIP: "cannot test"}
+    reps = [record.load(p) for p in reproducers]
+    outside = {p for p, rep in zip(reproducers, reps) if kernels.family(rep.case.family).module}
+    rows = ["| reproducer | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
+    cells = {}
+    for v in versions:
+        target, why = releases.get(v)
+
+        def cell(path, v=v, target=target, why=why):
+            tree = examples_tree(examples, v) if path in outside else None
+            if target is None:
+                return SKIP, why
+            return environments.replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}", fresh, tree)
+
+        with ThreadPoolExecutor(jobs) as pool:
+            for rep, out in zip(reps, pool.map(cell, reproducers)):
+                cells[rep.id, v] = out
+                log(f"  {v} {rep.id}: {out[1]}")
+    def word(status, evidence):  # a failure with another signature is another bug (known or new), not this one
+        return "fails differently" if status == BAD and "signature differs" in evidence else words[status]
+
+    for rep in reps:
+        rows.append(f"| {rep.id} | " + " | ".join(word(*cells[rep.id, v]) for v in versions) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def cases_matrix(cases: Path, versions: list, releases: environments.Releases, out: Path, log=print,
+                 examples: Path | None = None) -> str:
+    """A campaign's cases run on every release (compile-only without a GPU; outside kernels with that
+    release's tree under `examples`): verdict counts per release."""
+    rows = ["| release | verdicts |", "|---|---|"]
+    for v in versions:
+        target, why = releases.get(v)
+        tree = examples and examples_tree(examples, v)
+        cell = (environments.campaign_in(target, cases, out / f"tilelang-{v}", tree) if target is not None
+                else f"cannot test: {why}")
+        log(f"  {v}: {cell}")
+        rows.append(f"| {v} | {cell} |")
+    return "\n".join(rows) + "\n"

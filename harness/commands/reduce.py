@@ -1,0 +1,60 @@
+"""harness reduce: a standalone reproducer shrunk while it reproduces (harness.reduce; docs/reduce.md)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.commands.common import (
+    MAX_SECONDS,
+    MAX_TIMEOUT,
+    MAX_WORKERS,
+    cannot_write_file,
+    load,
+    maybe_dir,
+    out_dir,
+    out_file,
+    positive,
+)
+
+
+def add(sub) -> None:
+    rd = sub.add_parser("reduce", help="shrink a standalone reproducer (a .py file, or a reproducer's flat export) while "
+                        "it prints the same REPRODUCED line: picire's delta debugging, then lines (docs/reduce.md)")
+    rd.add_argument("reproducer", help="a standalone .py file, or a reproducer file, id or unique id prefix in --dir")
+    rd.add_argument("--dir", type=maybe_dir, default="reproducers", help="where reproducers live")
+    rd.add_argument("--out", type=out_file, help="the reduced file (default: DIR/upstream/<id>.min.py, or FILE's "
+                    "name with .min.py)")
+    rd.add_argument("--jobs", type=positive(int, MAX_WORKERS), default=1,
+                    help=f"candidates tested at once (each its own process; at most {MAX_WORKERS})")
+    rd.add_argument("--timeout", type=positive(float, MAX_TIMEOUT), default=120,
+                    help=f"seconds for one run of a candidate; past it, it does not reproduce (at most {MAX_TIMEOUT:g})")
+    rd.add_argument("--cache", type=out_dir, help="keep each candidate's outcome here: a rerun with it resumes")
+    rd.add_argument("--budget", type=positive(float, MAX_SECONDS), help="seconds; then the passes stop and "
+                    "--out holds the smallest reproducing file found (it does at every moment of the run)")
+    rd.set_defaults(func=cmd_reduce)
+
+
+def cmd_reduce(args) -> int:
+    """A standalone reproducer shrunk while it prints the same REPRODUCED line (harness.reduce)."""
+    from harness import reduce
+
+    given, rep = Path(args.reproducer), None
+    if not (given.suffix == ".py" and given.is_file()):
+        rep, given = load(args, "reduce")
+        if rep is None:
+            return 2
+    to = Path(args.out) if args.out else reduce.default_out(given, rep and rep.id, Path(args.dir))
+    why = cannot_write_file(to)
+    if why:
+        print(f"harness reduce: {why}", file=sys.stderr)
+        return 2
+    try:
+        r = reduce.reduce_file(given, to, args.jobs, args.timeout, rep=rep, log=lambda line: print(line, flush=True),
+                               cache=args.cache and Path(args.cache), budget=args.budget)
+    except reduce.ReduceError as e:  # 2: export refused it; 125: it does not reproduce here
+        print(f"harness reduce: {e}", file=sys.stderr)
+        return e.status
+    print(r.summary(args.reproducer))
+    print(r.line)
+    print(f"wrote {to}")
+    return 0

@@ -1,0 +1,41 @@
+"""harness report: summary.md, results.csv and report.html again, from a run's results."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness import record
+from harness.commands.common import cannot_write, in_dir, maybe_dir
+
+
+def add(sub) -> None:
+    rr = sub.add_parser("report", help="summary.md, results.csv and report.html (with plots) from a run's results")
+    rr.add_argument("dir", type=in_dir, help="a run's --out directory")
+    rr.add_argument("--reproducers", type=maybe_dir, default="reproducers", help="known bugs, to mark failures already recorded")
+    rr.set_defaults(func=cmd_report)
+
+
+def cmd_report(args) -> int:
+    from harness import campaign, report
+
+    path = Path(args.dir) / "results.jsonl"
+    if not path.is_file():
+        print(f"harness report: no {path}", file=sys.stderr)
+        return 2
+    results, notes = campaign.read_results(path, resume=False)
+    if results:
+        why = cannot_write(Path(args.dir))
+    else:
+        why = f"no line of {path} could be read as a result" if notes else f"{path} holds no results"
+    if why:
+        print(f"harness report: {why}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(note, file=sys.stderr)
+    broken = []
+    known = record.known_signatures(args.reproducers, broken)
+    if broken:
+        print(record.skipped_line(args.reproducers, broken), file=sys.stderr)
+    print(report.write(args.dir, results, known))
+    print(f"wrote {Path(args.dir) / 'summary.md'}, results.csv, report.html")
+    return 0

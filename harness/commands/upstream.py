@@ -1,0 +1,74 @@
+"""harness upstream: a report ready to file on TileLang's tracker, from what the harness holds."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness import case as case_mod
+from harness.commands.common import arch, cannot_write_file, in_dir, in_file, load, maybe_dir, out_file, use_examples
+from harness.worker import ARCHES
+
+
+def add(sub) -> None:
+    up = sub.add_parser("upstream", help="a report ready to file on TileLang's tracker (markdown): environment, "
+                        "standalone program, expected/observed, bisects, culprit pass, links; no network")
+    up.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    up.add_argument("--dir", type=maybe_dir, default="reproducers",
+                    help="where reproducers live (others here: same root cause)")
+    up.add_argument("--to", type=out_file,
+                    help="the report to write (default: DIR/upstream/<id>.md; the program goes beside it)")
+    up.add_argument("--arch", type=arch, default="sm_90a",
+                    help=f"compile target for the triage without a GPU: {', '.join(ARCHES)}")
+    up.add_argument("--examples", type=in_dir,
+                    help="a TileLang source tree (or its examples/), to triage an outside kernel")
+    up.add_argument("--envs", type=maybe_dir, default="~/.cache/harness/releases",
+                    help="where `harness bisect` keeps its state files")
+    up.add_argument("--state", type=in_file, action="append", help="a bisect state file of this reproducer (--state "
+                    "of `harness bisect`); repeatable")
+    up.set_defaults(func=cmd_upstream)
+
+
+def cmd_upstream(args) -> int:
+    """A report ready to file on TileLang's tracker (harness.upstream): what the harness holds, no network."""
+    from harness import upstream
+
+    rep, _ = load(args, "upstream")
+    if rep is None:
+        return 2
+    covering = upstream.primary(rep, Path(args.dir))  # one root cause, one report
+    to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{covering.id}.md"
+    why = cannot_write_file(to) or _not_states(args.state or (), {rep.id, covering.id})
+    if why:
+        print(f"harness upstream: {why}", file=sys.stderr)
+        return 2
+    if covering.id != rep.id:
+        print(f"{rep.id} shares its root cause with {covering.id}: one report, {covering.id}'s, lists it")
+        rep = covering
+    unavailable = None
+    try:
+        use_examples(args, (rep.case.family,))
+    except case_mod.CaseError as e:  # an outside kernel without its examples: the report says triage could not run
+        unavailable = str(e)
+    try:
+        out = upstream.write(rep, to, Path(args.dir), states=args.state or (), envs=Path(args.envs), arch=args.arch,
+                             unavailable=unavailable)
+    except OSError as e:
+        print(f"harness upstream: cannot write {to}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(f"wrote {to}: " + "; ".join(out.summary))
+    return 0
+
+
+def _not_states(paths, ids) -> str | None:
+    """Why one of `paths` is not a `harness bisect` state file of a reproducer in `ids`, or None."""
+    from harness import bisect
+    from harness.bisect import steps
+
+    for path in paths:
+        try:
+            of = (steps.read_state(Path(path)) or {}).get("reproducer")
+        except bisect.BisectError as e:
+            return str(e)
+        if of not in {f"{i}.json" for i in ids}:
+            return f"state {path} is a bisect of {of!r}, not of {' or '.join(sorted(ids))}"
+    return None
