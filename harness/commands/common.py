@@ -12,7 +12,6 @@ from harness import kernels, record
 from harness.worker import ARCHES
 
 # Upper bounds on numeric options: beyond these a value is a typo, not a plan (--help says each).
-
 MAX_WORKERS = 256             # --workers, --jobs
 MAX_RUNS = 10_000             # --runs, --confirm
 MAX_TIMEOUT = 86_400.0        # --compile-timeout, --run-timeout: a day

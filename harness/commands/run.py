@@ -23,6 +23,7 @@ from harness.commands.common import (
 )
 from harness.worker import ARCHES
 
+# Upper bounds, as in harness.commands.common, for the options of a campaign alone.
 MAX_CASES = 100_000
 DEFAULT_CASES = 100           # --cases: left unset so that --cases-from can refuse a count given with it
 MAX_PER_KERNEL = 256          # --per-kernel, --per-row
@@ -57,6 +58,7 @@ def cmd_run(args) -> int:
 
 
 def run_campaign(args, families) -> int:
+    """A campaign over `families` with the options `campaign_args` added (harness run and harness check)."""
     from harness import campaign
 
     if args.cases and (args.cases_from or args.peer):  # those run every case they list: a count would be ignored
