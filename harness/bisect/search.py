@@ -12,9 +12,9 @@ from harness.bisect import BAD, GOOD, BisectError
 def search(order: list, test) -> tuple[int, int, list[int]]:
     """(index of the last good, index of the first bad, skipped indexes between them).
     `test(version) -> status`; order[0] must test good and order[-1] bad (checked first: both are
-    tested before the error names the first that is not). Each version is tested once at most; a
-    status neither good nor bad is a skip, stepped around, and without skips the search tests the
-    endpoints and then ceil(log2(len(order) - 1)) versions at most."""
+    tested before the error names the first that is not). A status neither good nor bad is a skip,
+    stepped around. Between the endpoints each version is tested once at most, and without skips
+    ceil(log2(len(order) - 1)) of them at most."""
     first, last = test(order[0]), test(order[-1])
     if first != GOOD:
         raise BisectError(f"--good {order[0]} is not good here (status {first})")
