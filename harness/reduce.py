@@ -138,7 +138,7 @@ class Predicate:
         """`text` to the best file if it is shorter than what is there (one writer at a time: picire's processes)."""
         import fcntl
 
-        with open(self.best.with_name(self.best.name + ".lock"), "w") as lock:
+        with open(self.cache / "best.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not self.best.exists() or len(text) < len(self.best.read_text()):
                 self._store(self.best, text)
@@ -181,16 +181,23 @@ def _picire():
     return picire
 
 
+def spent(test) -> bool:
+    """Whether `test`'s budget is spent (a Predicate's; any other callable has none)."""
+    return getattr(test, "spent", lambda: False)()
+
+
 def ddmin(units: list, build, test, jobs: int = 1) -> list:
     """A 1-minimal sublist of `units` (order kept) whose text build(sublist) is interesting: picire's ddmin,
     its tests in `jobs` processes. `units` itself must be interesting."""
     picire = _picire()
-    if not units or not test(build(units)):  # not interesting only once a budget is spent: nothing more is tried
+    if not units or spent(test) or not test(build(units)):  # past a budget nothing more is tried
         return units
     if len(units) == 1:
         return [] if test(build([])) else units
 
     def tester(config, config_id):
+        if spent(test):  # past a budget no config is built; picire's re-check of its current one ("assert") holds
+            return picire.Outcome.FAIL if config_id[-1] == "assert" else picire.Outcome.PASS
         return picire.Outcome.FAIL if test(build([units[i] for i in config])) else picire.Outcome.PASS
     dd = picire.ParallelDD(tester, proc_num=jobs) if jobs > 1 else picire.DD(tester)
     kept = [units[i] for i in dd(list(range(len(units))))]
@@ -861,7 +868,7 @@ def simplify(tree: ast.Module, test, jobs: int = 1, budget: list | None = None, 
             if (sites_of in LATE) != late:
                 continue
             start = 0
-            while budget[0] > 0:
+            while budget[0] > 0 and not spent(test):
                 sites = list(sites_of(tree))[start:start + jobs]
                 if not sites:
                     break

@@ -250,13 +250,15 @@ def slow(tmp_path):
 
 def test_a_budget_stops_the_passes_and_leaves_the_smallest_reproducing_file(tmp_path, slow):
     best = tmp_path / "out" / "best.py"
-    r = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache", python=slow, budget=3, best=best)
+    big = STAND_IN.replace("x = 1  # noise\n", "x = 1\n" + "".join(f"noise_{i} = {i}\n" for i in range(300)))
+    r = red.reduce(big, timeout=30, cache=tmp_path / "cache", python=slow, budget=3, best=best)
     assert r.stopped and "stopped at the budget" in r.summary("s")
-    assert r.seconds < 3 + 30  # no candidate starts past the budget; one running then is cut there
+    assert r.seconds < 3 + 3  # no candidate starts past the budget, one running then is cut, and the passes end
+    assert [p.name for p in best.parent.iterdir()] == ["best.py"]  # nothing else beside it
     assert interesting(r.after, tmp_path) and interesting(best.read_text(), tmp_path)
-    assert len(best.read_text()) <= len(r.after) <= len(STAND_IN)
+    assert len(best.read_text()) <= len(r.after) <= len(big)
     # the runs the deadline cut short were not kept: the same cache, no budget, goes on to the 1-minimal result
-    done = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache", best=best)
+    done = red.reduce(big, timeout=30, cache=tmp_path / "cache", best=best)
     assert not done.stopped and "KEY_A = 1" in done.after and "noise" not in done.after
     assert interesting(best.read_text(), tmp_path) and len(best.read_text()) <= len(done.after)
 
