@@ -1,8 +1,13 @@
-"""Reproducer files: reproducers/<id>.json plus a generated pytest file that replays it.
+"""Reproducer files: reproducers/<group>/<id>.json, one per failure signature.
 
 The id is the first 12 hex digits of the SHA-1 of the failure signature, so it is stable
 across machines and across minimization (which keeps the signature), and one bug gets one
 file. Loading is strict: every malformed file raises RecordError naming the field.
+
+Each file says what it is, in its `kind` (KINDS): a bug of the compiler, a bug of one of TileLang's example programs
+itself, or a candidate not yet confirmed as either; the kind names the group, the folder of reproducers/ it lives in.
+Every lookup of a reproducer's file goes through here: `paths` lists them, `find` resolves an id or a unique prefix
+of one, `file_path` says where one goes.
 
 Besides what a run records (the case, what was observed, the environment), a reproducer holds what was
 learned about it later, each fact in a typed field: its links (`Links`: the tracker issue that is this bug,
@@ -25,9 +30,13 @@ from harness import kernels, oracle, untrusted
 from harness.programs.model import fingerprint
 from harness.result import Result
 
-SCHEMA = 2
+SCHEMA = 3  # 3: `kind`, a required field
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")
 MATRIX = ("reproduced", "not reproduced", "fails differently", "cannot test")  # a release's result for a case
+# A reproducer's kind -> its group, the folder of reproducers/ that holds it. compiler: TileLang's bug; example: a
+# bug of the example program itself (TileLang does what the program says); candidate: not yet confirmed as either.
+KINDS = {"compiler": "compiler", "example": "examples", "candidate": "candidates"}
+KNOWN = ("compiler", "example")  # the kinds a campaign knows: a failure of one is a known bug, a candidate's is new
 
 
 class RecordError(ValueError):
@@ -166,6 +175,7 @@ class Reproducer:
     releases: dict = field(default_factory=dict)   # version -> Release
     triage: Triage | None = None
     upstream: Upstream | None = None
+    kind: str = "compiler"     # one of KINDS: a new recording is the compiler's until triage says otherwise
 
     @property
     def result(self) -> Result:
@@ -190,7 +200,7 @@ class Reproducer:
         return self.result.verdict != "COMPILE_ERROR" and not self.scan_checks
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "id": self.id, "title": self.title, "case": case_mod.to_dict(self.case),
+        return {"schema": SCHEMA, "id": self.id, "title": self.title, "kind": self.kind, "case": case_mod.to_dict(self.case),
                 "expected": self.expected, "observed": self.observed, "environment": self.environment,
                 "links": _links_dict(self.links), "releases": {v: _plain(r) for v, r in self.releases.items()},
                 "triage": _plain(self.triage) if self.triage else None,
@@ -280,72 +290,99 @@ def program_of(case) -> dict:
 
 
 # ----------------------------------------------------------------------------- files
-def save(rep: Reproducer, directory) -> Path:
-    """Write <id>.json and test_repro_<id>.py, replacing what was there."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{rep.id}.json"
-    path.write_text(json.dumps(rep.to_dict(), indent=2) + "\n")
-    (directory / f"test_repro_{rep.id}.py").write_text(test_source(rep))
-    return path
+def file_name(id: str) -> str:
+    """The name of a reproducer's file, in whichever group (a bisect state names its reproducer so)."""
+    return f"{id}.json"
 
 
-def write(result: Result, env: dict, directory, title=None, flaky=None, minimized_from=None) -> Path:
-    """Record a failure, unless its signature is already recorded: then return that file."""
+def file_path(root, kind: str, id: str) -> Path:
+    """Where the reproducer `id` of `kind` lives under the reproducers folder `root`: root/<group>/<id>.json."""
+    return Path(root) / KINDS[kind] / file_name(id)
+
+
+def paths(root) -> list[Path]:
+    """Every reproducer file under `root`, group by group in KINDS' order, each sorted by id. A folder of
+    reproducers without groups (one group's, as `--dir reproducers/examples`) lists its own."""
+    root = Path(root)
+    return [p for folder in (root, *(root / group for group in KINDS.values())) for p in sorted(folder.glob("*.json"))]
+
+
+def save(rep: Reproducer, root) -> Path:
+    """Write `rep` into its group under `root` (file_path()), replacing what was there."""
+    return save_as(rep, file_path(root, rep.kind, rep.id))
+
+
+def save_as(rep: Reproducer, to) -> Path:
+    """Write `rep` to the file `to`, replacing what was there (a minimized reproducer replaces its file)."""
+    to = Path(to)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    to.write_text(json.dumps(rep.to_dict(), indent=2) + "\n")
+    return to
+
+
+def write(result: Result, env: dict, root, title=None, flaky=None, minimized_from=None) -> Path:
+    """Record a failure in the compiler's group under `root`, unless its signature is already recorded (in any
+    group, a candidate's too): then return that file."""
     sig = result.signature
-    known = known_signatures(directory).get(sig)
+    known = known_signatures(root, kinds=tuple(KINDS)).get(sig)
     if known:
         return known
-    return save(build(result, env, title, flaky, minimized_from, id=free_id(sig, directory)), directory)
+    return save(build(result, env, title, flaky, minimized_from, id=free_id(sig, root)), root)
 
 
-def free_id(signature, directory) -> str:
+def free_id(signature, root) -> str:
     """The signature's id, unless a reproducer whose signature was edited since (a sharper
     message) holds that id: then the first free id of (signature, 2), (signature, 3), ..."""
+    taken = {p.stem for p in paths(root)}
     id, n = signature_id(signature), 1
-    while (Path(directory) / f"{id}.json").exists():
+    while id in taken:
         n += 1
         id = signature_id([*signature, n])
     return id
 
 
-def known_signatures(directory, broken: list | None = None) -> dict:
-    """{signature: path} of the readable reproducers in `directory`; the others' paths go to `broken`."""
+def known_signatures(root, broken: list | None = None, kinds=KNOWN) -> dict:
+    """{signature: path} of the readable reproducers of `kinds` under `root` (the known bugs: no candidate); the
+    unreadable files' paths go to `broken`."""
     known = {}
-    for path in sorted(Path(directory).glob("*.json")):
+    for p in paths(root):
         try:
-            known.setdefault(load(path).signature, path)
+            rep = load(p)
         except RecordError:
             if broken is not None:
-                broken.append(path)
+                broken.append(p)
+            continue
+        if rep.kind in kinds:
+            known.setdefault(rep.signature, p)
     return known
 
 
-def skipped_line(directory, broken: list) -> str:
-    """The one warning for the files of `directory` that are not reproducers (known_signatures' `broken`)."""
+def skipped_line(root, broken: list) -> str:
+    """The one warning for the files under `root` that are not reproducers (known_signatures' `broken`)."""
     names = ", ".join(p.name for p in broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
-    return f"{directory}: {len(broken)} .json file(s) are not reproducers, skipped ({names}; `harness repro FILE` says why)"
+    return f"{root}: {len(broken)} .json file(s) are not reproducers, skipped ({names}; `harness repro FILE` says why)"
 
 
-def find(id_or_path, directory="reproducers") -> Path:
-    """A path to an existing file, an id in `directory`, or a unique prefix of one."""
+def find(id_or_path, root="reproducers") -> Path:
+    """A path to an existing file, an id under `root` (in any group), or a unique prefix of one."""
     p = Path(id_or_path)
     if p.is_file():
         return p
-    matches = sorted(Path(directory).glob(f"{id_or_path}*.json")) if _ID.match(str(id_or_path)) else []
+    if not _ID.match(str(id_or_path)):  # a path (loop.json, dir/x), not an id: no <dir>/loop.json.json to name
+        raise RecordError(f"no reproducer file {str(id_or_path)!r}" + (f": {p} is a directory" if p.is_dir() else ""))
+    matches = [m for m in paths(root) if m.stem.startswith(str(id_or_path))]
     exact = [m for m in matches if m.stem == str(id_or_path)]
     if exact or len(matches) == 1:
         return (exact or matches)[0]
     if matches:
-        raise RecordError(f"{id_or_path!r} is ambiguous in {directory}: {', '.join(m.stem for m in matches)}")
-    if not _ID.match(str(id_or_path)):  # a path (loop.json, dir/x), not an id: no <dir>/loop.json.json to name
-        raise RecordError(f"no reproducer file {str(id_or_path)!r}" + (f": {p} is a directory" if p.is_dir() else ""))
-    raise RecordError(f"no reproducer {id_or_path!r}: not a file, and no {Path(directory) / str(id_or_path)}.json")
+        raise RecordError(f"{id_or_path!r} is ambiguous in {root}: {', '.join(m.stem for m in matches)}")
+    raise RecordError(f"no reproducer {id_or_path!r}: not a file, and no {file_name(id_or_path)} in {root} or its "
+                      f"groups ({', '.join(KINDS.values())})")
 
 
 # ----------------------------------------------------------------------------- strict loading
 _NUMBER = (int, float)
-_TOP = {"schema": int, "id": str, "title": str, "case": dict, "expected": str, "observed": dict,
+_TOP = {"schema": int, "id": str, "title": str, "kind": str, "case": dict, "expected": str, "observed": dict,
         "environment": dict, "links": dict, "releases": (dict, None), "triage": (dict, None), "upstream": (dict, None),
         "minimized_from": (dict, None)}
 _OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "kernel": (str, None),
@@ -467,6 +504,8 @@ def from_dict(d) -> Reproducer:
     _fields(d, _TOP, "")
     if not _ID.match(d["id"]):
         raise RecordError(f"field 'id' must be letters, digits, '_' or '-', got {d['id']!r}")
+    if d["kind"] not in KINDS:
+        raise RecordError(f"field 'kind' must be one of {', '.join(KINDS)}, got {d['kind'][:60]!r}")
     obs = d["observed"]
     _fields(obs, _OBSERVED, "observed.")
     if obs["verdict"] not in oracle.FAILURES:
@@ -491,7 +530,7 @@ def from_dict(d) -> Reproducer:
     upstream = _fact(Upstream, d["upstream"], "upstream") if d.get("upstream") is not None else None
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
     return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"],
-                      links, original, releases, _triage(d.get("triage")), upstream)
+                      links, original, releases, _triage(d.get("triage")), upstream, d["kind"])
 
 
 def load(path) -> Reproducer:
@@ -514,25 +553,6 @@ def load(path) -> Reproducer:
         raise RecordError(f"{path}: {e}") from None
 
 
-# ----------------------------------------------------------------------------- the pytest file
-def test_source(rep: Reproducer) -> str:
-    name = re.sub(r"\W", "_", rep.id)
-    title = " ".join(rep.title.split())
-    return f'''r"""Reproducer {rep.id}: {title.replace('"', "'")}
-
-Generated by harness.record. Fails while the bug is present. Run it by path
-(pytest collects only tests/ and cases/ by itself): pytest <dir>/test_repro_{rep.id}.py
-"""
-from pathlib import Path
-
-from harness.replay import replay_test
-
-
-def test_repro_{name}(tmp_path):
-    replay_test(Path(__file__).with_name({f"{rep.id}.json"!r}), tmp_path)
-'''
-
-
 def describe(result: Result) -> str:
     """One line: verdict, where, and every tensor's error against its tolerance."""
     where = " ".join(x for x in (result.stage, result.tensor, result.region) if x)
@@ -543,27 +563,34 @@ def describe(result: Result) -> str:
 
 
 # ----------------------------------------------------------------------------- the index
-def index(directory="reproducers") -> str:
-    """reproducers/INDEX.md: a line per reproducer, what its file records (`harness index` writes it; a test
-    keeps it true). The tracker column lists the links it carries, not a verdict of its own."""
-    directory = Path(directory)
-    rows = []
-    for path in sorted(directory.glob("*.json")):
+_SECTIONS = {"compiler": "The compiler's bugs: TileLang compiles or runs the program wrong",
+             "example": "The examples' own bugs: TileLang does what the example program says, and the program is wrong",
+             "candidate": "Candidates: failures not yet confirmed as either (no campaign counts them as known)"}
+
+
+def index(root="reproducers") -> str:
+    """reproducers/INDEX.md: a section per kind, a line per reproducer, what its file records (`harness index` writes
+    it; a test keeps it true). The tracker column lists the links it carries, not a verdict of its own."""
+    root = Path(root)
+    rows = {kind: [] for kind in KINDS}
+    for path in paths(root):
         rep = load(path)
         fam = kernels.family(rep.case.family)
         kernel = f"TileLang's example {fam.module}" if fam.module else f"this harness's {rep.case.family}"
         env = rep.environment
         where = f"{env.get('tilelang', '?')}, {'compile-only' if env.get('gpu', '').startswith('none') else env.get('gpu', '?')}"
         tracker = ", ".join(dict.fromkeys(i.ref + (f" ({i.state})" if i.state else "") for i in rep.links.issues()))
-        ready = ", ".join(x for x, f in (("report", f"upstream/{rep.id}.md"), ("standalone", f"{rep.id}.standalone.py"))
-                          if (directory / f).exists())
-        rows.append(f"| [{rep.id}]({path.name}) | {_cell(rep.title)} | {rep.result.verdict} | {kernel} | {where} | "
-                    f"{tracker or '-'} | {ready or '-'} |")
-    return ("# Reproducers: the index\n\nGenerated by `harness index` from the files here (a test keeps it true): "
-            "each one's title, verdict, the kernel it ran, the TileLang and GPU it was recorded on, the tracker links "
-            "it carries and what is ready to file (reproducers/upstream/<id>.md, a standalone file).\n\n"
-            "| id | title | verdict | kernel | recorded on | tracker | ready |\n|---|---|---|---|---|---|---|\n"
-            + "\n".join(rows) + "\n")
+        ready = ", ".join(x for x, f in (("report", root / "upstream" / f"{rep.id}.md"),
+                                         ("standalone", path.with_name(f"{rep.id}.standalone.py"))) if f.exists())
+        rows[rep.kind].append(f"| [{rep.id}]({path.relative_to(root).as_posix()}) | {_cell(rep.title)} | "
+                              f"{rep.result.verdict} | {kernel} | {where} | {tracker or '-'} | {ready or '-'} |")
+    sections = [f"## {_SECTIONS[kind]}\n\n{len(lines)} in [{KINDS[kind]}/]({KINDS[kind]}/).\n\n"
+                + ("| id | title | verdict | kernel | recorded on | tracker | ready |\n|---|---|---|---|---|---|---|\n"
+                   + "\n".join(lines) + "\n" if lines else "") for kind, lines in rows.items()]
+    return ("# Reproducers: the index\n\nGenerated by `harness index` from the files here (a test keeps it true), a "
+            "section per group: each one's title, verdict, the kernel it ran, the TileLang and GPU it was recorded on, "
+            "the tracker links it carries and what is ready to file (reproducers/upstream/<id>.md, a standalone file "
+            "beside it).\n\n" + "\n".join(sections))
 
 
 def _cell(text: str) -> str:

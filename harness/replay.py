@@ -1,6 +1,6 @@
 """Replay a reproducer and answer as `git bisect run` wants: 0 good, 1 bad, 125 cannot test.
 
-Used by `harness repro`, by every generated reproducers/test_repro_<id>.py, by bisect, by
+Used by `harness repro`, by reproducers/test_reproducers.py, by bisect, by
 `harness minimize` (`minimize`: shrink a recorded case and save it in place), and by a campaign that reruns
 its new reproducers under compute-sanitizer (`sanitized`: the replay's worker runs under the tool).
 1 means the recorded bug is here: some run fails the way a compiler bug fails (MISMATCH,
@@ -149,7 +149,7 @@ def judged(rep, results: list[Result], tgt: str, env) -> Replay:
 
 
 def replay_test(json_path, tmp_path) -> None:
-    """The body of every generated test_repro_<id>.py: the case must behave correctly.
+    """The body of reproducers/test_reproducers.py, one test per reproducer file: the case must behave correctly.
     Without a GPU a compile error still replays (compiled for sm_90a); anything else skips."""
     import pytest
 
@@ -184,5 +184,6 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
     title = None if rep.title == record.default_title(rep.result) else rep.title
     new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
     # What was learned about the bug (links, release matrix, triage, the report's words) stays with it.
-    kept = dataclasses.replace(new, links=rep.links, releases=rep.releases, triage=rep.triage, upstream=rep.upstream)
-    return GOOD, f"minimized: {record.save(kept, path.parent)}"
+    kept = dataclasses.replace(new, links=rep.links, releases=rep.releases, triage=rep.triage, upstream=rep.upstream,
+                               kind=rep.kind)
+    return GOOD, f"minimized: {record.save_as(kept, path)}"

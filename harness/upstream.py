@@ -43,9 +43,9 @@ class Report:
 
 # ----------------------------------------------------------------------------- related reproducers
 def others(directory: Path, own_id: str) -> dict[str, record.Reproducer]:
-    """The readable reproducers of `directory` but `own_id`."""
+    """The readable reproducers under `directory` (every group) but `own_id`."""
     found = {}
-    for path in sorted(Path(directory).glob("*.json")):
+    for path in record.paths(directory):
         try:
             rep = record.load(path)
         except record.RecordError:
@@ -98,7 +98,7 @@ def state_result(path: Path, rep_id: str) -> tuple[record.Bisect | None, str] | 
         state = untrusted.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(state, dict) or state.get("reproducer") != f"{rep_id}.json":
+    if not isinstance(state, dict) or state.get("reproducer") != record.file_name(rep_id):
         return None
     order, steps = [str(v) for v in state.get("order") or []], state.get("steps") or {}
     kind = "release" if order and all(_version(v) for v in order) else "commit"
@@ -230,9 +230,11 @@ def code_lines(text: str) -> int:
 
 
 def program_files(rep, directory: Path, beside: Path) -> list[Path]:
-    """Where a program of `rep` may be, in the order preferred: a reduced one, standalone ones, those linked."""
+    """Where a program of `rep` may be, in the order preferred: a reduced one, standalone ones (beside its file in its
+    group, then beside the report), those linked."""
     directory, beside = Path(directory), Path(beside)
-    names = [directory / f"{rep.id}.min.py", beside / f"{rep.id}.min.py", directory / f"{rep.id}.standalone.py",
+    own = record.file_path(directory, rep.kind, rep.id).parent
+    names = [own / f"{rep.id}.min.py", beside / f"{rep.id}.min.py", own / f"{rep.id}.standalone.py",
              beside / f"{rep.id}.standalone.py"]
     names += [directory.parent / f.path for f in rep.links.files if f.kind == "standalone"]
     return list(dict.fromkeys(names))

@@ -350,7 +350,7 @@ def build_case(spec: dict):
     from harness import record, strategies
 
     if "repro" in spec:
-        case = record.load(ROOT / "reproducers" / f"{spec['repro']}.json").case
+        case = record.load(record.find(spec["repro"], ROOT / "reproducers")).case
     else:
         case = strategies.peer(spec["family"] if "family" in spec else spec["peer"])[spec.get("index", 0)]
     return case.replace(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.get("set", {}).items()}).validate()

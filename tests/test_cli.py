@@ -358,12 +358,12 @@ def test_a_new_failure_is_recorded_while_the_campaign_still_runs(tmp_path):
                           "--out", str(tmp_path / "out"), "--workers", "1", "--reproducers", str(tmp_path / "r"),
                           "--compile-timeout", "40"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
-    while not list((tmp_path / "r").glob("*.json")) and p.poll() is None:
+    while not record.paths(tmp_path / "r") and p.poll() is None:
         time.sleep(0.2)
     seen_after = time.monotonic() - t0
     p.wait(timeout=120)
     assert seen_after < 30  # while the hang was still being waited for, not after the run
-    assert sorted(record.load(p).observed["verdict"] for p in (tmp_path / "r").glob("*.json")) == ["COMPILE_ERROR", "HANG"]
+    assert sorted(record.load(p).observed["verdict"] for p in record.paths(tmp_path / "r")) == ["COMPILE_ERROR", "HANG"]
 
 
 def test_repro_statuses_follow_git_bisect_run(tmp_path):

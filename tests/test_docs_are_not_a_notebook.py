@@ -4,12 +4,14 @@ A date (2026-11-24, 2026-11, "November 2026") or a git commit hash in docs/ mark
 line belongs in a dated findings file. docs/ name such a file by its topic (its name after the date) in a link
 to findings/README.md, `[fast-math](../findings/README.md)`, so that no date enters docs/ even as a path; each
 such topic must name exactly one file. A hex token of 7 to 40 characters is taken for a commit hash unless a
-reproducer of that id exists (reproducers/**/<id>.json): reproducer ids are hex too, and docs may name them.
+reproducer of that id exists (reproducers/<group>/<id>.json): reproducer ids are hex too, and docs may name them.
 """
 import re
 from pathlib import Path
 
 import pytest
+
+from harness import record
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -30,7 +32,7 @@ FINDING = re.compile(r"^(\d{4}-\d{2}-\d{2})-[a-z0-9]+(?:-[a-z0-9]+)*\.md$")
 
 
 def reproducer_ids():
-    return {p.stem for p in (ROOT / "reproducers").rglob("*.json")}
+    return {p.stem for p in record.paths(ROOT / "reproducers")}
 
 
 def notebook_lines(text, known_ids):

@@ -175,13 +175,13 @@ def test_upstream_state_that_is_not_this_reproducers(state, contains, run, tmp_p
 
 def test_matrix_of_outside_reproducers_needs_examples_before_installing(run):
     """The README's form on a machine without the examples: said before 307 MB are installed."""
-    refused(*run("matrix", "--releases", "0.1.15", "--dir", REPRODUCERS),
+    refused(*run("matrix", "--releases", "0.1.15", "--dir", REPRODUCERS / "examples"),
             contains="need each release's examples: --examples DIR (`harness examples fetch --version V --to DIR`")
 
 
 def test_matrix_examples_without_a_tree_for_a_release(run, tmp_path):
     (tmp_path / "ex" / "tilelang-0.1.14" / "examples").mkdir(parents=True)  # 0.1.15 runs 0.1.14's
-    refused(*run("matrix", "--releases", "0.1.10,0.1.15", "--dir", REPRODUCERS, "--examples", "ex"),
+    refused(*run("matrix", "--releases", "0.1.10,0.1.15", "--dir", REPRODUCERS / "examples", "--examples", "ex"),
             contains="--examples ex has no tree for TileLang 0.1.10")
 
 
@@ -231,7 +231,7 @@ def test_bisect_says_what_it_cannot_do(argv, contains, run, reproducer):
 
 
 def test_bisect_of_an_outside_kernel_is_refused_before_installing(run):
-    outside = next(p for p in sorted(REPRODUCERS.glob("*.json")) if record.load(p).case.family.startswith("tl_"))
+    outside = next(p for p in record.paths(REPRODUCERS) if record.load(p).case.family.startswith("tl_"))
     refused(*run("bisect", outside, "--good", "0.1.10", "--bad", "0.1.15", "--envs", "envs"),
             contains="whose examples differ by release: bisect cannot give each step its own")
 

@@ -348,7 +348,7 @@ def test_harness_programs_lists_every_kind_chain_and_twin():
 
 def _exported(rid, tmp_path):
     from harness import export, record
-    path, calls = export.export(record.load(f"reproducers/{rid}.json"), tmp_path / f"{rid}.py")
+    path, calls = export.export(record.load(record.find(rid)), tmp_path / f"{rid}.py")
     return path
 
 

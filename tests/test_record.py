@@ -1,9 +1,9 @@
-"""Reproducer files: round trip, strict loading, dedupe, the generated test, `harness repro` exit codes."""
-import ast
+"""Reproducer files: round trip, strict loading, dedupe, the groups and their test, `harness repro` exit codes."""
 import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +14,7 @@ from harness.result import Finding, Result
 ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
        "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90"}
 CASE = Case(heads=4, kv_heads=2, seqlen_q=130, seqlen_k=77, causal=True)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def failure(case=CASE, region="tail_q_tile", verdict="MISMATCH"):
@@ -33,6 +34,7 @@ def written(tmp_path):
 def test_round_trip(written):
     rep = record.load(written)
     assert written.name == f"{rep.id}.json" and rep.id == record.signature_id(failure().signature)
+    assert rep.kind == "compiler" and written.parent.name == "compiler"  # a new recording: the compiler's group
     assert rep.case == CASE and rep.minimized_from is None and rep.links == record.Links()
     assert rep.releases == {} and rep.triage is None and rep.upstream is None
     assert rep.signature == failure().signature
@@ -40,17 +42,40 @@ def test_round_trip(written):
     assert rep.observed["checks"][0]["error"] == 0.5 and rep.environment == ENV
     assert "float64 reference" in rep.expected and "MISMATCH O tail_q_tile" in rep.title
     assert record.from_dict(json.loads(written.read_text())) == rep
-    again = record.save(rep, written.parent)  # saving what was loaded changes nothing
+    again = record.save(rep, written.parent.parent)  # saving what was loaded changes nothing
     assert again == written and record.load(again) == rep
 
 
-def test_find(written):
+def test_find(written, tmp_path):
     rep_id = written.stem
     assert record.find(written, "elsewhere") == written
-    assert record.find(rep_id, written.parent) == written
-    assert record.find(rep_id[:5], written.parent) == written
+    for root in (tmp_path, written.parent):  # the folder of groups, or one group's folder
+        assert record.find(rep_id, root) == written
+        assert record.find(rep_id[:5], root) == written
     with pytest.raises(record.RecordError, match="no reproducer"):
-        record.find("0000nothere", written.parent)
+        record.find("0000nothere", tmp_path)
+    candidate = record.save(dataclasses.replace(record.load(written), id=rep_id[:5] + "0", kind="candidate"), tmp_path)
+    assert candidate == tmp_path / "candidates" / f"{rep_id[:5]}0.json" and record.find(rep_id[:5] + "0", tmp_path) == candidate
+    with pytest.raises(record.RecordError, match="is ambiguous"):
+        record.find(rep_id[:5], tmp_path)
+    assert record.paths(tmp_path) == [written, candidate]
+
+
+def test_every_reproducer_lies_in_its_group_and_replays_by_its_id():
+    """`harness repro <id>` finds every recorded reproducer, as does a unique prefix of its id; its kind names its
+    folder; and reproducers/test_reproducers.py has one test for it, selected by the id."""
+    root = ROOT / "reproducers"
+    found = record.paths(root)
+    assert {p.parent.name for p in found} == set(record.KINDS.values())
+    for path in found:
+        rep = record.load(path)
+        assert path == record.file_path(root, rep.kind, rep.id), f"{path}: kind {rep.kind!r}: git mv it into its group"
+        assert record.find(rep.id, root) == path
+        assert record.find(rep.id[:8], root) == path
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                          str(root / "test_reproducers.py"), "-k", found[0].stem], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300)
+    assert f"1/{len(found)} tests collected" in out.stdout, out.stdout + out.stderr
 
 
 def _mutations():
@@ -63,8 +88,10 @@ def _mutations():
     def obs(**kw):
         return lambda d: d["observed"].update(kw)
     return {
-        "old schema": (top(schema=1), "'schema' is 1; this harness reads schema 2"),
-        "schema as text": (top(schema="2"), "'schema'"),
+        "old schema": (top(schema=2), "'schema' is 2; this harness reads schema 3"),
+        "schema as text": (top(schema="3"), "'schema'"),
+        "no kind": (drop("kind"), "missing field 'kind'"),
+        "unknown kind": (top(kind="harness"), "field 'kind' must be one of compiler, example, candidate, got 'harness'"),
         "no schema": (drop("schema"), "missing field 'schema'"),
         "missing field": (drop("expected"), "missing field 'expected'"),
         "missing observed field": (lambda d: d["observed"].pop("region"), "missing field 'observed.region'"),
@@ -137,7 +164,7 @@ def test_typed_links_and_facts_round_trip(written):
         triage=record.Triage(record.Culprit("tl.LowerTileOp", "src/transform/lower_tile_op.cc", "Lower"),
                              (record.Control("knob no_warp_specialize added", "compiles", True, knob="no_warp_specialize"),)),
         upstream=record.Upstream(title="[BUG][ice-on-valid-code] a title", expected="it compiles"))
-    again = record.load(record.save(rich, written.parent))
+    again = record.load(record.save(rich, written.parent.parent))
     assert again == rich
     assert [i.ref for i in again.links.issues()] == ["#2643", "PR #2737", "TileOPs#1852"]
     assert again.links.fixed_by[0].url == "https://github.com/tile-ai/tilelang/pull/2737"
@@ -160,9 +187,20 @@ def test_dedupe_by_signature(written, tmp_path):
     other = record.write(failure(region="interior"), ENV, tmp_path)
     assert other != written
     (tmp_path / "broken.json").write_text("{")
-    known = record.known_signatures(tmp_path)
-    assert set(known) == {failure().signature, failure(region="interior").signature}
-    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted([written.name, other.name, "broken.json"])
+    broken = []
+    known = record.known_signatures(tmp_path, broken)
+    assert set(known) == {failure().signature, failure(region="interior").signature} and broken == [tmp_path / "broken.json"]
+    assert sorted(p.name for p in record.paths(tmp_path)) == sorted([written.name, other.name, "broken.json"])
+
+
+def test_a_candidate_is_no_known_bug_but_is_not_recorded_twice(written, tmp_path):
+    candidate = record.file_path(tmp_path, "candidate", written.stem)
+    candidate.parent.mkdir()
+    written.rename(candidate)
+    record.save(dataclasses.replace(record.load(candidate), kind="candidate"), tmp_path)
+    assert record.known_signatures(tmp_path) == {}  # a campaign counts its failure as new
+    assert record.write(failure(), ENV, tmp_path) == candidate  # and finds its file, not a second one
+    assert record.paths(tmp_path) == [candidate]
 
 
 def test_an_edited_reproducer_keeps_its_file(written, tmp_path):
@@ -176,18 +214,6 @@ def test_an_edited_reproducer_keeps_its_file(written, tmp_path):
     assert again != written and record.load(written) == edited
     assert record.load(again).signature == failure().signature
     assert record.write(failure(), ENV, tmp_path) == again  # and the new one dedupes as usual
-
-
-def test_generated_test_replays_the_json(written):
-    rep = record.load(written)
-    test = written.with_name(f"test_repro_{rep.id}.py")
-    tree = ast.parse(test.read_text())
-    assert f"test_repro_{rep.id}" in {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
-    assert f"'{rep.id}.json'" in test.read_text() and "replay_test(" in test.read_text()
-    # Collected explicitly it imports and skips here (no GPU).
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
-                         capture_output=True, text=True, cwd=written.parent, timeout=300)
-    assert "1 skipped" in out.stdout, out.stdout + out.stderr
 
 
 def test_describe():
@@ -252,8 +278,12 @@ def test_which_reproducers_need_a_gpu():
 
 def test_the_index_lists_every_reproducer_as_its_file_says():
     """reproducers/INDEX.md is `harness index`'s output for the files here: regenerate it when one changes."""
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent / "reproducers"
+    root = ROOT / "reproducers"
     text = (root / "INDEX.md").read_text()
     assert text == record.index(root), "reproducers/INDEX.md is stale: run `harness index`"
-    assert all(f"[{p.stem}]({p.name})" in text for p in root.glob("*.json"))
+    sections = text.split("\n## ")[1:]
+    assert len(sections) == len(record.KINDS)
+    for section, group in zip(sections, record.KINDS.values()):
+        assert f"in [{group}/]({group}/)" in section
+        assert all(f"]({group}/" in row for row in section.splitlines() if row.startswith("| ["))
+    assert all(f"[{p.stem}]({p.relative_to(root).as_posix()})" in text for p in record.paths(root))

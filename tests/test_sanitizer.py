@@ -256,9 +256,9 @@ def test_a_missing_binary_is_one_line(monkeypatch, tmp_path):
 
 
 def test_repro_under_a_sanitizer_refuses_bad_input_in_one_line(monkeypatch, capsys, tmp_path):
-    from harness import cli
+    from harness import cli, record
 
-    rep = str(Path(__file__).parent.parent / "reproducers" / "59a003a61bcc.json")
+    rep = str(record.find("59a003a61bcc", Path(__file__).parent.parent / "reproducers"))
     assert cli.main(["repro", rep, "--sanitize", "leakcheck", "--logs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "unknown sanitizer tool 'leakcheck'" in err and len(err.strip().splitlines()) == 1

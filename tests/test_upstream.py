@@ -194,7 +194,7 @@ def test_the_program_embedded_is_a_short_one(tmp_path, exported):
     (directory / "x.standalone.py").write_text(docstring + "import tilelang\n" * 60)  # 60 lines after the docstring
     text = _report(rep, tmp_path).text
     assert _section(text, "Program").startswith("`x.standalone.py` (tilelang and torch only): exit 1 while the bug is here.")
-    (directory / f"{rep.id}.standalone.py").write_text("import tilelang\n" * 61)
+    (directory / "compiler" / f"{rep.id}.standalone.py").write_text("import tilelang\n" * 61)  # beside its file
     out = _report(rep, tmp_path)
     assert out.program == directory / "x.standalone.py"  # the one over 60 lines is passed over, the next one taken
     (directory / "x.standalone.py").unlink()
@@ -321,7 +321,7 @@ _FIRST_BAD = re.compile(r"\*\*First bad release: (?:(?P<exact>[\w.]+)\*\*|(?:aft
 def test_a_committed_report_holds_to_its_reproducer(path):
     """Its size, its title, and its provenance and workaround against the matrix, the bisects and the triage."""
     text = path.read_text()
-    rep = record.load(ROOT / "reproducers" / f"{path.stem}.json")
+    rep = record.load(record.find(path.stem, ROOT / "reproducers"))
     assert len(text.splitlines()) <= upstream.REPORT_LINES and len(text) < upstream.ISSUE_LIMIT
     first = text.splitlines()[0]
     assert "…" not in first and (first.startswith("# [BUG][") or first.startswith("<!-- a comment for https://github.com/"))
