@@ -277,8 +277,11 @@ def _fence(text: str, lang="") -> list[str]:
 def program_section(rep, path: Path | None, text: str, account: str) -> list[str]:
     if path is None:
         fam = kernels.family(rep.case.family)
-        how = (f"TileLang's own `examples/{fam.module}` at the case given at the end (`harness export` refuses "
-               "outside kernels)" if fam.module else "the generated program given at the end" if generated(rep)
+        if fam.module:  # export refuses outside kernels, so the reducer has nothing to start from
+            return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}); `harness reduce` "
+                    f"cannot make one (`harness export` refuses outside kernels). It is TileLang's own "
+                    f"`examples/{fam.module}` at the case given at the end: `harness repro {rep.id}`.", ""]
+        how = ("the generated program given at the end" if generated(rep)
                else f"the harness's {rep.case.family} kernel at the case given at the end")
         return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}): `harness reduce {rep.id}` "
                 f"makes one. Until then it is {how}: `harness repro {rep.id}`.", ""]

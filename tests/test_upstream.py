@@ -288,6 +288,7 @@ def test_an_outside_kernel_is_not_exported_and_the_repro_command_is_given(tmp_pa
     program = _section(_report(rep, tmp_path, unavailable="outside kernels need TileLang's examples").text, "Program")
     assert "TileLang's own `examples/example_gqa_decode.py`" in program and "refuses outside kernels" in program
     assert f"`harness repro {rep.id}`" in program and exported == []
+    assert "`harness reduce` cannot make one" in program and "makes one" not in program  # reduce starts from an export
 
 
 def test_the_command_writes_the_text_and_says_what_it_holds(tmp_path, exported, monkeypatch, capsys):
