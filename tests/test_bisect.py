@@ -353,3 +353,25 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
     assert "| reproducer | 0.1.12 | 0.1.15 |" in table
     assert f"| {ids[0]} | not reproduced | fails differently |" in table
     assert f"| {ids[1]} | not reproduced | **REPRODUCED** |" in table
+
+
+def test_the_matrix_replays_the_reproducers_of_every_group(tmp_path, monkeypatch, capsys):
+    from dataclasses import replace
+
+    from harness import cli
+
+    flat = [record.write(Result.of(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
+                         {"tilelang": "0.1.15"}, tmp_path / "flat") for message in ("InternalError", "ValueError")]
+    reps = [replace(record.load(flat[0]), kind="compiler"), replace(record.load(flat[1]), kind="example")]
+    (tmp_path / "reproducers" / "compiler").mkdir(parents=True)  # a folder of groups, as reproducers/ is
+    for rep in reps:
+        record.save(rep, tmp_path / "reproducers")
+    assert not list((tmp_path / "reproducers").glob("*.json"))
+    (tmp_path / "envs" / "tilelang-0.1.15").mkdir(parents=True)
+    (tmp_path / "envs" / "tilelang-0.1.15" / ".complete").write_text("")
+    monkeypatch.setattr(environments, "replay_in", lambda target, rep, runs, logs, fresh=False, examples=None:
+                        (GOOD, "NOT REPRODUCED"))
+    assert cli.main(["matrix", "--releases", "0.1.15", "--dir", str(tmp_path / "reproducers"),
+                     "--envs", str(tmp_path / "envs")]) == 0
+    table = capsys.readouterr().out
+    assert all(f"| {rep.id} | not reproduced |" in table for rep in reps), table

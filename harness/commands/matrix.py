@@ -36,7 +36,7 @@ def cmd_matrix(args) -> int:
     from harness import bisect, campaign
     from harness.bisect import environments, matrix
 
-    paths = sorted(Path(args.dir).glob("*.json"))
+    paths = record.paths(args.dir)  # every group's
     releases = environments.Releases(Path(args.envs).expanduser(), args.wheels and Path(args.wheels))
     try:
         if args.cases_from:
