@@ -216,6 +216,20 @@ def test_a_symbolic_trip_count_one_short_runs_no_trip_when_n_fits_one_block():
     assert torch.equal(interpret.run(p, 130, three)["O"], three["O"].double() + 3 * (a[:64] + a[64:128]))
 
 
+def test_a_trip_count_of_whole_blocks_runs_none_under_a_block_and_skips_a_partial_one():
+    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", (64, 32)),
+                    ("Fr", "fragment", "float32", (64, 32)))
+    body = [{"op": "loop", "kind": "pipelined", "trips": "n//b", "stages": 1, "body": [
+        {"op": "copy", "src": "A", "dst": "Fr", "at": "k", "row": 0, "col": 0, "form": "tile"},
+        {"op": "atomic", "kind": "add", "src": "Fr", "dst": "O", "at": "0", "row": 0, "col": 0, "form": "tile"}]}]
+    p = _program(bufs, body)
+    assert "T.Pipelined(n // 64, num_stages=1)" in emit.tilelang_source(p)
+    short = interpret.initial(p, 63, 0)
+    assert torch.equal(interpret.run(p, 63, short)["O"], short["O"].double())
+    two = interpret.initial(p, 127, 0)  # two blocks of the grid, one whole block of rows: one trip each
+    assert torch.equal(interpret.run(p, 127, two)["O"], two["O"].double() + 2 * two["A"].double()[:64])
+
+
 def test_a_fill_of_a_region_changes_only_its_elements():
     bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", ("n", 32)),
                     ("Fr", "fragment", "float32", (64, 32)))

@@ -291,7 +291,7 @@ def draw_atomic(c, b, at):
 
 def draw_loop(c, b, at):
     kind = c.one(("pipelined", "pipelined", "serial", "unroll"))
-    trips = c.one((0, 1, 2, 3, "n", "n", "n", "n-1")) if kind != "unroll" else c.one((1, 2, 3))
+    trips = c.one((0, 1, 2, 3, "n", "n", "n", "n-1", "n//b")) if kind != "unroll" else c.one((1, 2, 3))
     stages = c.between((0, 3)) if kind == "pipelined" else 0
     outer, b.body = b.body, []
     outer_defined = set(b.defined)
@@ -317,7 +317,7 @@ def draw_stream(c, b, at):
     g = c.one(srcs) if srcs and c.flip() else b.buffers[b.new("global", dtype, ("n", w + c.one((0, 8, 16))))]
     col = c.one(range(0, g.shape[1] - w + 1, 8))
     b.mag[dst] = b.mag[g.name]
-    trips = c.one(("n", "n", "n-1", 0, 1, 2, 3))
+    trips = c.one(("n", "n", "n-1", "n//b", 0, 1, 2, 3))
     outer, b.body = b.body, []
     outer_defined = set(b.defined)
     b.defined = {n for n in b.defined if b.buffers[n].scope == "shared"} | {dst}   # fragments stay on their side
@@ -336,7 +336,8 @@ OUTER = INNER + (draw_loop, draw_loop, draw_stream)
 # ------------------------------------------------------------------------------------ templates
 def _attention(c, b):
     """Load Q; per key block: load K and V, S = QK^T, mask the keys past n, the running max, P = exp2(S - m),
-    O += PV; store O, and accumulate it atomically (as dQ is) into a buffer every block adds to."""
+    O += PV; store O (directly, or through a shared tile), and accumulate it atomically (as dQ is) into a buffer
+    every block adds to."""
     dtype = c.one(("float16", "bfloat16"))
     d = c.one((32, 64))
     q = load(c, b, "shared", dtype, (b.block, d))
@@ -358,15 +359,19 @@ def _attention(c, b):
     ]
     b.body = outer
     stages = c.between((0, 3))
-    trips = c.one(("n", "n", "n-1"))  # n-1: a query block past the last key block sees none (54d466153e16's shape)
+    trips = c.one(("n", "n", "n-1", "n//b"))  # a query block past the last key block sees none (54d466153e16's shape)
     kind = "pipelined" if stages else "serial"
     _emit(b, [{"op": "loop", "kind": kind, "trips": trips, "stages": stages, "body": tuple(inner)}])
     b.mag[o] = EXACT["float32"]
     out = b.new("global", "float32", ("n", d))
     acc = b.new("global", "float32", (b.block, d))
-    _emit(b, [{"op": "copy", "src": o, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"},
-              {"op": "atomic", "kind": "add", "src": o, "dst": acc, "at": "0", "row": 0, "col": 0,
-               "form": c.one(("element", "tile"))}])
+    store = [{"op": "copy", "src": o, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+    if c.flip():  # O through a shared tile, which may take Q's shared memory once the loop is done (54d466153e16)
+        os_ = b.new("shared", "float32", (b.block, d))
+        store = [{"op": "copy", "src": o, "dst": os_, "at": "0", "row": 0, "col": 0, "form": "tile"},
+                 {"op": "copy", "src": os_, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+    _emit(b, store + [{"op": "atomic", "kind": "add", "src": o, "dst": acc, "at": "0", "row": 0, "col": 0,
+                       "form": c.one(("element", "tile"))}])
 
 
 def _pipelined_gemm(c, b):
@@ -381,7 +386,7 @@ def _pipelined_gemm(c, b):
     bb = load(c, b, "shared", dtype, (n, kdim) if tb else (kdim, n), at="k")
     b.body = outer
     stages = c.between((0, 3))
-    trips = c.one(("n", "n", "n-1", 0, 1, 2))
+    trips = c.one(("n", "n", "n-1", "n//b", 0, 1, 2))
     inner = bb + [{"op": "gemm", "a": a[0]["dst"], "b": bb[0]["dst"], "c": acc, "ta": False, "tb": tb, "clear": False,
                    "policy": c.one(POLICIES)}]
     _emit(b, [{"op": "loop", "kind": "pipelined", "trips": trips, "stages": stages, "body": tuple(inner)}])
@@ -453,7 +458,7 @@ def _stream(c, b):
              "form": c.one(("tile", "element"))}]
     b.threads = threads
     _emit(b, [{"op": "stream", "src": g, "dst": k, "row": 0, "col": c.one(range(0, b.buffers[g].shape[1] - d + 1, 8)),
-               "stages": c.between((1, 3)), "trips": c.one(("n", "n", "n-1", 0, 1, 2)), "load": c.one(stream.LOADS),
+               "stages": c.between((1, 3)), "trips": c.one(("n", "n", "n-1", "n//b", 0, 1, 2)), "load": c.one(stream.LOADS),
                "body": tuple(body)}])
 
 

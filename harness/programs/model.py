@@ -301,12 +301,16 @@ def local(p, name, dims=None, scopes=("shared", "fragment")) -> Buffer:
     return b
 
 
-SYMBOLIC_TRIPS = ("n", "n-1")
+SYMBOLIC_TRIPS = ("n", "n-1", "n//b")
 
 
 def trips(t, block, lang) -> str:
-    """A loop's trip count as TileLang or torch text: a constant, one per block of n's rows ("n"), or one fewer
-    ("n-1": none at all when n fits one block, which the compiler cannot know)."""
+    """A loop's trip count as TileLang or torch text: a constant, one per block of n's rows ("n"), one fewer
+    ("n-1": none at all when n fits one block, which the compiler cannot know), or one per whole block ("n//b":
+    none when n is under a block; an extent that is a division, where "n-1"'s is a subtraction, which 0.1.15's
+    pipeline lowering refuses in many programs: 752120de86bc's Downcast)."""
+    if t == "n//b":
+        return f"n // {block}"
     if t in SYMBOLIC_TRIPS:
         text = f"T.ceildiv(n, {block})" if lang == "tilelang" else f"-(-n // {block})"
         return text + (" - 1" if t == "n-1" else "")
