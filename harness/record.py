@@ -296,12 +296,8 @@ def file_name(id: str) -> str:
 
 
 def file_path(root, kind: str, id: str) -> Path:
-    """Where the reproducer `id` of `kind` lives under `root`: root/<group>/<id>.json in a folder of groups (one
-    holding a group's folder, as reproducers/ does), else root/<id>.json (a flat folder: a fresh `--reproducers`
-    folder of a run, one group's folder)."""
-    root = Path(root)
-    grouped = any((root / group).is_dir() for group in KINDS.values())
-    return (root / KINDS[kind] if grouped else root) / file_name(id)
+    """Where the reproducer `id` of `kind` lives under the reproducers folder `root`: root/<group>/<id>.json."""
+    return Path(root) / KINDS[kind] / file_name(id)
 
 
 def paths(root) -> list[Path]:
@@ -325,8 +321,8 @@ def save_as(rep: Reproducer, to) -> Path:
 
 
 def write(result: Result, env: dict, root, title=None, flaky=None, minimized_from=None) -> Path:
-    """Record a failure as the compiler's under `root` (file_path()), unless its signature is already recorded (in
-    any group, a candidate's too): then return that file."""
+    """Record a failure in the compiler's group under `root`, unless its signature is already recorded (in any
+    group, a candidate's too): then return that file."""
     sig = result.signature
     known = known_signatures(root, kinds=tuple(KINDS)).get(sig)
     if known:

@@ -28,7 +28,6 @@ def failure(case=CASE, region="tail_q_tile", verdict="MISMATCH"):
 
 @pytest.fixture
 def written(tmp_path):
-    (tmp_path / "examples").mkdir()  # a folder of groups, as reproducers/ is
     return record.write(failure(), ENV, tmp_path, flaky={"runs": 3, "reproduced": 3, "deterministic": True})
 
 
@@ -192,13 +191,6 @@ def test_dedupe_by_signature(written, tmp_path):
     known = record.known_signatures(tmp_path, broken)
     assert set(known) == {failure().signature, failure(region="interior").signature} and broken == [tmp_path / "broken.json"]
     assert sorted(p.name for p in record.paths(tmp_path)) == sorted([written.name, other.name, "broken.json"])
-
-
-def test_a_flat_folder_stays_flat(tmp_path):
-    """A folder without groups (a run's fresh --reproducers, one group's folder) gets its files in itself."""
-    first = record.write(failure(), ENV, tmp_path)
-    assert first.parent == tmp_path and record.find(first.stem[:6], tmp_path) == first
-    assert record.write(failure(), ENV, tmp_path) == first and record.paths(tmp_path) == [first]
 
 
 def test_a_candidate_is_no_known_bug_but_is_not_recorded_twice(written, tmp_path):

@@ -194,7 +194,7 @@ def test_the_program_embedded_is_a_short_one(tmp_path, exported):
     (directory / "x.standalone.py").write_text(docstring + "import tilelang\n" * 60)  # 60 lines after the docstring
     text = _report(rep, tmp_path).text
     assert _section(text, "Program").startswith("`x.standalone.py` (tilelang and torch only): exit 1 while the bug is here.")
-    (directory / f"{rep.id}.standalone.py").write_text("import tilelang\n" * 61)  # beside its file
+    (directory / "compiler" / f"{rep.id}.standalone.py").write_text("import tilelang\n" * 61)  # beside its file
     out = _report(rep, tmp_path)
     assert out.program == directory / "x.standalone.py"  # the one over 60 lines is passed over, the next one taken
     (directory / "x.standalone.py").unlink()
