@@ -413,3 +413,26 @@ def test_the_minimizer_drops_statements_while_the_failure_stays():
     # first), and an output: 7 statements, down from 14.
     assert evaluate(small).verdict == "COMPILE_ERROR" and len(list(model.walk(p.body))) <= 7, model.fingerprint(p)
     assert evaluate(small).signature != evaluate(start).signature  # the recorded one names what remains
+
+
+def test_the_draw_reaches_the_constructs_of_known_warp_specialization_bugs():
+    """O stored through a shared tile after a loop that may run zero times (54d466153e16), and a shared tile loaded
+    before a pipelined loop and read only after it (tile-ai/tilelang#2443): each in some of 400 drawn programs."""
+    zero_trip_epilogue = prologue_for_epilogue = 0
+    for c in strategies.draw("program", 400, seed=5, per_kernel=1):
+        p = case_mod.program_of(c.program)
+        scope = {b.name: b.scope for b in p.buffers}
+        body = p.body
+        loops = [i for i, s in enumerate(body) if s["op"] == "loop" and s["kind"] == "pipelined"]
+        if not loops:
+            continue
+        i = loops[0]
+        after = body[i + 1:]
+        if body[i]["trips"] in ("n-1", "n//b") and any(
+                s["op"] == "copy" and scope[s["src"]] == "fragment" and scope[s["dst"]] == "shared" for s in after):
+            zero_trip_epilogue += 1
+        loaded = {s["dst"] for s in body[:i] if s["op"] == "copy" and scope[s["src"]] == "global"
+                  and scope[s["dst"]] == "shared"}
+        if any(f"'{d}'" not in str(body[i]) and f"'{d}'" in str(after) for d in loaded):  # names, quoted
+            prologue_for_epilogue += 1
+    assert zero_trip_epilogue > 0 and prologue_for_epilogue > 0, (zero_trip_epilogue, prologue_for_epilogue)

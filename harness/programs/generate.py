@@ -375,12 +375,14 @@ def _attention(c, b):
 
 
 def _pipelined_gemm(c, b):
-    """C = sum over key blocks of A B_k (B loaded in the loop), stored."""
+    """C = sum over key blocks of A B_k (B loaded in the loop), plus a bias tile loaded before the loop and read
+    only after it (in half the draws: tile-ai/tilelang#2443's construct), stored."""
     dtype = c.one(("float16", "bfloat16"))
     kdim, n = c.one(K), c.one(N)
     a = load(c, b, c.one(("shared", "fragment")), dtype, (b.block, kdim))
     acc = b.new("fragment", "float32", (b.block, n))
-    _emit(b, a + [{"op": "fill", "dst": acc, "value": 0}], [a[0]["dst"], acc])
+    bias = load(c, b, "shared", dtype, (b.block, n)) if c.flip() else []
+    _emit(b, a + bias + [{"op": "fill", "dst": acc, "value": 0}], [a[0]["dst"], acc] + [s["dst"] for s in bias])
     outer, b.body = b.body, []
     tb = c.flip()
     bb = load(c, b, "shared", dtype, (n, kdim) if tb else (kdim, n), at="k")
@@ -390,6 +392,9 @@ def _pipelined_gemm(c, b):
     inner = bb + [{"op": "gemm", "a": a[0]["dst"], "b": bb[0]["dst"], "c": acc, "ta": False, "tb": tb, "clear": False,
                    "policy": c.one(POLICIES)}]
     _emit(b, [{"op": "loop", "kind": "pipelined", "trips": trips, "stages": stages, "body": tuple(inner)}])
+    if bias:
+        _emit(b, [{"op": "map", "dst": acc, "rows": b.block, "cols": n,
+                   "expr": ["add", ["buf", acc], ["buf", bias[0]["dst"]]]}])
     out = b.new("global", "float32", ("n", n))
     _emit(b, [{"op": "copy", "src": acc, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}])
 
