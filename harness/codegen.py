@@ -41,6 +41,11 @@ threads wrote that buffer, with no barrier (`__syncthreads`, `__sync_thread_part
 the bulk copy may read rows other warps have not written yet (TileLang 0.1.12's warp-specialized
 O epilogue, reproducer 80929a5b6a72). Straight-line order only: writes and stores in one body.
 
+barriers_in_skipped_loops: a shared buffer the threads write, then read after a loop that may run zero
+times, where every barrier between the write and the read lies inside that loop (TileLang 0.1.15's ThreadSync
+counts the loop's own barrier as the one the write and the read need, 2c4e73a32b9e): with no trip, the read
+races the write. A read at the same offset expression as the write (each thread its own elements) is fine.
+
 unaligned_vectors: a vector load or store of N bytes (`*(uint4*)(Mask + off)`, a cp.async of N
 bytes from `&(Mask[off])`) needs its address to be a multiple of N. Named buffers only (a family's
 mask and bias, whose rows may start anywhere): the check computes what the offset expression is
@@ -657,7 +662,47 @@ def reads_after_release(source: str) -> list[Finding]:
     return found
 
 
+_LOOP_VAR = re.compile(r"\b([a-z])_\d+\b")
+
+
+def _offset_of(line: str, buf: str) -> str:
+    """The offset expression after the buffer's name on `line` (to its ` = ` or `;`, closing parentheses dropped),
+    with numbered loop variables (`i_1`, `i_5`) as one name: two accesses alike in it touch the same elements."""
+    i = line.find(f"*){buf})")
+    text = re.split(r" = |;", line[i + len(buf) + 2:])[0] if i >= 0 else ""
+    return _LOOP_VAR.sub(r"\1", text).rstrip(") ")
+
+
+def barriers_in_skipped_loops(source: str) -> list[Finding]:
+    shared = _shared(source)
+    pending = {}  # buffer -> [line of the threads' last write, loops there, its offset, the skippable loop whose barrier]
+    found, seen = [], set()
+    for n, line, loops in _scopes(source):
+        if _SYNC.search(line):
+            for buf, w in list(pending.items()):
+                common = next((i for i, (a, b) in enumerate(zip(loops, w[1])) if a != b), min(len(loops), len(w[1])))
+                skip = next((c for c in loops[common:] if _may_skip(c)), None)  # loops the write is not in
+                if skip is None:
+                    del pending[buf]  # reached whenever the write was
+                elif w[3] is None:
+                    w[3] = skip
+            continue
+        written = _thread_writes(line) & shared
+        lhs, eq, rhs = line.partition(" = ")
+        for buf in sorted((set(_SHARED_REF.findall(rhs if eq else line)) & shared) - written):
+            w = pending.get(buf)
+            if w and w[3] is not None and w[3] not in loops and _offset_of(line, buf) != w[2] and buf not in seen:
+                seen.add(buf)
+                found.append(Finding("barriers_in_skipped_loops", n, f"{buf} written by the threads at line {w[0]} "
+                                     f"and read here, after a loop that may run zero times (for ... < {w[3][1]}); "
+                                     "every barrier between them is inside that loop"))
+        for buf in written:
+            pending[buf] = [n, loops, _offset_of(line, buf), None]
+    return found
+
+
 def check(source: str, contiguous: dict[str, int] | None = None, aligned=()) -> list[Finding]:
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
             + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)
-            + reads_after_release(source) + named_barrier_counts(source) + register_budget(source))
+            + reads_after_release(source) + named_barrier_counts(source) + register_budget(source)
+            + barriers_in_skipped_loops(source))

@@ -413,3 +413,38 @@ def test_setmaxnreg_beyond_the_register_file_is_a_deadlock():
     found = budget(REGISTERS.replace("CONSUMER", "240"))
     assert [f.line for f in found] == [9]
     assert "128 x 24 (threads >= 384) + 384 x 240 (threads < 384) = 95232 registers" in found[0].message
+
+
+# 2c4e73a32b9e's shape: S written by the threads before a loop whose only barriers guard its own tile W, read after it.
+BIAS_AFTER_LOOP = """
+  void* S = ((void*)((char*)buf_dyn_shmem + 0));
+  void* W = ((void*)((char*)buf_dyn_shmem + 16384));
+  for (int i_1 = 0; i_1 < 8; ++i_1) {
+    *(uint2*)(((half_t*)S) + ((i_1 * 1024) + (((int)threadIdx.x) * 4))) = *(uint2*)(S_local + 0);
+  }
+{BEFORE}  for (int k = 0; k < {BOUND}; ++k) {
+    __syncthreads();
+    ((half_t*)W)[((int)threadIdx.x)] = X[k];
+    __syncthreads();
+    tl::gemm_rs<64>((&(((half_t*)W)[0])), (&(acc[0])));
+  }
+  for (int i_5 = 0; i_5 < 16; ++i_5) {
+    *(uint1*)(S_local_5 + 0) = *(uint1*)(((half_t*)S) + {READ});
+  }
+"""
+OTHER_THREADS = "((((int)threadIdx.x) >> 5) * 1024) + (i_5 * 8))"
+OWN = "((i_1 * 1024) + (((int)threadIdx.x) * 4)))"
+
+
+def _bias(bound="(n >> 7)", before="", read=OTHER_THREADS):
+    return BIAS_AFTER_LOOP.replace("{BOUND}", bound).replace("{BEFORE}", before).replace("{READ}", read)
+
+
+def test_a_barrier_only_inside_a_loop_that_may_not_run_does_not_order_a_write_before_it_and_a_read_after_it():
+    found = codegen.barriers_in_skipped_loops(_bias())
+    assert [(f.check, f.line) for f in found] == [("barriers_in_skipped_loops", 14)]
+    assert "S written by the threads at line 5" in found[0].message and "(n >> 7)" in found[0].message
+    assert codegen.barriers_in_skipped_loops(_bias(bound="4")) == []  # the loop surely runs: its barrier is reached
+    assert codegen.barriers_in_skipped_loops(_bias(before="  __syncthreads();\n")) == []  # a barrier outside it
+    assert codegen.barriers_in_skipped_loops(_bias(read=OWN)) == []  # each thread reads what it wrote
+    assert [f.check for f in codegen.check(_bias())] == ["barriers_in_skipped_loops"]
