@@ -58,8 +58,8 @@ TRACEBACK = "Traceback (most recent call last)"
 
 
 class ReduceError(ValueError):
-    """A file that cannot be reduced here, in one line; `status`: the command's exit status (2: bad input, such as
-    a reproducer export refuses; 125: the file does not reproduce here)."""
+    """A file that cannot be reduced here, in one line; `status`: the command's exit status (2: bad input, a file
+    that is not Python; 125: the file does not reproduce here)."""
 
     def __init__(self, message: str, status: int = 125):
         super().__init__(message)
@@ -1002,28 +1002,11 @@ def default_out(given: Path, rep_id: str | None, directory: Path) -> Path:
     return given.with_name(given.name.removesuffix(".py").removesuffix(".standalone") + ".min.py")
 
 
-def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, rep=None, log=None,
-                cache: Path | None = None, budget: float | None = None) -> Reduction:
-    """Reduce the file `given` (with `rep`, a reproducer: `given` is its JSON, and what is reduced is its flat
-    export, made by `harness export --flat` in a process of its own, so that no TileLang runs in the one picire
-    forks) and write the result to `to`, which holds the smallest reproducing text found from the start on."""
-    import textwrap
-
-    with tempfile.TemporaryDirectory(prefix="harness-reduce-") as work:
-        header = ""
-        if rep is not None:
-            path = Path(work) / f"{rep.id}.py"
-            p = subprocess.run([sys.executable, "-m", "harness.cli", "export", str(given), "--flat", "--to", str(path)],
-                               capture_output=True, text=True)
-            said = (p.stderr.strip().splitlines() or [""])[-1]
-            if p.returncode == 2:
-                raise ReduceError(said.removeprefix("harness export: "), status=2)
-            if p.returncode != 0:
-                raise RuntimeError(f"harness export --flat: exit {p.returncode}: {said}")
-            header = (textwrap.fill(f"{rep.id}: {rep.title}", 110) + "\nReduced by harness reduce: python THIS_FILE "
-                      "prints REPRODUCED (exit 1) while the bug is here.")
-            given = path
-        r = reduce(given.read_text(), jobs, timeout, cache=cache, log=log, header=header, budget=budget, best=to)
+def reduce_file(given: Path, to: Path, jobs: int = 1, timeout: float = 120.0, log=None, cache: Path | None = None,
+                budget: float | None = None, header: str = "") -> Reduction:
+    """Reduce the file `given` and write the result to `to`, which holds the smallest reproducing text found from
+    the start on; `header`: comment lines put first in the result."""
+    r = reduce(given.read_text(), jobs, timeout, cache=cache, log=log, header=header, budget=budget, best=to)
     to.write_text(r.after)
     return r
 

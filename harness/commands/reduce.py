@@ -34,8 +34,26 @@ def add(sub) -> None:
     rd.set_defaults(func=cmd_reduce)
 
 
+def _flat_export(json_path: str, to: str) -> str | None:
+    """The reproducer's flat export written to `to` (run in a process of its own), or why export refuses it."""
+    from harness import case as case_mod
+    from harness import export, record
+
+    try:
+        export.export(record.load(Path(json_path)), Path(to), flat=True)
+    except (export.ExportError, case_mod.CaseError) as e:
+        return str(e)
+    return None
+
+
 def cmd_reduce(args) -> int:
-    """A standalone reproducer shrunk while it prints the same REPRODUCED line (harness.reduce)."""
+    """A standalone reproducer shrunk while it prints the same REPRODUCED line (harness.reduce). A reproducer's
+    flat export is made in a spawned process, so that no TileLang is loaded in the one picire forks."""
+    import multiprocessing
+    import tempfile
+    import textwrap
+    from concurrent.futures import ProcessPoolExecutor
+
     from harness import reduce
 
     given, rep = Path(args.reproducer), None
@@ -48,12 +66,24 @@ def cmd_reduce(args) -> int:
     if why:
         print(f"harness reduce: {why}", file=sys.stderr)
         return 2
-    try:
-        r = reduce.reduce_file(given, to, args.jobs, args.timeout, rep=rep, log=lambda line: print(line, flush=True),
-                               cache=args.cache and Path(args.cache), budget=args.budget)
-    except reduce.ReduceError as e:  # 2: export refused it; 125: it does not reproduce here
-        print(f"harness reduce: {e}", file=sys.stderr)
-        return e.status
+    with tempfile.TemporaryDirectory(prefix="harness-reduce-") as work:
+        header = ""
+        if rep is not None:
+            flat = Path(work) / f"{rep.id}.py"
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as apart:
+                refused = apart.submit(_flat_export, str(given), str(flat)).result()
+            if refused:
+                print(f"harness reduce: {refused}", file=sys.stderr)
+                return 2
+            header = (textwrap.fill(f"{rep.id}: {rep.title}", 110) + "\nReduced by harness reduce: python THIS_FILE "
+                      "prints REPRODUCED (exit 1) while the bug is here.")
+            given = flat
+        try:
+            r = reduce.reduce_file(given, to, args.jobs, args.timeout, log=lambda line: print(line, flush=True),
+                                   cache=args.cache and Path(args.cache), budget=args.budget, header=header)
+        except reduce.ReduceError as e:  # 125: it does not reproduce here
+            print(f"harness reduce: {e}", file=sys.stderr)
+            return e.status
     print(r.summary(args.reproducer))
     print(r.line)
     print(f"wrote {to}")
