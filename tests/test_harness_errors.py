@@ -315,12 +315,13 @@ def _alive(pid) -> bool:
 
 def _start(tmp_path, *argv):
     """`harness run` on the fake family's cases (heads 1 passes, heads 2 hangs while compiling), in its
-    own session as a shell would start it."""
+    own session as a shell would start it: with Ctrl-C's default action, whatever this process inherited (a
+    job a script put in the background ignores SIGINT, and so would its children)."""
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "--register=fake=fake_family:FAMILY", "run",
                              "--cases-from", str(tmp_path / "c.jsonl"),
                              "--out", str(tmp_path / "out"), "--workers", "1", "--reproducers", str(tmp_path / "r"),
                              *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for(predicate, seconds=120):
