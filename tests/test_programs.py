@@ -201,13 +201,17 @@ def test_an_atomic_into_shared_memory_updates_a_tile_that_holds_values():
     assert "T.atomic_add(S[0 + 0, 16], Fr)" in emit.tilelang_source(p)
 
 
-def test_a_symbolic_trip_count_one_short_runs_no_trip_when_n_fits_one_block():
+def _tile_sum_loop(trips):
+    """O += every A tile the loop visits (a pipelined loop of `trips`), in each block of the grid."""
     bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", (64, 32)),
                     ("Fr", "fragment", "float32", (64, 32)))
-    body = [{"op": "loop", "kind": "pipelined", "trips": "n-1", "stages": 2, "body": [
+    return _program(bufs, [{"op": "loop", "kind": "pipelined", "trips": trips, "stages": 2, "body": [
         {"op": "copy", "src": "A", "dst": "Fr", "at": "k", "row": 0, "col": 0, "form": "tile"},
-        {"op": "atomic", "kind": "add", "src": "Fr", "dst": "O", "at": "0", "row": 0, "col": 0, "form": "tile"}]}]
-    p = _program(bufs, body)
+        {"op": "atomic", "kind": "add", "src": "Fr", "dst": "O", "at": "0", "row": 0, "col": 0, "form": "tile"}]}])
+
+
+def test_a_symbolic_trip_count_one_short_runs_no_trip_when_n_fits_one_block():
+    p = _tile_sum_loop("n-1")
     assert "T.Pipelined(T.ceildiv(n, 64) - 1, num_stages=2)" in emit.tilelang_source(p)
     one = interpret.initial(p, 64, 0)
     assert torch.equal(interpret.run(p, 64, one)["O"], one["O"].double())
@@ -217,13 +221,8 @@ def test_a_symbolic_trip_count_one_short_runs_no_trip_when_n_fits_one_block():
 
 
 def test_a_trip_count_of_whole_blocks_runs_none_under_a_block_and_skips_a_partial_one():
-    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", (64, 32)),
-                    ("Fr", "fragment", "float32", (64, 32)))
-    body = [{"op": "loop", "kind": "pipelined", "trips": "n//b", "stages": 1, "body": [
-        {"op": "copy", "src": "A", "dst": "Fr", "at": "k", "row": 0, "col": 0, "form": "tile"},
-        {"op": "atomic", "kind": "add", "src": "Fr", "dst": "O", "at": "0", "row": 0, "col": 0, "form": "tile"}]}]
-    p = _program(bufs, body)
-    assert "T.Pipelined(n // 64, num_stages=1)" in emit.tilelang_source(p)
+    p = _tile_sum_loop("n//b")
+    assert "T.Pipelined(n // 64, num_stages=2)" in emit.tilelang_source(p)
     short = interpret.initial(p, 63, 0)
     assert torch.equal(interpret.run(p, 63, short)["O"], short["O"].double())
     two = interpret.initial(p, 127, 0)  # two blocks of the grid, one whole block of rows: one trip each

@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 
 from harness import kernels
-from harness.commands.common import MAX_RUNS, in_dir, load, maybe_dir, out_dir, out_file, positive
+from harness.commands.common import MAX_RUNS, in_dir, load, out_dir, out_file, positive, reproducer_args
 
 
 def add(sub) -> None:
     b = sub.add_parser("bisect", help="find the TileLang release that changed a reproducer's behaviour")
-    b.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    reproducer_args(b)
     b.add_argument("--good", help="required (but with --at): a release (or commit) where the case behaves correctly")
     b.add_argument("--bad", help="required (but with --at): a release (or commit) where the bug shows (older than "
                    "--good: where it was fixed)")
@@ -28,7 +28,6 @@ def add(sub) -> None:
     b.add_argument("--wheels", type=in_dir, help="install from the wheels in this directory, offline")
     b.add_argument("--state", type=out_file,
                    help="bisect state file (default: under --envs); an interrupted bisect resumes from it")
-    b.add_argument("--dir", type=maybe_dir, default="reproducers", help="where reproducers live")
     b.set_defaults(func=cmd_bisect)
 
 

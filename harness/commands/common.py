@@ -140,11 +140,16 @@ def use_examples(args, families) -> None:
     print(f"examples: {source.root()} (TileLang {release}'s)", file=sys.stderr)
 
 
-def replay_args(p):
+def reproducer_args(p, dir_help="where reproducers live"):
+    """The recorded reproducer a command reads: a file, or an id (or unique prefix) in --dir."""
     p.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    p.add_argument("--dir", type=maybe_dir, default="reproducers", help=dir_help)
+
+
+def replay_args(p):
+    reproducer_args(p)
     p.add_argument("--arch", type=arch, default="sm_90a",
                    help=f"compile target for replaying a compile error without a GPU: {', '.join(ARCHES)}")
-    p.add_argument("--dir", type=maybe_dir, default="reproducers", help="where reproducers live")
     p.add_argument("--logs", type=out_dir, default="reports/repro", help="worker logs go here")
     timeout_args(p)
 

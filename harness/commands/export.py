@@ -5,13 +5,12 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness.commands.common import cannot_write_file, load, maybe_dir, out_file
+from harness.commands.common import cannot_write_file, load, out_file, reproducer_args
 
 
 def add(sub) -> None:
     xp = sub.add_parser("export", help="a reproducer as one Python file needing only tilelang and torch")
-    xp.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    xp.add_argument("--dir", type=maybe_dir, default="reproducers", help="where reproducers live")
+    reproducer_args(xp)
     xp.add_argument("--to", type=out_file, help="the file to write (default: DIR/upstream/<id>.standalone.py)")
     xp.add_argument("--check-program", action="store_true",
                     help="build the file's prim_funcs and compare their TIR script with the harness's (no compile)")

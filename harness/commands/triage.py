@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from harness import kernels
-from harness.commands.common import arch, in_dir, load, maybe_dir
+from harness.commands.common import arch, in_dir, load, reproducer_args
 from harness.environment import environment
 from harness.worker import ARCHES
 
@@ -13,8 +13,7 @@ def add(sub) -> None:
     tr = sub.add_parser("triage", help="where in the compiler a recorded bug comes from: the pass that raised a compile "
                                        "error (and where what it rejects appeared), or the pass that made a generated-"
                                        "code hazard (IR excerpt)")
-    tr.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    tr.add_argument("--dir", type=maybe_dir, default="reproducers", help="where reproducers live")
+    reproducer_args(tr)
     tr.add_argument("--arch", type=arch, default="sm_90a", help=f"compile target without a GPU: {', '.join(ARCHES)}")
     tr.add_argument("--examples", type=in_dir,
                     help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")

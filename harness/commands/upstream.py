@@ -5,16 +5,24 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness.commands.common import arch, cannot_write_file, in_dir, in_file, load, maybe_dir, out_file, use_examples
+from harness.commands.common import (
+    arch,
+    cannot_write_file,
+    in_dir,
+    in_file,
+    load,
+    maybe_dir,
+    out_file,
+    reproducer_args,
+    use_examples,
+)
 from harness.worker import ARCHES
 
 
 def add(sub) -> None:
     up = sub.add_parser("upstream", help="a report ready to file on TileLang's tracker (markdown): environment, "
                         "standalone program, expected/observed, bisects, culprit pass, links; no network")
-    up.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
-    up.add_argument("--dir", type=maybe_dir, default="reproducers",
-                    help="where reproducers live (others here: same root cause)")
+    reproducer_args(up, "where reproducers live (others here: same root cause)")
     up.add_argument("--to", type=out_file,
                     help="the report to write (default: DIR/upstream/<id>.md; the program goes beside it)")
     up.add_argument("--arch", type=arch, default="sm_90a",
