@@ -40,17 +40,33 @@ from harness.pool import control_key, device_names  # noqa: E402
 LOOP = re.compile(r"^(\d+) cases in ([\d.]+) s ", re.M)  # harness run's own account of its run loop
 
 
-def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=None, bands=True, harness=ROOT):
+def run_env(cache_dir, threads=None, devices=None, bands=True, harness=ROOT) -> dict:
+    """The environment of a run (and of the server it uses: the server refuses a run unlike it)."""
     env = dict(os.environ, TILELANG_CACHE_DIR=str(cache_dir), HARNESS_BANDS="on" if bands else "off")
     env["PYTHONPATH"] = os.pathsep.join([str(harness), *filter(None, [os.environ.get("PYTHONPATH")])])
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     if devices:
         env["CUDA_VISIBLE_DEVICES"] = devices
+    return env
+
+
+def serve(sock, workers, env, harness, stop=False):
+    """Start `harness serve` at `sock` (and return once it listens), or stop it."""
+    argv = ["--stop"] if stop else ["--detach", "--workers", str(workers)]
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "serve", str(sock), *argv], cwd=harness, env=env,
+                       capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"harness serve exited {p.returncode}: {(p.stdout + p.stderr)[-2000:]}")
+
+
+def campaign(cases_file, workers, out, cache_dir, known, threads=None, devices=None, bands=True, harness=ROOT,
+             server=None):
+    env = run_env(cache_dir, threads, devices, bands, harness)
+    pool = ["--server", str(server)] if server else ["--workers", str(workers)]
     t0, started = time.perf_counter(), time.strftime("%H:%M:%S")
     p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases_file), "--out", str(out),
-                        "--workers", str(workers), "--reproducers", str(known)],
-                       cwd=harness, env=env, capture_output=True, text=True)
+                        *pool, "--reproducers", str(known)], cwd=harness, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     (out / "stdout.txt").write_text(p.stdout + p.stderr)
     loop = LOOP.search(p.stdout)
@@ -110,6 +126,8 @@ def main():
                                                           "alone (its own cold cache), and the speed-up of all over one")
     p.add_argument("--cases-from", type=Path, help="run these cases (a cases.jsonl) instead of drawing")
     p.add_argument("--harness", type=Path, default=ROOT, help="the checkout whose harness runs (default: this one)")
+    p.add_argument("--server", action="store_true", help="cold and warm through one `harness serve` (its workers "
+                                                          "outlive each run), then warm again with a pool of its own")
     a = p.parse_args()
     gpus = gpu_count()
     target = "auto" if gpus else "sm_90a"
@@ -132,6 +150,10 @@ def main():
         # The same disk cache: the warm runs find every kernel compiled.
         plan = [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + warm_runs(a.warm_workers, a.threads)
         plan = [(name, workers, threads, "cache", None, True) for name, workers, threads in plan]
+        sock = tmp / "serve.sock" if a.server else None
+        if sock:
+            serve(sock, a.workers, run_env(tmp / "cache", a.threads, harness=a.harness.resolve()), a.harness.resolve())
+            plan.insert(2, ("warm, new workers", a.workers, a.threads, "cache", None, True))
         if a.bands_off:
             plan += [("warm, bands off", a.workers, a.threads, "cache", None, False),
                      ("warm again, bands on", a.workers, a.threads, "cache", None, True)]
@@ -140,9 +162,11 @@ def main():
             plan += [(f"{name} on GPU {first} alone", a.workers, a.threads, "cache-one", first, True)
                      for name in ("cold", "warm")]
         for name, workers, threads, cache, devices, bands in plan:
+            served = sock if name in ("cold", "warm") else None
             r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / cache, known, threads, devices,
-                                      bands, a.harness.resolve())
-            print(f"{name} ({workers} workers, {threads or 'cores/workers'} threads; {r['span']}): "
+                                      bands, a.harness.resolve(), served)
+            via = ", the server's" if served else ""
+            print(f"{name} ({workers} workers{via}, {threads or 'cores/workers'} threads; {r['span']}): "
                   f"process {r['wall_s']:.1f} s, {r['cases'] / r['wall_s']:.2f} cases/s; "
                   f"run loop {r['loop_s']:.1f} s, {r['cases'] / r['loop_s']:.2f} cases/s; {r['builds']} kernel loads "
                   f"(compile or disk-cache hit; {r['builds'] / distinct:.2f} per distinct kernel; {r['compile_s']:.1f} s "
@@ -157,10 +181,12 @@ def main():
             if r["gpu_share"]:
                 print("  GPU busy (kernel seconds / loop): " +
                       ", ".join(f"GPU {g} {100 * v:.0f}%" for g, v in r["gpu_share"].items()), flush=True)
+        if sock:
+            serve(sock, a.workers, run_env(tmp / "cache", a.threads, harness=a.harness.resolve()), a.harness.resolve(),
+                  stop=True)
     cold, warm = runs["cold"], runs["warm"]
     print(f"disk-cache speed-up: {cold['loop_s'] / warm['loop_s']:.1f}x run loop, "
-          f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f} "
-          f"({cold['compile_s'] / max(warm['compile_s'], 1e-9):.1f}x)")
+          f"compile seconds {cold['compile_s']:.1f} -> {warm['compile_s']:.1f}")
     if a.bands_off:
         on = [runs[n]["cases"] / runs[n]["loop_s"] for n in ("warm", "warm again, bands on")]
         off = runs["warm, bands off"]["cases"] / runs["warm, bands off"]["loop_s"]

@@ -26,6 +26,7 @@ from harness.environment import environment, gpu_count, importable, in_backgroun
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
 from harness.result import HARNESS_ERROR_STATUS, Result, unscoped
+from harness.server import Remote, ServerError
 
 
 class CampaignError(ValueError):
@@ -54,6 +55,7 @@ class Options:
     sanitize: str | None = None      # rerun each new reproducer once under this compute-sanitizer tool
     peer: bool = False               # the kernels' own test shapes (Family.peer) instead of drawn cases
     max_worker_restarts: int | None = None  # dead or hung workers replaced, then the run stops (None: 4 per worker)
+    server: Path | None = None       # the socket of a `harness serve` whose workers run the cases (None: its own)
 
 
 def _err(*lines):
@@ -192,27 +194,22 @@ def run(opts: Options) -> int:
     early = (opts.cases_from or opts.peer or opts.shard != (1, 1) or results_path.exists()
              or (opts.out / "cases.jsonl").exists())
     cases = plan(opts) if early else None
-    opts.out.mkdir(parents=True, exist_ok=True)
-    gpus = gpu_count()
-    target = "auto" if gpus else opts.arch
-    workers = opts.workers or default_size()
-    restarts = default_max_restarts(workers) if opts.max_worker_restarts is None else opts.max_worker_restarts
-    with Pool(workers, target, opts.out / "logs", opts.timeouts, gpus=list(range(gpus)) or None,
-              max_restarts=restarts) as pool:
+    with _pool(opts) as pool:
+        target, workers, restarts = pool.target, pool.n, pool.max_restarts
         # First the workers (each imports torch and TileLang: seconds), then everything else while
         # they start: the environment probe (a child importing TileLang; the first result waits
         # for it), and the cases to draw. cases/s counts from the workers' start.
         t0 = time.monotonic()
         pool.start(min(workers, len(cases) if cases else opts.cases))
-        probed = in_background(environment)
+        probed = in_background(environment) if not isinstance(pool, Remote) else _known(pool.environment)
         cases = cases or plan(opts)
         if not (opts.out / "cases.jsonl").exists():
             write_cases(opts.out / "cases.jsonl", cases)
         previous, notes = read_results(results_path)
         done = {r.case_id for r in previous}
         todo = [c for c in cases if c.id not in done]
-        if not gpus:
-            _err(f"no GPU: compile-only campaign for {opts.arch} (numerics need a GPU)")
+        if target != "auto":
+            _err(f"no GPU: compile-only campaign for {target} (numerics need a GPU)")
         _err(*notes)
         _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
              f"{len({kernels.kernel_key(c) for c in todo})} kernels, {workers} workers, target {target}")
@@ -226,6 +223,9 @@ def run(opts: Options) -> int:
             _err(f"harness run: stopped: {e} (--max-worker-restarts {restarts}); the results so far are in "
                  f"{results_path}, and the same command continues the run")
             return 1
+        except ServerError as e:  # the server went away mid-run: the results so far are kept
+            _err(f"harness run: {e}; the results so far are in {results_path}, and the same command continues the run")
+            return HARNESS_ERROR_STATUS
         elapsed = time.monotonic() - t0
     # The pool is closed: its workers held the GPUs, and minimizing starts its own.
     everything = previous + results
@@ -244,6 +244,31 @@ def run(opts: Options) -> int:
     # says whether this run found something new, or the harness itself went wrong.
     new = [r for r in everything if r.is_new(known)]
     return 1 if new else HARNESS_ERROR_STATUS if ours else 0
+
+
+def _pool(opts: Options):
+    """The run's pool: the server's at opts.server (its workers and their kernels outlive the command), or its
+    own. CampaignError if that server is not there or refuses this command."""
+    if opts.server:
+        if opts.workers:
+            raise CampaignError("--workers does not go with --server: the server's workers run the cases")
+        try:
+            pool = Remote(opts.server, opts.timeouts)
+        except ServerError as e:
+            raise CampaignError(str(e)) from None
+    else:
+        gpus = gpu_count()
+        pool = Pool(opts.workers or default_size(), "auto" if gpus else opts.arch, opts.out / "logs", opts.timeouts,
+                    gpus=list(range(gpus)) or None)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    pool.max_restarts = default_max_restarts(pool.n) if opts.max_worker_restarts is None else opts.max_worker_restarts
+    return pool
+
+
+def _known(value) -> Future:
+    done = Future()
+    done.set_result(value)
+    return done
 
 
 def about(opts: Options, target: str, env: dict, cases) -> dict:

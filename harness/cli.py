@@ -30,6 +30,7 @@ from harness.commands import (
     report,
     repro,
     run,
+    serve,
     triage,
     upstream,
 )
@@ -37,7 +38,7 @@ from harness.result import HARNESS_ERROR_STATUS
 
 # In the order `harness` lists them; each module adds its subcommand (add) and runs it (cmd_<name>).
 COMMANDS = (run, check, repro, triage, examples, export, reduce, upstream, minimize, bisect, matrix, determinism, report,
-            forms, index, programs, env)
+            forms, index, programs, serve, env)
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):

@@ -234,6 +234,12 @@ class Pool:
                          else f"worker {slot} exited with status {w.proc.returncode} while idle")
         return None if result is None else self._tagged(result, w)
 
+    def renew(self, timeouts: Timeouts, max_restarts: int | None) -> None:
+        """A new run on a pool that outlives runs (harness.server): its own timeouts and budget of
+        replacements; the workers, and the kernels they hold, stay."""
+        self.timeouts, self.max_restarts = timeouts, max_restarts
+        self.restarts, self.stopped = 0, None
+
     def start(self, cases: int) -> None:
         """Start the workers `cases` cases will use now, so that their imports and warm-up overlap
         with what the caller does next (run() starts missing ones itself)."""

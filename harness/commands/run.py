@@ -3,6 +3,7 @@ Exit 0 nothing new failed, 1 a new failure, 125 TileLang does not import (harnes
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -72,7 +73,8 @@ def run_campaign(args, families) -> int:
                             reproducers=Path(args.reproducers), minimize=args.minimize,
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
                             shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures,
-                            peer=args.peer, max_worker_restarts=args.max_worker_restarts)
+                            peer=args.peer, max_worker_restarts=args.max_worker_restarts,
+                            server=args.server)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -115,6 +117,9 @@ def campaign_args(p):
     p.add_argument("--out", type=out_dir, default="reports/run", help="results directory (the same one resumes)")
     p.add_argument("--workers", type=positive(int, MAX_WORKERS), default=0,
                    help=f"worker processes (default: CPU cores - 1; at most {MAX_WORKERS})")
+    p.add_argument("--server", type=Path, default=os.environ.get("HARNESS_SERVER") or None, metavar="SOCKET",
+                   help="run the cases on the workers of `harness serve SOCKET`, which outlive this command "
+                        "(default: $HARNESS_SERVER, else a pool of its own)")
     p.add_argument("--arch", type=arch, default="sm_90a", help=f"compile target when there is no GPU: {', '.join(ARCHES)}")
     timeout_args(p)
     p.add_argument("--reproducers", type=out_dir, default="reproducers",
