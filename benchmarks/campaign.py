@@ -13,7 +13,8 @@ ready; compile, control kernels included; inputs, run, judge; other: idle or bet
 several GPUs, each one's share, and with --one-gpu the same runs on the first alone. Without a GPU
 it benchmarks compile-only (sm_90a).
 
-`--cases-from FILE` runs a given cases file instead of drawing; `--harness DIR` runs the harness of
+`--server` runs cold and warm through one `harness serve`, whose workers outlive each run, then warm again
+with a pool of its own. `--cases-from FILE` runs a given cases file instead of drawing; `--harness DIR` runs the harness of
 another checkout (a `git worktree` of an older commit) on the same cases: before and after. A harness
 that builds control kernels in the judge (before the scheduler knew them) counts no control loads.
 """

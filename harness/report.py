@@ -93,9 +93,10 @@ def coverage_table(results: list[Result]) -> pd.DataFrame:
     return pairwise.summary([r.case for r in results])
 
 
-def tables(results: list[Result], known: dict | None = None) -> list[tuple[str, pd.DataFrame]]:
-    """The report's tables, titled, in order (the markdown summary and the HTML page show the same)."""
-    df = frame(results)
+def tables(results: list[Result], known: dict | None = None, df: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """The report's tables, titled, in order (the markdown summary and the HTML page show the same);
+    `df`: frame(results), if the caller has it."""
+    df = frame(results) if df is None else df
     by_gpu = [("Worker seconds by GPU", time_table(df, "gpu"))] if df["gpu"].nunique() > 1 else []
     return [("Verdicts", verdict_table(df)), ("Distinct failures", failure_table(results, known)),
             ("Generated-code hazards", hazard_table(results)), ("Worker seconds by stage", time_table(df)),
@@ -115,8 +116,10 @@ def describe(about: dict | None) -> str:
             f"families {', '.join(about.get('families') or ())}")
 
 
-def summary(results: list[Result], known: dict | None = None, about: dict | None = None) -> str:
-    return "\n".join([f"{describe(about)}\n", *(f"## {title}\n\n{markdown(t)}" for title, t in tables(results, known))])
+def summary(results: list[Result], known: dict | None = None, about: dict | None = None, titled=None) -> str:
+    """The markdown report; `titled`: tables(results, known), if the caller has them."""
+    titled = tables(results, known) if titled is None else titled
+    return "\n".join([f"{describe(about)}\n", *(f"## {title}\n\n{markdown(t)}" for title, t in titled)])
 
 
 RUN = "run.json"  # in a run's directory: campaign.about, the report's first line (harness report reads it again)
@@ -134,10 +137,12 @@ def write(out_dir, results: list[Result], known: dict | None = None, about: dict
         except ValueError:
             about = None
     about = about if isinstance(about, dict) else None
-    text = summary(results, known, about)
+    df = frame(results)
+    titled = tables(results, known, df)  # once for the markdown and the page: the coverage table takes seconds
+    text = summary(results, known, about, titled)
     (out_dir / "summary.md").write_text(text)
-    frame(results).to_csv(out_dir / "results.csv", index=False)
-    (out_dir / "report.html").write_text(html(results, known, about))
+    df.to_csv(out_dir / "results.csv", index=False)
+    (out_dir / "report.html").write_text(html(results, known, about, titled, df))
     return text
 
 
@@ -202,10 +207,11 @@ def plots(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def html(results: list[Result], known: dict | None = None, about: dict | None = None) -> str:
-    df = frame(results)
+def html(results: list[Result], known: dict | None = None, about: dict | None = None, titled=None, df=None) -> str:
+    df = frame(results) if df is None else df
+    titled = tables(results, known, df) if titled is None else titled
     body = "".join(f"<h2>{title}</h2>" + (t.to_html(index=False, border=0) if not t.empty else "<p>(none)</p>")
-                   for title, t in tables(results, known))
+                   for title, t in titled)
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px} table{border-collapse:collapse;font-size:13px}"
              "td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left} img{max-width:100%}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>harness report</title><style>{style}</style>"

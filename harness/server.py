@@ -26,15 +26,14 @@ from pathlib import Path
 from harness import case as case_mod
 from harness import kernels, record
 from harness.environment import environment, in_background
-from harness.outside import source
 from harness.pool import Pool, PoolError, RestartsExhausted, Timeouts
 from harness.result import Result
 
 # What the workers read from their environment (harness.bands, TileLang's kernel cache, the GPUs they
-# see, code generation that depends on the hash seed, the outside kernels' source): a client whose values
-# differ is refused.
+# see, code generation that depends on the hash seed, the outside kernels' source: harness.outside.source.ENV,
+# named here since that package imports torch): a client whose values differ is refused.
 WATCHED = ("HARNESS_BANDS", "TILELANG_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "OMP_NUM_THREADS",
-           source.ENV)
+           "HARNESS_EXAMPLES")
 SOCKET_PATH_MAX = 107  # sun_path, less its terminating NUL
 LINE_MAX = 1 << 30     # a run's cases in one line: 100,000 cases of about 1 kB
 

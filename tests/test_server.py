@@ -94,6 +94,19 @@ def test_a_command_unlike_the_server_or_without_one_is_refused_in_one_line(tmp_p
     assert cli.main(["serve", str(sock), "--stop"]) == 2
 
 
+def test_the_server_watches_every_variable_the_harness_reads():
+    """A variable the harness reads that the server does not compare would let a client run under the server's value."""
+    import re
+
+    from harness.outside import source
+
+    root = Path(server.__file__).parent
+    text = "\n".join(p.read_text() for p in root.rglob("*.py") if "bisect" not in p.parts)
+    read = set(re.findall(r'environ(?:\.get\(|\[)"([A-Z_]+)"', text)) | {source.ENV}
+    parent_only = {"HARNESS_SERVER", "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH"}  # read by the command, not a worker
+    assert read - parent_only <= set(server.WATCHED), read - parent_only - set(server.WATCHED)
+
+
 def test_a_socket_path_too_long_for_a_unix_socket_is_refused(tmp_path, capsys):
     long = tmp_path / ("x" * 120)
     assert cli.main(["serve", str(long), "--stop"]) == 2
