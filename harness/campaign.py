@@ -215,6 +215,7 @@ def run(opts: Options) -> int:
              f"{len({kernels.kernel_key(c) for c in todo})} kernels, {workers} workers, target {target}")
         try:
             deadline = t0 + opts.time if opts.time else None
+            in_background(report.plotting)  # for the report, while the cases run
             results, known = _run_cases(pool, todo, probed, opts, results_path, deadline)
         except Untestable as e:  # every case would fail the same way: not a finding about kernels
             _err(f"harness run: cannot test here: tilelang {e}")
@@ -302,9 +303,9 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
         _tested_on(probe)
     results, counts, new_failures = [], Counter(), 0
     broken = []
-    known = record.known_signatures(opts.reproducers, broken)  # known bugs: reported, never counted as new
-    if broken:
-        _err(record.skipped_line(opts.reproducers, broken))
+    # Known bugs (reported, never counted as new), read while the first cases run: a second at a warm server.
+    known_bugs = in_background(partial(record.known_signatures, opts.reproducers, broken))
+    known = None
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
     recorded, sink = set(), None
@@ -314,6 +315,7 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
         for r in pool.run(todo, deadline):
             if sink is None:  # the first result: the probe, run meanwhile, must have found TileLang
                 env = _tested_on(probe)
+                known = _read(known_bugs, opts, broken)
                 sink = stack.enter_context(open(results_path, "a"))
             sink.write(json.dumps(r.to_dict()) + "\n")
             sink.flush()
@@ -329,10 +331,18 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
             new_failures += new
             if opts.stop_after and new_failures >= opts.stop_after:
                 break  # leaving the loop closes the pool: cases in flight are dropped, not recorded
+    known = known if known is not None else _read(known_bugs, opts, broken)
     if deadline is not None and len(results) < len(todo):
         _err(f"--time {opts.time:g} s reached: {len(todo) - len(results)} of {len(todo)} cases not run "
              f"(the same command continues the run)")
     return results, known
+
+
+def _read(known_bugs: Future, opts: Options, broken: list) -> dict:
+    known = known_bugs.result()
+    if broken:
+        _err(record.skipped_line(opts.reproducers, broken))
+    return known
 
 
 def sanitized(path: Path, opts: Options) -> str:

@@ -161,11 +161,17 @@ def _png(fig) -> str:
     return f'<img alt="" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
-def plots(df: pd.DataFrame) -> list[str]:
-    """error / tolerance against sequence length and head dim, verdicts per family, time per kernel."""
+def plotting():
+    """matplotlib's pyplot, drawing to files (half a second to import: a run imports it while its cases run)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def plots(df: pd.DataFrame) -> list[str]:
+    """error / tolerance against sequence length and head dim, verdicts per family, time per kernel."""
+    plt = plotting()
 
     out = []
     judged = df.dropna(subset=["error_ratio"])

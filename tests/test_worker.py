@@ -149,3 +149,24 @@ def test_guard_bands_tell_writes_and_reads_outside_a_buffer_from_a_wrong_value(t
     assert noisy.verdict in ("MISMATCH", "NONFINITE")
     assert results[1, "default"].verdict == "PASS"
     assert write.signature != read.signature
+
+
+def test_bits_compare_as_stored_nan_payloads_and_signed_zeros_included():
+    """The forms and twin checks' bit-for-bit comparison, on the device's tensors without copying them out."""
+    import torch
+
+    from harness.worker import _same_bits, _unlike_bits
+
+    a = torch.tensor([1.0, -0.0, float("nan")], dtype=torch.float32)
+    quiet = a.clone()
+    payload = a.clone()
+    payload.view(torch.int32)[2] += 1  # another NaN: equal as floats never, unequal as bits
+    assert _same_bits(a, quiet)
+    assert not _same_bits(a, payload)
+    assert not _same_bits(a, torch.tensor([1.0, 0.0, float("nan")]))  # -0.0 is not 0.0 here
+    assert not _same_bits(a, a.double())  # another dtype
+    assert not _same_bits(a, a[:2])  # another shape
+    half = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.bfloat16)
+    assert _unlike_bits({"O": half, "LSE": a, "dQ": a}, {"O": half.t().contiguous().t(), "LSE": payload, "dQ": a + 1}) \
+        == ["LSE", "dQ"]
+    assert _unlike_bits({"O": half.t()}, {"O": half.t().contiguous()}) == []  # the layout in memory is not the value
