@@ -112,8 +112,9 @@ class Case:
     def tile(self) -> tuple[int, int, int, int]:
         return self.block_m, self.block_n, self.num_stages, self.threads
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
+        """A digest of the case's JSON: computed once per case (a run asks it of every case several times)."""
         return hashlib.sha1(to_json(self).encode()).hexdigest()[:12]
 
     def replace(self, **changes) -> Case:
