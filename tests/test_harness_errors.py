@@ -260,7 +260,7 @@ def _argv(tmp_path):
     return {"run": [], "check": ["k.py", "--adapter", "a.py:X"], "repro": ["x"], "triage": ["x"],
             "examples": ["fetch"], "export": ["x"], "reduce": ["x"], "upstream": ["x"], "minimize": ["x"], "bisect": ["x"],
             "matrix": ["--releases", "0.1.15"], "determinism": ["--cases-from", "c.jsonl"], "report": ["out"],
-            "forms": [], "programs": [], "index": ["--dir", str(tmp_path)], "env": []}
+            "forms": [], "programs": [], "index": ["--dir", str(tmp_path)], "serve": ["s", "--stop"], "env": []}
 
 
 def test_an_exception_in_any_command_is_one_line_never_1(tmp_path, home, monkeypatch, capsys):
