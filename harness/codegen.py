@@ -618,9 +618,14 @@ _PHASE = re.compile(r"\b(?:producer|consumer)_phase_cnt\b")
 _ASYNC_DST = re.compile(r"(?:cp_async\w*<\d+>\(|tma_load\w*\([^;]*?)\(&\(\(\(\w+\*\)(\w+)\)")
 
 
+# A numbered copy of a name (`k_1`, `i_5`, `ki_1`): TileLang numbers a loop variable again in each loop it emits.
+_NUMBERED = re.compile(r"\b([A-Za-z]\w*?)_\d+\b")
+
+
 def _slot(name, index) -> str:
-    """A barrier slot as producer and consumer both name it (their phase counters differ)."""
-    return name + "[" + _PHASE.sub("phase", index.replace(" ", "")) + "]"
+    """A barrier slot as producer and consumer both name it: their phase counters differ, and so do their loop
+    variables (the producer's loop over k, the consumer's over k_1)."""
+    return name + "[" + _NUMBERED.sub(r"\1", _PHASE.sub("phase", index.replace(" ", ""))) + "]"
 
 
 def _inside(loops, outer) -> bool:
@@ -662,15 +667,12 @@ def reads_after_release(source: str) -> list[Finding]:
     return found
 
 
-_LOOP_VAR = re.compile(r"\b([a-z])_\d+\b")
-
-
 def _offset_of(line: str, buf: str) -> str:
     """The offset expression after the buffer's name on `line` (to its ` = ` or `;`, closing parentheses dropped),
-    with numbered loop variables (`i_1`, `i_5`) as one name: two accesses alike in it touch the same elements."""
+    with numbered loop variables (`i_1`, `i_5`: _NUMBERED) as one name: two accesses alike in it touch the same elements."""
     i = line.find(f"*){buf})")
     text = re.split(r" = |;", line[i + len(buf) + 2:])[0] if i >= 0 else ""
-    return _LOOP_VAR.sub(r"\1", text).rstrip(") ")
+    return _NUMBERED.sub(r"\1", text).rstrip(") ")
 
 
 def barriers_in_skipped_loops(source: str) -> list[Finding]:

@@ -448,3 +448,37 @@ def test_a_barrier_only_inside_a_loop_that_may_not_run_does_not_order_a_write_be
     assert codegen.barriers_in_skipped_loops(_bias(before="  __syncthreads();\n")) == []  # a barrier outside it
     assert codegen.barriers_in_skipped_loops(_bias(read=OWN)) == []  # each thread reads what it wrote
     assert [f.check for f in codegen.check(_bias())] == ["barriers_in_skipped_loops"]
+
+
+# TileLang 0.1.15's CUDA for run 14's G11 program (4375131b1e26, be71d6527dc3's bug): the producer's loop is over k,
+# the consumer's over k_1, so the two name one barrier slot with different loop variables.
+RING_BY_LOOP_VARIABLE = """
+  void* S5 = ((void*)((char*)buf_dyn_shmem + 4096));
+  void* S7 = ((void*)((char*)buf_dyn_shmem + 16384));
+  if (((int)threadIdx.x) < 128) {
+    for (int k = 0; k < ((n + 63) >> 6); ++k) {
+      mbarrier[((k % 3) + 3)].wait((((k % 6) / 3) ^ 1));
+      for (int i_1 = 0; i_1 < 16; ++i_1) {
+        ((half_t*)S7)[(((k % 3) * 2048) + (i_1 * 128))] = condval_1;
+      }
+      tl::tma_load(G5_desc, mbarrier[(k % 3)], (&(((half_t*)S5)[((k % 3) * 2048)])), 0, (k * 64));
+    }
+  } else {
+    for (int k_1 = 0; k_1 < ((n + 63) >> 6); ++k_1) {
+      mbarrier[(k_1 % 3)].wait(((k_1 % 6) / 3));
+      tl::initialize_wgmma_descriptor<2, 1, 32>(desc_b, (&(((half_t*)S5)[0])));
+RELEASE_HERE
+      tl::initialize_wgmma_descriptor<2, 0, 32>(desc_b_1, (&(((half_t*)S7)[0])));
+RELEASE_LAST
+    }
+  }
+"""
+
+
+def test_a_release_is_matched_to_its_wait_whatever_each_loop_calls_its_variable():
+    release = "      mbarrier[((k_1 % 3) + 3)].arrive();"
+    early = RING_BY_LOOP_VARIABLE.replace("RELEASE_HERE", release).replace("RELEASE_LAST\n", "")
+    [found] = codegen.reads_after_release(early)
+    assert "S7 read after this iteration released its stage (mbarrier[((k%3)+3)].arrive()" in found.message
+    late = RING_BY_LOOP_VARIABLE.replace("RELEASE_HERE\n", "").replace("RELEASE_LAST", release)
+    assert codegen.reads_after_release(late) == []
