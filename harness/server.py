@@ -99,7 +99,8 @@ def serve(path: Path, workers: int, target: str, gpus: int, log_dir: Path, idle:
                 log(f"harness serve: no client for {idle:g} s: ended")
                 return 0
             conn.settimeout(None)
-            with contextlib.suppress(OSError, ValueError), conn:  # a client gone or out of step: the next one
+            # A client gone, or out of step (a message that is no JSON object, or lacks what it must say): the next one.
+            with contextlib.suppress(OSError, ValueError), conn:
                 with conn.makefile("rwb") as stream:
                     if _session(stream, pool, identity, ready, log) == "stop":
                         log("harness serve: asked to stop: ended")
@@ -157,6 +158,14 @@ def _receive(stream) -> dict | None:
     return msg
 
 
+def _field(msg: dict, name: str, kind):
+    """msg[name], of type `kind`; ValueError (the client is out of step) otherwise."""
+    value = msg.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ValueError(f"a message's {name!r} is {type(value).__name__}")
+    return value
+
+
 def _session(stream, pool: Pool, identity: Identity, ready: dict, log) -> str | None:
     """One client: its identity checked, then its runs, until it leaves (or asks the server to stop)."""
     hello = _receive(stream)
@@ -165,21 +174,24 @@ def _session(stream, pool: Pool, identity: Identity, ready: dict, log) -> str | 
     if hello.get("stop"):
         _send(stream, stopped=True)
         return "stop"
-    differ = identity.differences(hello.get("identity") or {})
+    differ = identity.differences(_field(hello, "identity", dict))
     if differ:
         _send(stream, refused="this command is unlike the server: " + "; ".join(differ))
         return None
     _send(stream, ready={**ready, "environment": ready["environment"].result()})
     while (msg := _receive(stream)) is not None:
-        run = msg["run"]
+        run = _field(msg, "run", dict)
+        given = [_field({"case": d}, "case", dict) for d in _field(run, "cases", list)]
+        timeouts = Timeouts(*(_field(_field(run, "timeouts", dict), k, (int, float)) for k in ("compile", "run")))
+        budget, seconds = _field(run, "max_restarts", (int, type(None))), _field(run, "seconds", (int, float, type(None)))
         try:
-            cases = [record.checked_case(d) for d in run["cases"]]
+            cases = [record.checked_case(d) for d in given]
         except case_mod.CaseError as e:
             _send(stream, end={"started": 0, "stopped": None, "refused": f"a case the server cannot read: {e}"})
             continue
-        pool.renew(Timeouts(**run["timeouts"]), run["max_restarts"])
+        pool.renew(timeouts, budget)
         started, stopped = pool.started, None
-        deadline = None if run["seconds"] is None else time.monotonic() + run["seconds"]
+        deadline = None if seconds is None else time.monotonic() + seconds
         log(f"harness serve: a run of {len(cases)} cases")
         try:
             with contextlib.closing(pool.run(cases, deadline)) as results:  # a client gone ends the run's jobs

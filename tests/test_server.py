@@ -2,6 +2,8 @@
 next run, answer as a command's own pool does (crashes and the budget of replacements included), and a
 command unlike the server, or with no server, is refused in one line. The fake family (tests/fake_family.py:
 heads 1 passes, 3 dies compiling) runs compile-only, as on a machine without a GPU."""
+import contextlib
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -105,6 +107,27 @@ def test_the_server_watches_every_variable_the_harness_reads():
     read = set(re.findall(r'environ(?:\.get\(|\[)"([A-Z_]+)"', text)) | {source.ENV}
     parent_only = {"HARNESS_SERVER", "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH"}  # read by the command, not a worker
     assert read - parent_only <= set(server.WATCHED), read - parent_only - set(server.WATCHED)
+
+
+def test_a_client_out_of_step_is_dropped_and_the_server_serves_the_next(tmp_path, sock):
+    import socket
+
+    assert serve(sock) == 0
+    for garbage in (b"[1, 2]\n", b'{"identity": 3}\n', b"not json\n"):
+        with socket.socket(socket.AF_UNIX) as raw:
+            raw.connect(str(sock))
+            raw.sendall(garbage)
+            with contextlib.suppress(ConnectionResetError):
+                raw.recv(1 << 16)  # a refusal, or the connection closed
+    with socket.socket(socket.AF_UNIX) as raw:  # the right identity, then a run that is no run
+        raw.connect(str(sock))
+        with raw.makefile("rwb") as stream:
+            server._send(stream, identity=dataclasses.asdict(server.Identity.here()))
+            assert "ready" in server._receive(stream)
+            server._send(stream, run={"cases": "none"})
+            assert server._receive(stream) is None  # dropped
+    code, results = run(tmp_path, sock, "after", [fake(1)])
+    assert code == 0 and [r["verdict"] for r in results] == ["COMPILED"]
 
 
 def test_a_socket_path_too_long_for_a_unix_socket_is_refused(tmp_path, capsys):
