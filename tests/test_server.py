@@ -130,7 +130,15 @@ def test_a_client_out_of_step_is_dropped_and_the_server_serves_the_next(tmp_path
     assert code == 0 and [r["verdict"] for r in results] == ["COMPILED"]
 
 
-def test_a_socket_path_too_long_for_a_unix_socket_is_refused(tmp_path, capsys):
+def test_a_socket_path_too_long_or_in_no_directory_is_refused(tmp_path, capsys):
     long = tmp_path / ("x" * 120)
     assert cli.main(["serve", str(long), "--stop"]) == 2
     assert "longer than 107 bytes" in capsys.readouterr().err
+    (tmp_path / "f").write_text("")
+    inside = tmp_path / "f" / "s"
+    assert cli.main(["serve", str(inside)]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said == f"harness serve: cannot listen at {inside}: {inside.parent} is a file, not a directory"
+    with pytest.raises(SystemExit) as stop:  # argparse's one line
+        cli.main(["serve", "s", "--logs", str(tmp_path / "f")])
+    assert stop.value.code == 2 and "argument --logs" in capsys.readouterr().err

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from harness import server
-from harness.commands.common import MAX_SECONDS, MAX_WORKERS, arch, nonnegative_int, positive
+from harness.commands.common import MAX_SECONDS, MAX_WORKERS, arch, cannot_write_file, nonnegative_int, out_dir, positive
 from harness.environment import gpu_count
 from harness.pool import default_size
 
@@ -18,17 +18,20 @@ def add(sub) -> None:
     s.add_argument("--arch", type=arch, default="sm_90a", help="compile target when there is no GPU")
     s.add_argument("--idle", type=nonnegative_int, default=3600,
                    help="end after this many seconds without a client (0: never)")
-    s.add_argument("--logs", type=Path, help="the workers' logs (default: SOCKET.logs/)")
+    s.add_argument("--logs", type=out_dir, help="the workers' logs (default: SOCKET.logs/)")
     s.add_argument("--detach", action="store_true", help="serve in the background; return once it listens")
     s.add_argument("--stop", action="store_true", help="ask the server at SOCKET to end, and return")
     s.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args) -> int:
-    logs = args.logs or args.socket.with_name(args.socket.name + ".logs")
+    logs = Path(args.logs) if args.logs else args.socket.with_name(args.socket.name + ".logs")
     try:
         if args.idle > MAX_SECONDS:
             raise server.ServerError(f"--idle must be <= {MAX_SECONDS:g}, got {args.idle}")
+        reason = None if args.stop else cannot_write_file(args.socket)
+        if reason:
+            raise server.ServerError(f"cannot listen at {args.socket}: {reason}")
         if args.stop:
             server.stop(args.socket)
             print(f"harness serve: the server at {args.socket} was asked to stop")
