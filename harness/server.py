@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -110,8 +111,11 @@ def serve(path: Path, workers: int, target: str, gpus: int, log_dir: Path, idle:
 
 
 def _unused(path: Path) -> None:
-    """ServerError if a server listens at `path`; a socket file that a server which died left is removed."""
+    """ServerError if a server listens at `path`, or something other than a socket is there; a socket that a
+    server which died left is removed."""
     if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise ServerError(f"{path} is there and is no socket: choose another path")
         try:
             with socket.socket(socket.AF_UNIX) as probe:
                 probe.connect(str(path))

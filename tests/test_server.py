@@ -135,6 +135,9 @@ def test_a_socket_path_too_long_or_in_no_directory_is_refused(tmp_path, capsys):
     assert cli.main(["serve", str(long), "--stop"]) == 2
     assert "longer than 107 bytes" in capsys.readouterr().err
     (tmp_path / "f").write_text("")
+    assert cli.main(["serve", str(tmp_path / "f")]) == 2  # a file where the socket would be: never removed
+    assert capsys.readouterr().err.strip() == f"harness serve: {tmp_path / 'f'} is there and is no socket: choose another path"
+    assert (tmp_path / "f").is_file()
     inside = tmp_path / "f" / "s"
     assert cli.main(["serve", str(inside)]) == 2
     said = capsys.readouterr().err.strip()
