@@ -201,7 +201,7 @@ def run(opts: Options) -> int:
         # for it), and the cases to draw. cases/s counts from the workers' start.
         t0 = time.monotonic()
         pool.start(min(workers, len(cases) if cases else opts.cases))
-        probed = in_background(environment) if not isinstance(pool, Remote) else _known(pool.environment)
+        probed = pool.probe()
         cases = cases or plan(opts)
         if not (opts.out / "cases.jsonl").exists():
             write_cases(opts.out / "cases.jsonl", cases)
@@ -264,12 +264,6 @@ def _pool(opts: Options):
     opts.out.mkdir(parents=True, exist_ok=True)
     pool.max_restarts = default_max_restarts(pool.n) if opts.max_worker_restarts is None else opts.max_worker_restarts
     return pool
-
-
-def _known(value) -> Future:
-    done = Future()
-    done.set_result(value)
-    return done
 
 
 def about(opts: Options, target: str, env: dict, cases) -> dict:

@@ -19,10 +19,12 @@ import selectors
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, oracle, schedule
+from harness.environment import environment, in_background
 from harness.result import Finding, Result
 from harness.schedule import Job, Scheduler, Timeouts
 from harness.worker import BUILD, SPAWNED_AT, control
@@ -233,6 +235,10 @@ class Pool:
             self.lost = (f"{result.verdict} at {result.stage} of case {result.case_id}" if result
                          else f"worker {slot} exited with status {w.proc.returncode} while idle")
         return None if result is None else self._tagged(result, w)
+
+    def probe(self) -> Future:
+        """The environment its workers see (harness.environment), probed in a child while they start."""
+        return in_background(environment)
 
     def renew(self, timeouts: Timeouts, max_restarts: int | None) -> None:
         """A new run on a pool that outlives runs (harness.server): its own timeouts and budget of

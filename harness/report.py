@@ -142,7 +142,7 @@ def write(out_dir, results: list[Result], known: dict | None = None, about: dict
     text = summary(results, known, about, titled)
     (out_dir / "summary.md").write_text(text)
     df.to_csv(out_dir / "results.csv", index=False)
-    (out_dir / "report.html").write_text(html(results, known, about, titled, df))
+    (out_dir / "report.html").write_text(html(df, titled, about))
     return text
 
 
@@ -213,9 +213,8 @@ def plots(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def html(results: list[Result], known: dict | None = None, about: dict | None = None, titled=None, df=None) -> str:
-    df = frame(results) if df is None else df
-    titled = tables(results, known, df) if titled is None else titled
+def html(df: pd.DataFrame, titled, about: dict | None = None) -> str:
+    """The page: the report's tables (`titled`, as tables() gives them) and the plots of frame() `df`."""
     body = "".join(f"<h2>{title}</h2>" + (t.to_html(index=False, border=0) if not t.empty else "<p>(none)</p>")
                    for title, t in titled)
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px} table{border-collapse:collapse;font-size:13px}"

@@ -21,12 +21,12 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, record
-from harness.environment import environment, in_background
 from harness.pool import Pool, PoolError, RestartsExhausted, Timeouts
 from harness.result import Result
 
@@ -89,7 +89,7 @@ def serve(path: Path, workers: int, target: str, gpus: int, log_dir: Path, idle:
     identity = Identity.here()
     with _listening(path) as sock, Pool(workers, target, log_dir, gpus=list(range(gpus)) or None) as pool:
         pool.start(workers)
-        probed = in_background(environment)  # once for every client (they are like the server): seconds each
+        probed = pool.probe()  # once for every client (they are like the server): seconds each
         ready = {"target": target, "gpus": gpus, "workers": workers, "environment": probed}
         log(f"harness serve: {workers} workers, target {target}, harness {identity.harness}, at {path}")
         sock.settimeout(idle or None)
@@ -262,6 +262,12 @@ class Remote:
 
     def start(self, cases: int) -> None:
         """Its workers are up already."""
+
+    def probe(self) -> Future:
+        """The environment the server probed once (its clients are like it), as Pool.probe gives it."""
+        done = Future()
+        done.set_result(self.environment)
+        return done
 
     def run(self, cases, deadline=None):
         seconds = None if deadline is None else max(0.0, deadline - time.monotonic())
