@@ -136,16 +136,17 @@ def unlike_control(fam, case, target, cache, inputs, mine: dict) -> Result | Non
     theirs = fam.canonical(base, fam.run(kernel, base, inputs))
     what, region = (f"its twin without {', '.join(case.knobs)}", "twin:" + ",".join(case.knobs)) if base.knobs != case.knobs \
         else ("the default forms' kernel", "forms")
-    for name in _unlike_bits(mine, theirs)[:1]:
-        if not _same_bits(fam.canonical(base, fam.run(kernel, base, inputs))[name], theirs[name]):
-            return None
-        t = mine[name]
-        differ = _words(t) != _words(theirs[name])
-        gap = (t.double() - theirs[name].double()).abs()[differ].max()
-        return Result.of(case, "MISMATCH", "judge", f"{name} differs from {what} on the same "
-                         f"inputs in {int(differ.sum())} elements (max |difference| {float(gap):.3g}, "
-                         f"first at {differ.nonzero()[0].tolist()})", tensor=name, region=region)
-    return None
+    unlike = _unlike_bits(mine, theirs)
+    if not unlike:
+        return None
+    name, t = unlike[0], mine[unlike[0]]  # the first output that differs
+    if not _same_bits(fam.canonical(base, fam.run(kernel, base, inputs))[name], theirs[name]):
+        return None  # the control's own runs differ: it proves nothing
+    differ = _words(t) != _words(theirs[name])
+    gap = (t.double() - theirs[name].double()).abs()[differ].max()
+    return Result.of(case, "MISMATCH", "judge", f"{name} differs from {what} on the same "
+                     f"inputs in {int(differ.sum())} elements (max |difference| {float(gap):.3g}, "
+                     f"first at {differ.nonzero()[0].tolist()})", tensor=name, region=region)
 
 
 def build_control(fam, base, target, cache) -> None:
