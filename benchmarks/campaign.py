@@ -14,9 +14,11 @@ several GPUs, each one's share, and with --one-gpu the same runs on the first al
 it benchmarks compile-only (sm_90a).
 
 `--server` runs cold and warm through one `harness serve`, whose workers outlive each run, then warm again
-with a pool of its own. `--cases-from FILE` runs a given cases file instead of drawing; `--harness DIR` runs the harness of
-another checkout (a `git worktree` of an older commit) on the same cases: before and after. A harness
-that builds control kernels in the judge (before the scheduler knew them) counts no control loads.
+with a pool of its own. `--cache DIR` keeps TileLang's disk cache there (the first run is cold only on an empty
+one): benchmarks of two checkouts on one cache compare their warm runs. `--cases-from FILE` runs a given cases
+file instead of drawing; `--harness DIR` runs the harness of another checkout (a `git worktree` of an older
+commit) on the same cases: before and after. A harness that builds control kernels in the judge (before the
+scheduler knew them) counts no control loads.
 """
 import argparse
 import json
@@ -127,6 +129,8 @@ def main():
                                                           "alone (its own cold cache), and the speed-up of all over one")
     p.add_argument("--cases-from", type=Path, help="run these cases (a cases.jsonl) instead of drawing")
     p.add_argument("--harness", type=Path, default=ROOT, help="the checkout whose harness runs (default: this one)")
+    p.add_argument("--cache", type=Path, help="TileLang's disk cache for every run, kept (default: a new one, so that "
+                                              "the first run is cold); several benchmarks on one cache compare warm runs")
     p.add_argument("--server", action="store_true", help="cold and warm through one `harness serve` (its workers "
                                                           "outlive each run), then warm again with a pool of its own")
     a = p.parse_args()
@@ -148,12 +152,13 @@ def main():
         known = tmp / "reproducers"  # a copy (of the harness run): the runs know the recorded bugs and add nothing there
         shutil.copytree(a.harness / "reproducers", known)
         runs = {}
+        caches = a.cache.resolve() if a.cache else tmp
         # The same disk cache: the warm runs find every kernel compiled.
         plan = [("cold", a.workers, a.threads), ("warm", a.workers, a.threads)] + warm_runs(a.warm_workers, a.threads)
         plan = [(name, workers, threads, "cache", None, True) for name, workers, threads in plan]
         sock = tmp / "serve.sock" if a.server else None
         if sock:
-            serve(sock, a.workers, run_env(tmp / "cache", a.threads, harness=a.harness.resolve()), a.harness.resolve())
+            serve(sock, a.workers, run_env(caches / "cache", a.threads, harness=a.harness.resolve()), a.harness.resolve())
             plan.insert(2, ("warm, new workers", a.workers, a.threads, "cache", None, True))
         if a.bands_off:
             plan += [("warm, bands off", a.workers, a.threads, "cache", None, False),
@@ -164,7 +169,7 @@ def main():
                      for name in ("cold", "warm")]
         for name, workers, threads, cache, devices, bands in plan:
             served = sock if name in ("cold", "warm") else None
-            r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", tmp / cache, known, threads, devices,
+            r = runs[name] = campaign(cases_file, workers, tmp / f"run-{len(runs)}", caches / cache, known, threads, devices,
                                       bands, a.harness.resolve(), served)
             via = ", the server's" if served else ""
             print(f"{name} ({workers} workers{via}, {threads or 'cores/workers'} threads; {r['span']}): "
@@ -183,7 +188,7 @@ def main():
                 print("  GPU busy (kernel seconds / loop): " +
                       ", ".join(f"GPU {g} {100 * v:.0f}%" for g, v in r["gpu_share"].items()), flush=True)
         if sock:
-            serve(sock, a.workers, run_env(tmp / "cache", a.threads, harness=a.harness.resolve()), a.harness.resolve(),
+            serve(sock, a.workers, run_env(caches / "cache", a.threads, harness=a.harness.resolve()), a.harness.resolve(),
                   stop=True)
     cold, warm = runs["cold"], runs["warm"]
     print(f"disk-cache speed-up: {cold['loop_s'] / warm['loop_s']:.1f}x run loop, "

@@ -120,8 +120,7 @@ class _Guarded:
         return (self.band(side) != self.fill).any(dim=1)
 
     def refill(self, pattern: str) -> None:
-        data = list(pattern_bytes(self.dtype, pattern, self.salt))
-        self.fill = torch.tensor(data, dtype=torch.uint8, device=self.backing.device)
+        self.fill = _element(self.backing.device, self.dtype, pattern, self.salt)
         for side in SIDES:
             self.band(side)[:] = self.fill
 
@@ -155,8 +154,7 @@ class Guard:
         # The salt gives each tensor its own payload (see pattern_bytes).
         guarded = _Guarded(name, dtype, len(self._guarded), backing, band, nbytes)
         guarded.refill(self.pattern)
-        view.view(-1).view(torch.uint8).view(-1, dtype.itemsize)[:] = torch.tensor(
-            list(pattern_bytes(dtype, "nan", POISON_SALT)), dtype=torch.uint8, device=backing.device)
+        view.view(-1).view(torch.uint8).view(-1, dtype.itemsize)[:] = _element(backing.device, dtype, "nan", POISON_SALT)
         self._guarded.append(guarded)
         return view
 
@@ -184,6 +182,17 @@ class Guard:
         checks = [(g, side) for g in self._guarded for side in SIDES]
         hits = _any_each([g.changed(side) for g, side in checks])
         return [_breach(g, side) for (g, side), hit in zip(checks, hits) if hit]
+
+
+_WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _element(device: torch.device, dtype: torch.dtype, pattern: str, salt: int) -> torch.Tensor:
+    """pattern_bytes as a uint8 tensor on `device`, filled there rather than copied from the host: each copy from the
+    host waits for the device, and a case guards a dozen tensors (with many processes on one GPU, each wait costs
+    milliseconds). Made afresh for each tensor, so that a stray write can spoil no other case's pattern."""
+    word = int.from_bytes(pattern_bytes(dtype, pattern, salt), "little", signed=dtype.itemsize > 1)
+    return torch.full((1,), word, dtype=_WORDS[dtype.itemsize], device=device).view(torch.uint8)
 
 
 def _any_each(flags: list[torch.Tensor]) -> list[bool]:

@@ -348,7 +348,9 @@ def features_on(case: Case, static_only=False) -> dict:
 
 
 def to_dict(case: Case) -> dict:
-    d = dataclasses.asdict(case)
+    # Not dataclasses.asdict: it deep-copies every tuple element by element, and a run writes each case
+    # four times (cases.jsonl, the id, the worker's line, results.jsonl). The tuples are made lists below.
+    d = {name: getattr(case, name) for name in _FIELDS}
     d["window"] = list(case.window)
     d["seqlens"] = [list(pair) for pair in case.seqlens]
     d["knobs"] = list(case.knobs)

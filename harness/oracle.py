@@ -67,40 +67,48 @@ def _ulp(top: float, dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps * 2.0 ** torch.floor(torch.log2(torch.tensor(top))).item() if top > 0 else 0.0
 
 
-def check(name, out, ref, base, dtype, k, locate, floor=0.0, exact_arithmetic=False) -> Check:
-    """Judge one tensor. All three are canonical; `locate(index) -> region` names a place. `exact_arithmetic`
-    (harness.kernels.Family.exact): where the baseline equals the reference, the tolerance is 0."""
+def measure(out, ref, base, dtype):
+    """The numbers the rule needs, as one float64 tensor where the tensors are (read from the device once for all of
+    a case's tensors: with many processes on one GPU every read waits for the others' kernels): over the finite
+    reference entries max|base - ref| and atol_floor's two terms; max|t - ref| over the entries compared by value
+    (an entry left out counts 0, which no |x| is below); whether any entry is bad whatever the tolerance (a
+    non-finite output where the reference is finite, or a non-finite reference entry not matched exactly); and
+    whether the baseline differs from the reference anywhere."""
     import torch
 
     out, ref, base = out.double(), ref.double(), base.double()
-    finite = torch.isfinite(ref)
-    compared = finite & torch.isfinite(out)
-    diff = (out - ref).abs()
-    # Non-finite reference entries (-inf LSE of empty rows) must be matched exactly.
-    bad_exact = ~finite & (out != ref)
-    bad_nonfinite = finite & ~torch.isfinite(out)
-    # The numbers the rule needs, read from the device at once: base_err = max|base - ref| and atol_floor's
-    # terms over the finite reference entries, err = max|t - ref| over the entries compared by value (an
-    # entry left out counts 0, which no |x| is below), and whether any entry is bad whatever the tolerance.
-    if ref.numel():
-        r, zero = ref.to(dtype), diff.new_zeros(())
-        numbers = torch.stack([torch.where(finite, (base - ref).abs(), zero).amax(),
-                               torch.where(finite, (r + 0.3 - 0.3 - r).abs(), zero).amax(),
-                               torch.where(finite, ref.abs(), zero).amax(), torch.where(compared, diff, zero).amax(),
-                               bad_nonfinite.any().double(), bad_exact.any().double()])
-        base_err, fa, top, err, nonfinite, unequal = numbers.tolist()
-    else:
-        base_err = fa = top = err = nonfinite = unequal = 0.0
+    if not ref.numel():
+        return ref.new_zeros(7)
+    finite, r, zero = torch.isfinite(ref), ref.to(dtype), ref.new_zeros(())
+    return torch.stack([torch.where(finite, (base - ref).abs(), zero).amax(),
+                        torch.where(finite, (r + 0.3 - 0.3 - r).abs(), zero).amax(),
+                        torch.where(finite, ref.abs(), zero).amax(),
+                        torch.where(finite & torch.isfinite(out), (out - ref).abs(), zero).amax(),
+                        (finite & ~torch.isfinite(out)).any().double(), (~finite & (out != ref)).any().double(),
+                        (base != ref).any().double()])
+
+
+def check(name, out, ref, base, dtype, k, locate, floor=0.0, exact_arithmetic=False, measured=None) -> Check:
+    """Judge one tensor. All three are canonical; `locate(index) -> region` names a place. `exact_arithmetic`
+    (harness.kernels.Family.exact): where the baseline equals the reference, the tolerance is 0. `measured`:
+    measure()'s numbers, as a list, when the caller read them already."""
+    import torch
+
+    base_err, fa, top, err, nonfinite, unequal, base_unequal = measured or measure(out, ref, base, dtype).tolist()
     floor_ = max(2 * fa, _ulp(top, dtype)) if ref.numel() else 0.0  # atol_floor(ref[finite], dtype)
-    atol = 0.0 if exact_arithmetic and torch.equal(base, ref) else max(floor_, floor)
+    atol = 0.0 if exact_arithmetic and not base_unequal else max(floor_, floor)
     tol = k * base_err + atol
-    bad_value = compared & (diff > tol)
+    # err > tol exactly when some entry compared by value is off by more than tol (err is their largest).
+    if not (nonfinite or unequal or err > tol):
+        return Check(name, True, "PASS", err, tol, base_err, atol)
+    out, ref = out.double(), ref.double()
+    finite = torch.isfinite(ref)
+    diff = (out - ref).abs()
+    bad_nonfinite = finite & ~torch.isfinite(out)
     if nonfinite:
         verdict, bad = "NONFINITE", bad_nonfinite
-    elif unequal or bad_value.any():
-        verdict, bad = "MISMATCH", bad_exact | bad_value
     else:
-        return Check(name, True, "PASS", err, tol, base_err, atol)
+        verdict, bad = "MISMATCH", (~finite & (out != ref)) | (finite & torch.isfinite(out) & (diff > tol))
     score = torch.where(bad, torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")), torch.zeros_like(diff))
     worst = tuple(int(i) for i in torch.unravel_index(score.argmax(), score.shape))
     head_axis = 1 if bad.dim() > 1 else 0  # [b, h, ...] tensors, or [h] (dSinks)
@@ -209,8 +217,11 @@ def judge(case, fam, inputs, outputs, seconds=None) -> Result:
         return located[0](name, index)
 
     spreads = fam.floors(case, inputs)
+    named = fam.tensors(case)
+    numbers = [measure(got[name], ref[name], base[name], dtype) for name, _ in named]
+    measured = torch.stack([n.to(numbers[0].device) for n in numbers]).tolist() if numbers else []
     checks = [check(name, got[name], ref[name], base[name], dtype, K[kind], locate, K[kind] * spreads.get(name, 0.0),
-                    exact_arithmetic=fam.exact(case)) for name, kind in fam.tensors(case)]
+                    exact_arithmetic=fam.exact(case), measured=m) for (name, kind), m in zip(named, measured)]
     extra = {"seconds": seconds or {}, "checks": [as_dict(c) for c in checks]}
     bad = first_failure(checks)
     if bad is None:

@@ -83,7 +83,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         # under compute-sanitizer, where a band would hide a write past a tensor from the tool).
         with bands.guarding() if bands.enabled() else contextlib.nullcontext() as guard:
             inputs = {n: guard.adopt(n, t) if guard and isinstance(t, torch.Tensor) else t
-                      for n, t in fam.make_inputs(case, "cuda").items()}
+                      for n, t in on_device(fam.make_inputs(case, "cpu")).items()}
             seconds["inputs"] = time.perf_counter() - t0
             stage = "run"
             t0 = time.perf_counter()
@@ -109,6 +109,35 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         # launch's synchronize and hit the next torch call.
         return blame.failed(case, stage, e, fam, seconds=seconds).replace(hazards=found, code=code)
     return result.replace(hazards=found, code=code)
+
+
+def on_device(inputs: dict, device=None) -> dict:
+    """The host tensors of `inputs` on `device` (default: the GPU; the CPU where there is none, as in the tests of
+    a fake family, whose kernels run on the host) in one copy (each copy from the host waits for the device, and with
+    many processes on one GPU each wait costs milliseconds), each then in an allocation of its own with the
+    host tensor's strides, as make_inputs(case, device) gives them: with the guard bands off (compute-sanitizer),
+    a read past one input must not land in the next. The same bytes as make_inputs(case, device), which also
+    converts on the host."""
+    import torch
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    names = [n for n, t in inputs.items() if isinstance(t, torch.Tensor)]
+    if not names:
+        return inputs
+    # Each tensor's bytes start 16-byte aligned in the one buffer, so that every dtype can view its slice.
+    sizes = [-(-inputs[n].numel() * inputs[n].element_size() // 16) * 16 for n in names]
+    host = torch.zeros(sum(sizes), dtype=torch.uint8)
+    offset = 0
+    for n, size in zip(names, sizes):
+        raw = inputs[n].contiguous().view(-1).view(torch.uint8)
+        host[offset: offset + raw.numel()] = raw
+        offset += size
+    there, moved, offset = host.to(device), dict(inputs), 0
+    for n, size in zip(names, sizes):
+        t = inputs[n]
+        moved[n] = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=there.device).copy_(
+            there[offset: offset + t.numel() * t.element_size()].view(t.dtype).view(t.shape))
+        offset += size
+    return moved
 
 
 def control(fam, case):
@@ -178,7 +207,7 @@ def reads_outside(fam, kernel, case, first: dict) -> str | None:
     def rerun(pattern):
         with bands.guarding(pattern) as guard:
             inputs = {n: guard.adopt(n, t) if hasattr(t, "data_ptr") else t
-                      for n, t in fam.make_inputs(case, "cuda").items()}
+                      for n, t in on_device(fam.make_inputs(case, "cpu")).items()}
             return fam.canonical(case, fam.run(kernel, case, inputs))
 
     same, other, same2, other2 = rerun("nan"), rerun("large"), rerun("nan"), rerun("large")

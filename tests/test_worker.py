@@ -170,3 +170,26 @@ def test_bits_compare_as_stored_nan_payloads_and_signed_zeros_included():
     assert _unlike_bits({"O": half, "LSE": a, "dQ": a}, {"O": half.t().contiguous().t(), "LSE": payload, "dQ": a + 1}) \
         == ["LSE", "dQ"]
     assert _unlike_bits({"O": half.t()}, {"O": half.t().contiguous()}) == []  # the layout in memory is not the value
+
+
+@pytest.mark.parametrize("family", kernels.FAMILIES)
+def test_inputs_moved_in_one_copy_are_make_inputs_own(family):
+    """on_device: every family's inputs, in one copy, with the dtype, shape, strides and bytes make_inputs gives,
+    each in an allocation of its own (the CPU stands in for the device: the bytes are the host's either way)."""
+    import torch
+
+    from harness import strategies
+    from harness.worker import on_device
+
+    fam = kernels.family(family)
+    for case in strategies.draw(family, 6, seed=5):
+        want, got = fam.make_inputs(case, "cpu"), on_device(fam.make_inputs(case, "cpu"), "cpu")
+        assert got.keys() == want.keys()
+        tensors = [n for n, t in want.items() if isinstance(t, torch.Tensor)]
+        assert tensors
+        for n in tensors:
+            a, b = want[n], got[n]
+            assert (b.dtype, b.shape, b.stride()) == (a.dtype, a.shape, a.stride()), n
+            assert torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)), n
+        starts = [got[n].untyped_storage().data_ptr() for n in tensors if got[n].numel()]
+        assert len(set(starts)) == len(starts)
