@@ -91,6 +91,48 @@ def test_gemm_reduce_map_and_atomic_mean_what_torch_says():
     assert torch.equal(out["O"], want_o) and torch.equal(out["D"], want_d)
 
 
+@pytest.mark.parametrize("kind, dim, reverse, in_place", [("sum", 1, False, False), ("sum", 0, True, True),
+                                                        ("max", 0, False, False), ("max", 1, True, True)])
+def test_a_scan_means_a_cumulative_sum_or_maximum_of_the_tile(kind, dim, reverse, in_place):
+    bufs = _buffers(("A", "global", "float16", ("n", 32)), ("O", "global", "float16", ("n", 32)),
+                    ("S", "shared", "float16", (32, 32)), ("R", "shared", "float16", (32, 32)))
+    dst = "S" if in_place else "R"
+    p = _program(bufs, [{"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+                        {"op": "scan", "src": "S", "dst": dst, "kind": kind, "dim": dim, "reverse": reverse},
+                        {"op": "copy", "src": dst, "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}],
+                 block=32)
+    n = 50
+    init = interpret.initial(p, n, 0)
+    want = init["O"].double().clone()
+    for bx in range(2):
+        tile = torch.zeros(32, 32, dtype=torch.float64)
+        rows = min(n, 32 * bx + 32) - 32 * bx
+        tile[:rows] = init["A"][32 * bx: 32 * bx + rows].double()
+        line = [tile.select(dim, i) for i in range(32)]
+        order = range(31, -1, -1) if reverse else range(32)
+        acc = None
+        for i in order:  # element by element, as written in no library
+            acc = line[i].clone() if acc is None else (acc + line[i] if kind == "sum" else torch.maximum(acc, line[i]))
+            tile.select(dim, i).copy_(acc)
+        want[32 * bx: 32 * bx + rows] = tile[:rows]
+    assert torch.equal(interpret.run(p, n, init)["O"], want)
+    assert f"T.cum{kind}(S{'' if in_place else ', R'}, dim={dim}, reverse={reverse})" in emit.tilelang_source(p)
+
+
+def test_a_scan_is_refused_off_a_power_of_two_thread_count_and_between_unlike_tiles():
+    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", ("n", 32)),
+                    ("S", "shared", "float32", (32, 32)))
+    body = [{"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+            {"op": "scan", "src": "S", "dst": "S", "kind": "sum", "dim": 0, "reverse": False},
+            {"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+    _program(bufs, body, block=32, threads=128)
+    with pytest.raises(ProgramError, match="power-of-two thread count, not 96"):
+        _program(bufs, body, block=32, threads=96)
+    body[1], body[2] = {**body[1], "dst": "Fr"}, {**body[2], "src": "Fr"}
+    with pytest.raises(ProgramError, match="Fr must be a shared float32 buffer"):
+        _program(bufs + _buffers(("Fr", "fragment", "float32", (32, 32))), body, block=32, threads=128)
+
+
 def test_on_one_key_block_the_interpreter_is_attention_as_reference_py_computes_it():
     """S = QK^T, P = exp2(S - rowmax), O = PV / rowsum: softmax attention at scale ln 2 (exp(s ln 2) = 2^s)."""
     bufs = _buffers(("Q", "global", "float16", ("n", 64)), ("K", "global", "float16", ("n", 64)),
@@ -414,24 +456,33 @@ def test_the_minimizer_drops_statements_while_the_failure_stays():
     assert evaluate(small).signature != evaluate(start).signature  # the recorded one names what remains
 
 
-def test_the_draw_reaches_the_constructs_of_known_warp_specialization_bugs():
-    """O stored through a shared tile after a loop that may run zero times (54d466153e16), and a shared tile loaded
-    before a pipelined loop and read only after it (tile-ai/tilelang#2443): each in some of 400 drawn programs."""
-    zero_trip_epilogue = prologue_for_epilogue = 0
-    for c in strategies.draw("program", 400, seed=5, per_kernel=1):
-        p = case_mod.program_of(c.program)
-        scope = {b.name: b.scope for b in p.buffers}
-        body = p.body
-        loops = [i for i, s in enumerate(body) if s["op"] == "loop" and s["kind"] == "pipelined"]
-        if not loops:
-            continue
-        i = loops[0]
-        after = body[i + 1:]
-        if body[i]["trips"] in ("n-1", "n//b") and any(
-                s["op"] == "copy" and scope[s["src"]] == "fragment" and scope[s["dst"]] == "shared" for s in after):
-            zero_trip_epilogue += 1
-        loaded = {s["dst"] for s in body[:i] if s["op"] == "copy" and scope[s["src"]] == "global"
-                  and scope[s["dst"]] == "shared"}
-        if any(f"'{d}'" not in str(body[i]) and f"'{d}'" in str(after) for d in loaded):  # names, quoted
-            prologue_for_epilogue += 1
-    assert zero_trip_epilogue > 0 and prologue_for_epilogue > 0, (zero_trip_epilogue, prologue_for_epilogue)
+def _pipelined_split(p):
+    """(the first pipelined loop, the statements after it, the buffers' scopes), or None without such a loop."""
+    loops = [i for i, s in enumerate(p.body) if s["op"] == "loop" and s["kind"] == "pipelined"]
+    return (p.body[loops[0]], p.body[loops[0] + 1:], {b.name: b.scope for b in p.buffers}) if loops else None
+
+
+def _zero_trip_epilogue(p):
+    """O stored through a shared tile after a pipelined loop that may run zero times (54d466153e16)."""
+    split = _pipelined_split(p)
+    return split is not None and split[0]["trips"] in ("n-1", "n//b") and any(
+        s["op"] == "copy" and split[2][s["src"]] == "fragment" and split[2][s["dst"]] == "shared" for s in split[1])
+
+
+def _prologue_for_epilogue(p):
+    """A shared tile loaded before a pipelined loop and read only after it (tile-ai/tilelang#2443)."""
+    split = _pipelined_split(p)
+    if split is None:
+        return False
+    loop, after, scope = split
+    before = p.body[:p.body.index(loop)]
+    loaded = {s["dst"] for s in before if s["op"] == "copy" and scope[s["src"]] == "global" and scope[s["dst"]] == "shared"}
+    return any(f"'{d}'" not in str(loop) and f"'{d}'" in str(after) for d in loaded)  # names, quoted
+
+
+@pytest.mark.parametrize("construct", [_zero_trip_epilogue, _prologue_for_epilogue])
+def test_the_draw_reaches_the_constructs_of_known_warp_specialization_bugs(construct):
+    """Hypothesis finds a drawn program holding each construct (a few in a thousand programs hold the first)."""
+    from hypothesis import find
+    assert construct(find(generate.programs(st), construct,
+                          settings=settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck))))

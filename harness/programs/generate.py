@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.programs import model, stream
+from harness.programs import model, scan, stream
 from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
 from harness.programs.model import INPUT_RANGE, Buffer, Program, ProgramError
 
@@ -178,6 +178,27 @@ def draw_reduce(c, b, at):
     _emit(b, [{"op": "reduce", "src": src, "dst": dst, "kind": kind, "dim": dim, "clear": clear}], [dst])
 
 
+def draw_scan(c, b, at):
+    if b.threads & (b.threads - 1):  # the scan templates take a power-of-two thread count
+        return
+    srcs = [n for n in b.locals() if not b.buffers[n].swizzle]  # scanned in the plain layout only (scan.check)
+    if not srcs:
+        return
+    src = c.one(srcs)
+    buf = b.buffers[src]
+    kind, dim = c.one(scan.KINDS), c.one(tuple(range(len(buf.shape))))
+    like = [n for n in b.locals(shape=buf.shape, scope=buf.scope, dtype=buf.dtype, defined=False)
+            if n != src and not b.buffers[n].swizzle]
+    dst = src if c.flip() else c.one(like) if like and c.flip() else b.new(buf.scope, buf.dtype, buf.shape)
+    if kind == "sum" and dst == src and at == "k":  # a sum in place every trip grows as length ** trips
+        return
+    mag = b.mag[src] * (buf.shape[dim] if kind == "sum" else 1)
+    if not b.fits(dst, mag):
+        return
+    b.mag[dst] = mag
+    _emit(b, [{"op": "scan", "src": src, "dst": dst, "kind": kind, "dim": dim, "reverse": c.flip()}], [dst])
+
+
 def draw_map(c, b, at):
     dsts = b.locals()
     new = not dsts or c.flip()
@@ -329,7 +350,7 @@ def draw_stream(c, b, at):
                "trips": trips, "load": c.one(stream.LOADS), "body": tuple(inner)}])
 
 
-INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_fill, draw_atomic, draw_store)
+INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_scan, draw_fill, draw_atomic, draw_store)
 OUTER = INNER + (draw_loop, draw_loop, draw_stream)
 
 
@@ -413,6 +434,20 @@ def _reduce(c, b):
           [x[0]["dst"], r, y])
 
 
+def _scan(c, b):
+    """A tile's cumulative sum or maximum along its rows or columns, in order or reversed, in shared memory or in
+    registers (TileLang stages those through shared memory), in place or into another tile, stored."""
+    scope, dtype, dim, kind = c.one(("shared", "fragment")), c.one(model.DTYPES), c.one((1, 0)), c.one(scan.KINDS)
+    shape = (b.block, c.one(b.widths(scope)))
+    x = load(c, b, scope, dtype, shape, swizzle=False)  # scanned in the plain layout only (scan.check)
+    src = x[0]["dst"]
+    dst = src if c.flip() else b.new(scope, dtype, shape)
+    b.mag[dst] = b.mag[src] * (shape[dim] if kind == "sum" else 1)  # at most 2 * 64: exact in every dtype
+    out = b.new("global", dtype, ("n", shape[1]))
+    _emit(b, x + [{"op": "scan", "src": src, "dst": dst, "kind": kind, "dim": dim, "reverse": c.flip()},
+                  {"op": "copy", "src": dst, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}], [src, dst])
+
+
 def _atomic(c, b):
     """A tile added atomically into the block's own rows and into a buffer every block adds to (and into a shared tile)."""
     dtype = c.one(("float32", "float16", "bfloat16"))
@@ -467,8 +502,8 @@ def _stream(c, b):
                "body": tuple(body)}])
 
 
-TEMPLATES = {"attention": _attention, "pipelined_gemm": _pipelined_gemm, "reduce": _reduce, "atomic": _atomic, "copy": _copy,
-             "stream": _stream}
+TEMPLATES = {"attention": _attention, "pipelined_gemm": _pipelined_gemm, "reduce": _reduce, "scan": _scan, "atomic": _atomic,
+             "copy": _copy, "stream": _stream}
 GEMM_TEMPLATES = ("attention", "pipelined_gemm")   # they need a thread count and block a gemm takes
 # A stream's consumers run the gemm: 128 of 256 threads at block 64 or 128, or 256 of 384 at block 128.
 STREAM_LAUNCHES = {256: (64, 128), 384: (128,)}
@@ -486,6 +521,8 @@ def construct(p: Program) -> str:
         return "pipelined_gemm"
     if "atomic" in ops:
         return "atomic"
+    if "scan" in ops:
+        return "scan"
     if "reduce" in ops:
         return "reduce"
     return "copy"
@@ -536,7 +573,7 @@ def write(c) -> Program | None:
         threads = c.one(tuple(M_BY_THREADS))
         block = c.one(M_BY_THREADS[threads])
     else:
-        threads = c.one((64, 128, 256) if template == "reduce" else PLAIN_THREADS)
+        threads = c.one((64, 128, 256) if template in ("reduce", "scan") else PLAIN_THREADS)
         block = c.one((16, 32, 64))
     b = Builder(block, threads)
     chain = None

@@ -1,0 +1,46 @@
+"""scan: the inclusive cumulative sum or maximum of a shared or fragment buffer along one dimension (T.cumsum,
+T.cummax), in order or reversed, into a buffer of the same shape, dtype and scope, or in place.
+
+TileLang scans a shared buffer where it is and stages a fragment through a shared copy of it."""
+from harness.programs.model import fields, local, need
+
+KINDS = ("sum", "max")
+
+
+def check(s, p, scope):
+    fields(s, src=str, dst=str, kind=KINDS, dim=(0, 1), reverse=bool)
+    src, dst = local(p, s["src"]), local(p, s["dst"])
+    need(s["dim"] < len(src.shape), f"{src.name} is {len(src.shape)}-D: no dimension {s['dim']}")
+    need((dst.scope, dst.dtype, dst.shape) == (src.scope, src.dtype, src.shape),
+         f"{dst.name} must be a {src.scope} {src.dtype} buffer of {list(src.shape)}, as {src.name} is")
+    # TileLang scans shared memory in its plain row-major layout ("CumSum requires linear layout for shared buffer").
+    need(not (src.swizzle or dst.swizzle), "a scan's shared buffers carry no swizzled layout")
+    # The scan templates take 32, 64, ..., 1024 threads (a static_assert in TileLang's cuda/scan.h).
+    need(scope.threads & (scope.threads - 1) == 0, f"a scan runs with a power-of-two thread count, not {scope.threads}")
+
+
+def reads(s):
+    return [s["src"]]
+
+
+def writes(s):
+    return [s["dst"]]
+
+
+def full(s, p):
+    return True
+
+
+def tilelang(s, p, ind):
+    into = "" if s["dst"] == s["src"] else f", {s['dst']}"
+    return [f"{ind}T.cum{s['kind']}({s['src']}{into}, dim={s['dim']}, reverse={s['reverse']})"]
+
+
+def torch(s, p, ind):
+    d, x = s["dim"], s["src"]
+    if s["reverse"]:
+        x = f"{x}.flip({d})"
+    x = f"{x}.cumsum({d})" if s["kind"] == "sum" else f"{x}.cummax({d}).values"
+    if s["reverse"]:
+        x = f"{x}.flip({d})"
+    return [f'{ind}{s["dst"]}[:] = rnd({x}, "{p.buffer(s["dst"]).dtype}")']
