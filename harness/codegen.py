@@ -703,8 +703,51 @@ def barriers_in_skipped_loops(source: str) -> list[Finding]:
     return found
 
 
+_LOCAL_ARRAY = re.compile(r"^  (?:float|half_t|bfloat16_t|double|int) (\w+)\[\d+\];$")  # at the kernel's top level
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_SPLIT = re.compile(r"^  if \((.+)\) \{$")
+# What an assignment writes: `((float2*)(&x))[0] = `, `*(float4*)(x + i) = `, `uint2 x = `, `x[0] = `.
+_TARGET = (re.compile(r"\(&\(?(\w+)\)?\)"), re.compile(r"^\*\([^)]*\*\)\((\w+)"), re.compile(r"(\w+)(?:\[[^\]]*\])*$"))
+
+
+def _target(lhs: str) -> str | None:
+    lhs = lhs.strip()
+    m = next((m for m in (p.search(lhs) for p in _TARGET) if m), None)
+    return m.group(1) if m else None
+
+
+def registers_across_roles(source: str) -> list[Finding]:
+    """A register array (a fragment) filled with data the block's threads loaded, before the kernel splits into
+    warp-specialized roles, then read inside one role: the role's threads are fewer than those that hold the data,
+    so each reads its own share of a layout meant for all (12eba470b947: half the tile is never stored, or stored
+    at another thread's place). Data: a value that depends on threadIdx, through any chain of assignments; a
+    constant fill is the same in every thread and is fine."""
+    lines = source.splitlines()
+    split = next((n for n, line in enumerate(lines) if (m := _SPLIT.match(line)) and _ROLE.match(m.group(1))), None)
+    if split is None:
+        return []
+    arrays = {m.group(1) for line in lines[:split] if (m := _LOCAL_ARRAY.match(line))}
+    loaded = {"threadIdx"}  # names whose value differs from thread to thread, in program order
+    for line in lines[:split]:
+        lhs, eq, rhs = line.partition(" = ")
+        if eq and set(_NAME.findall(rhs)) & loaded and _target(lhs):
+            loaded.add(_target(lhs))
+    found, seen, depth = [], set(), 0
+    for n, line in enumerate(lines[split:], split + 1):
+        _, eq, rhs = line.partition(" = ")
+        for name in sorted((set(_NAME.findall(rhs if eq else line)) & arrays & loaded) - seen):
+            seen.add(name)
+            found.append(Finding("registers_across_roles", n, f"{name} holds data every thread loaded before the "
+                                 f"warp-specialized split (line {split + 1}: `{lines[split].strip()}`) and is read here, "
+                                 "inside one role, whose threads are fewer than those that hold it"))
+        depth += line.count("{") - line.count("}")
+        if depth == 0:  # the end of the split's if/else: every thread again
+            break
+    return found
+
+
 def check(source: str, contiguous: dict[str, int] | None = None, aligned=()) -> list[Finding]:
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
             + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)
             + reads_after_release(source) + named_barrier_counts(source) + register_budget(source)
-            + barriers_in_skipped_loops(source))
+            + barriers_in_skipped_loops(source) + registers_across_roles(source))

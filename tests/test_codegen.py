@@ -482,3 +482,52 @@ def test_a_release_is_matched_to_its_wait_whatever_each_loop_calls_its_variable(
     assert "S7 read after this iteration released its stage (mbarrier[((k%3)+3)].arrive()" in found.message
     late = RING_BY_LOOP_VARIABLE.replace("RELEASE_HERE\n", "").replace("RELEASE_LAST", release)
     assert codegen.reads_after_release(late) == []
+
+
+# 12eba470b947's kernel (0.1.15, trimmed): A loaded and row-summed by all 256 threads, then the warp-specialized split.
+ACROSS_ROLES = """
+extern "C" __global__ void __launch_bounds__(256, 1) program_kernel(const bfloat16_t* __restrict__ X, float* __restrict__ Y) {
+  float A[8];
+  float s[1];
+  float B[8];
+  {
+    bfloat16_t X_local_cast[8];
+    *(uint4*)(X_local_cast + 0) = *(uint4*)(X + (((int)threadIdx.x) * 8));
+    for (int i = 0; i < 2; ++i) {
+      float4 __1;
+      uint2 v_ = *(uint2*)(X_local_cast + (i * 4));
+      ((float2*)(&__1))[0] = __bfloat1622float2((reinterpret_cast<__nv_bfloat162*>(&v_))[0]);
+      *(float4*)(A + (i * 4)) = __1;
+    }
+  }
+  s[0] = 0x0p+0f/*0.000000e+00*/;
+  for (int rv = 0; rv < 8; ++rv) {
+    s[0] = (s[0] + A[rv]);
+  }
+  if (((int)threadIdx.x) < 128) {
+    tl::warpgroup_reg_dealloc<24>();
+  } else {
+    float4 v__1 = *(float4*)(A + 0);
+    *(float4*)(B + 0) = make_float4(s[0], s[0], s[0], s[0]);
+    *(float4*)(Y + ((((int)threadIdx.x) * 8) - 1024)) = *(float4*)(B + 0);
+  }
+  AFTER
+}
+"""
+
+
+def test_registers_loaded_by_every_thread_and_read_inside_one_role_are_flagged():
+    source = ACROSS_ROLES.replace("AFTER", "")
+    line = [text.strip() for text in source.splitlines()].index
+    found = codegen.registers_across_roles(source)
+    assert [(f.line, f.message.split(" holds")[0]) for f in found] == [
+        (line("float4 v__1 = *(float4*)(A + 0);") + 1, "A"),
+        (line("*(float4*)(B + 0) = make_float4(s[0], s[0], s[0], s[0]);") + 1, "s")]
+    assert f"split (line {line('if (((int)threadIdx.x) < 128) {') + 1}: `if (((int)threadIdx.x) < 128) {{`)" in found[0].message
+    # The same values read after the split, by every thread again, are theirs; so is a constant fill before it.
+    assert codegen.registers_across_roles(ACROSS_ROLES.replace("A + 0", "Y + 0").replace("s[0], s[0]", "1.0f, 1.0f")
+                                          .replace("AFTER", "Y[0] = A[0] + s[0];")) == []
+    filled = ACROSS_ROLES.replace("*(uint4*)(X + (((int)threadIdx.x) * 8))", "make_uint4(0, 0, 0, 0)").replace("AFTER", "")
+    assert codegen.registers_across_roles(filled) == []
+    assert codegen.registers_across_roles(ACROSS_ROLES.replace("  if (((int)threadIdx.x) < 128) {", "  if (n < 128) {")
+                                          .replace("AFTER", "")) == []
