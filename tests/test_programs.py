@@ -119,6 +119,27 @@ def test_a_scan_means_a_cumulative_sum_or_maximum_of_the_tile(kind, dim, reverse
     assert f"T.cum{kind}(S{'' if in_place else ', R'}, dim={dim}, reverse={reverse})" in emit.tilelang_source(p)
 
 
+@pytest.mark.parametrize("kind, clear, want", [
+    ("min", True, lambda x, old: x.amin(1)), ("min", False, lambda x, old: torch.minimum(old, x.amin(1))),
+    ("absmax", True, lambda x, old: x.abs().amax(1))])
+def test_a_reduce_min_or_abs_max_means_what_torch_says(kind, clear, want):
+    bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", ("n", 32)),
+                    ("X", "fragment", "float32", (32, 32)), ("m", "fragment", "float32", (32,)))
+    body = [{"op": "copy", "src": "A", "dst": "X", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+            {"op": "fill", "dst": "m", "value": -1},
+            {"op": "reduce", "src": "X", "dst": "m", "kind": kind, "dim": 1, "clear": clear},
+            {"op": "map", "dst": "X", "rows": 32, "cols": 32, "expr": ["buf", "m"]},
+            {"op": "copy", "src": "X", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+    p, n = _program(bufs, body, block=32), 32
+    init = interpret.initial(p, n, 0)
+    expected = want(init["A"].double(), torch.full((32,), -1.0, dtype=torch.float64))
+    assert torch.equal(interpret.run(p, n, init)["O"][:, 0], expected)
+    assert f"T.reduce_{kind}(X, m, dim=1, clear={clear})" in emit.tilelang_source(p)
+    if kind == "absmax":
+        with pytest.raises(ProgramError, match="absmax always clears"):
+            _program(bufs, [*body[:2], {**body[2], "clear": False}, *body[3:]], block=32)
+
+
 def test_a_scan_is_refused_off_a_power_of_two_thread_count_and_between_unlike_tiles():
     bufs = _buffers(("A", "global", "float32", ("n", 32)), ("O", "global", "float32", ("n", 32)),
                     ("S", "shared", "float32", (32, 32)))

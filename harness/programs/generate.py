@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.programs import model, scan, stream
+from harness.programs import model, reduce, scan, stream
 from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
 from harness.programs.model import INPUT_RANGE, Buffer, Program, ProgramError
 
@@ -166,11 +166,11 @@ def draw_reduce(c, b, at):
     src = c.one(srcs)
     dim = c.one((1, 1, 0))
     length = b.buffers[src].shape[1 - dim]
-    kind = c.one(("max", "sum", "abssum"))
+    kind = c.one(reduce.KINDS)
     dsts = b.locals(shape=(length,), scope="fragment", dtype="float32")
-    clear = kind == "abssum" or not dsts or c.flip()
+    clear = kind in reduce.CLEARING or not dsts or c.flip()
     dst = b.new("fragment", "float32", (length,)) if clear and (not dsts or c.flip()) else c.one(dsts)
-    grow = b.mag[src] * (1 if kind == "max" else b.buffers[src].shape[dim])
+    grow = b.mag[src] * (b.buffers[src].shape[dim] if kind in ("sum", "abssum") else 1)
     mag = grow if clear else b.mag[dst] + grow * (LENGTH_BLOCKS if at == "k" else 1)
     if not b.fits(dst, mag):
         return
@@ -421,11 +421,11 @@ def _pipelined_gemm(c, b):
 
 
 def _reduce(c, b):
-    """A tile's row max, sum or abs-sum, broadcast back over the rows, stored."""
+    """A tile's row max, min, sum, abs-sum or abs-max, broadcast back over the rows, stored."""
     w = c.one(b.widths("fragment"))
     x = load(c, b, "fragment", "float32", (b.block, w))
     r = b.new("fragment", "float32", (b.block,))
-    kind = c.one(("max", "sum", "abssum"))
+    kind = c.one(reduce.KINDS)
     y = b.new("fragment", "float32", (b.block, w))
     out = b.new("global", c.one(("float32", "float16")), ("n", w))
     _emit(b, x + [{"op": "reduce", "src": x[0]["dst"], "dst": r, "kind": kind, "dim": 1, "clear": True},
