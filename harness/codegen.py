@@ -730,8 +730,8 @@ def registers_across_roles(source: str) -> list[Finding]:
     loaded = {"threadIdx"}  # names whose value differs from thread to thread, in program order
     for line in lines[:split]:
         lhs, eq, rhs = line.partition(" = ")
-        if eq and set(_NAME.findall(rhs)) & loaded and _target(lhs):
-            loaded.add(_target(lhs))
+        if eq and set(_NAME.findall(rhs)) & loaded and (target := _target(lhs)):
+            loaded.add(target)
     found, seen, depth = [], set(), 0
     for n, line in enumerate(lines[split:], split + 1):
         _, eq, rhs = line.partition(" = ")

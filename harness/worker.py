@@ -74,16 +74,13 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     stage = "inputs"
     try:
         t0 = time.perf_counter()
-        import torch
-
         from harness import bands
 
         # Every buffer handed to the kernel sits between guard bands: its inputs (copied in) and
         # whatever the family allocates through harness.bands while it runs (unless HARNESS_BANDS=off:
         # under compute-sanitizer, where a band would hide a write past a tensor from the tool).
         with bands.guarding() if bands.enabled() else contextlib.nullcontext() as guard:
-            inputs = {n: guard.adopt(n, t) if guard and isinstance(t, torch.Tensor) else t
-                      for n, t in on_device(fam.make_inputs(case, "cpu")).items()}
+            inputs = device_inputs(fam, case, guard)
             seconds["inputs"] = time.perf_counter() - t0
             stage = "run"
             t0 = time.perf_counter()
@@ -111,18 +108,17 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     return result.replace(hazards=found, code=code)
 
 
-def on_device(inputs: dict, device=None) -> dict:
-    """The host tensors of `inputs` on `device` (default: the GPU; the CPU where there is none, as in the tests of
-    a fake family, whose kernels run on the host) in one copy (each copy from the host waits for the device, and with
-    many processes on one GPU each wait costs milliseconds), each then in an allocation of its own with the
-    host tensor's strides, as make_inputs(case, device) gives them: with the guard bands off (compute-sanitizer),
-    a read past one input must not land in the next. The same bytes as make_inputs(case, device), which also
-    converts on the host."""
+def device_inputs(fam, case, guard=None, device=None) -> dict:
+    """fam.make_inputs(case, device), the same bytes (it converts on the host too), copied to `device` (default: the
+    GPU; the CPU where there is none, as in the tests of a fake family, whose kernels run on the host) in one copy
+    rather than one per tensor: each copy from the host waits for the device, and with many processes on one GPU
+    each wait costs milliseconds. Each tensor then goes into an allocation of its own: `guard`'s (harness.bands),
+    or, with the bands off (compute-sanitizer), a plain one with the host tensor's strides, so that a read past
+    one input does not land in the next."""
     import torch
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    inputs = fam.make_inputs(case, "cpu")
     names = [n for n, t in inputs.items() if isinstance(t, torch.Tensor)]
-    if not names:
-        return inputs
     # Each tensor's bytes start 16-byte aligned in the one buffer, so that every dtype can view its slice.
     sizes = [-(-inputs[n].numel() * inputs[n].element_size() // 16) * 16 for n in names]
     host = torch.zeros(sum(sizes), dtype=torch.uint8)
@@ -131,13 +127,14 @@ def on_device(inputs: dict, device=None) -> dict:
         raw = inputs[n].contiguous().view(-1).view(torch.uint8)
         host[offset: offset + raw.numel()] = raw
         offset += size
-    there, moved, offset = host.to(device), dict(inputs), 0
+    there, offset = host.to(device), 0
     for n, size in zip(names, sizes):
         t = inputs[n]
-        moved[n] = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=there.device).copy_(
-            there[offset: offset + t.numel() * t.element_size()].view(t.dtype).view(t.shape))
+        view = there[offset: offset + t.numel() * t.element_size()].view(t.dtype).view(t.shape)
+        inputs[n] = guard.adopt(n, view) if guard else \
+            torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device).copy_(view)
         offset += size
-    return moved
+    return inputs
 
 
 def control(fam, case):
@@ -206,8 +203,7 @@ def reads_outside(fam, kernel, case, first: dict) -> str | None:
 
     def rerun(pattern):
         with bands.guarding(pattern) as guard:
-            inputs = {n: guard.adopt(n, t) if hasattr(t, "data_ptr") else t
-                      for n, t in on_device(fam.make_inputs(case, "cpu")).items()}
+            inputs = device_inputs(fam, case, guard)
             return fam.canonical(case, fam.run(kernel, case, inputs))
 
     same, other, same2, other2 = rerun("nan"), rerun("large"), rerun("nan"), rerun("large")

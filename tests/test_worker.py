@@ -174,22 +174,29 @@ def test_bits_compare_as_stored_nan_payloads_and_signed_zeros_included():
 
 @pytest.mark.parametrize("family", kernels.FAMILIES)
 def test_inputs_moved_in_one_copy_are_make_inputs_own(family):
-    """on_device: every family's inputs, in one copy, with the dtype, shape, strides and bytes make_inputs gives,
-    each in an allocation of its own (the CPU stands in for the device: the bytes are the host's either way)."""
+    """device_inputs: every family's inputs, in one copy, with the dtype, shape, strides and bytes make_inputs gives,
+    each in an allocation of its own, the guard's when there is one (the CPU stands in for the device: the bytes are
+    the host's either way)."""
     import torch
 
-    from harness import strategies
-    from harness.worker import on_device
+    from harness import bands, strategies
+    from harness.worker import device_inputs
 
     fam = kernels.family(family)
     for case in strategies.draw(family, 6, seed=5):
-        want, got = fam.make_inputs(case, "cpu"), on_device(fam.make_inputs(case, "cpu"), "cpu")
-        assert got.keys() == want.keys()
-        tensors = [n for n, t in want.items() if isinstance(t, torch.Tensor)]
-        assert tensors
-        for n in tensors:
-            a, b = want[n], got[n]
-            assert (b.dtype, b.shape, b.stride()) == (a.dtype, a.shape, a.stride()), n
-            assert torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)), n
-        starts = [got[n].untyped_storage().data_ptr() for n in tensors if got[n].numel()]
-        assert len(set(starts)) == len(starts)
+        want = fam.make_inputs(case, "cpu")
+        with bands.guarding() as guard:
+            guarded = device_inputs(fam, case, guard, "cpu")
+        for got in (device_inputs(fam, case, device="cpu"), guarded):
+            assert got.keys() == want.keys()
+            tensors = [n for n, t in want.items() if isinstance(t, torch.Tensor)]
+            assert tensors
+            for n in tensors:
+                a, b = want[n], got[n]
+                assert (b.dtype, b.shape) == (a.dtype, a.shape), n
+                assert torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)), n
+            starts = [got[n].untyped_storage().data_ptr() for n in tensors if got[n].numel()]
+            assert len(set(starts)) == len(starts)
+        plain = device_inputs(fam, case, device="cpu")
+        assert all(plain[n].stride() == t.stride() for n, t in want.items() if isinstance(t, torch.Tensor))
+        assert set(guard.names) == {n for n, t in want.items() if isinstance(t, torch.Tensor)}
