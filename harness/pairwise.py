@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness import kernels
 from harness.case import FEATURES, Case
+from harness.worker import control
 
 # GQA shapes -> (kv_heads, heads per KV head): a query head and its KV head differ only under gqa/mqa.
 GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4), "one": (1, 1)}
@@ -62,7 +63,11 @@ def _case(family: str, row: dict) -> Case | None:
 
 def covering(family: str, seed: int, tries: int = 40) -> list[Case]:
     """Static cases (placeholder lengths) covering every buildable pair of factor values at least
-    once: greedy, each row the best of `tries` random candidates (AETG's construction), seeded."""
+    once: greedy, each row the best of `tries` random candidates (AETG's construction), seeded.
+    A row whose forms or twin check compares with a control kernel (harness.worker.control) is
+    followed by that control as a row of its own: a run compiles the control anyway, so its
+    cases and pairs come at no compile of their own."""
+    fam = kernels.family(family)
     rng = random.Random(seed)
     space = factors(family)
     names = sorted(space)
@@ -87,8 +92,10 @@ def covering(family: str, seed: int, tries: int = 40) -> list[Case]:
             stale += 1
             continue
         stale = 0
-        rows.append(best)
-        uncovered -= _pairs(levels(best))
+        for row in (best, control(fam, best)):
+            if row is not None and row not in rows:
+                rows.append(row)
+                uncovered -= _pairs(levels(row))
     return rows
 
 
