@@ -5,7 +5,8 @@ producer warpgroup and a consumer one). The code before the loop runs on all 256
 them (thread t holds elements 8t .. 8t + 7), the code after it in the consumer branch only, storing thread t's
 values at Y + 8t - 1024: rows 16-31's results land in rows 0-15, and rows 16-31 are never written. At
 num_stages=0 (no warp specialization) Y is right. Recorded on TileLang 0.1.15, NVIDIA H100 80GB HBM3, minimized
-by the harness from a generated program (G5 wrong by 43); this file's GPU run is not yet recorded. In 0.1.10's CUDA
+by the harness from a generated program (G5 wrong by 43); this file on an H100 (0.1.15): "num_stages=0: Y right",
+"num_stages=1: rows [0, 1, ..., 31]", REPRODUCED (exit 1). In 0.1.10's CUDA
 the consumers are threads 0-127 and store rows 0-15 only: rows 16-31 are never written there either.
 
     python THIS_FILE   # REPRODUCED (exit 1) or NOT REPRODUCED (exit 0); without a GPU, it reads the CUDA
