@@ -25,7 +25,7 @@ from harness import kernels, oracle, record, report, untrusted
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
-from harness.result import HARNESS_ERROR_STATUS, Result, unscoped
+from harness.result import HARNESS_ERROR_STATUS, Result, alike, unscoped
 from harness.server import Remote, ServerError
 
 
@@ -376,7 +376,9 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
                 r = _minimized(r, sig, pool, scan, opts)
                 original = firsts[sig].case if r.case_id != firsts[sig].case_id else None
             paths.append(record.write(r, env, opts.reproducers, minimized_from=original))
-            print(f"reproducer (new): {paths[-1]}")
+            like = alike(sig, known)
+            print(f"reproducer (new): {paths[-1]}" + (f" (the same failure as {Path(like).stem} through other statements: "
+                                                       "likely one bug)" if like else ""))
     return paths
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from harness import case as case_mod
 from harness import pairwise, untrusted
-from harness.result import Result, normalize
+from harness.result import Result, alike, normalize
 
 STAGES = ("start", "compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker; start: its first case only)
 COLUMNS = ["case_id", "family", "variant", "verdict", "stage", "tensor", "region", "message",
@@ -53,7 +53,7 @@ def failures(results: list[Result]) -> list[Result]:
 
 def failure_table(results: list[Result], known: dict | None = None) -> pd.DataFrame:
     """One row per distinct failure signature: count, one example case, and the reproducer
-    already recorded for it (`known`: signature -> path), if any."""
+    already recorded for it (`known`: signature -> path), or "like ID" for one alike (harness.result.alike)."""
     rows = {}
     for r in failures(results):
         sig = r.signature
@@ -62,9 +62,17 @@ def failure_table(results: list[Result], known: dict | None = None) -> pd.DataFr
                                     "stage": sig[3],
                                     "tensor": sig[4], "region": sig[5], "message": r.message[:120],
                                     "count": 0, "example": r.case_id,
-                                    "known": Path((known or {})[sig]).stem if sig in (known or {}) else ""})
+                                    "known": _known(sig, known or {})})
         row["count"] += 1
     return pd.DataFrame(list(rows.values()))
+
+
+def _known(sig, known: dict) -> str:
+    """The recorded reproducer of a signature, or "like ID" for one alike (harness.result.alike), or ""."""
+    if sig in known:
+        return Path(known[sig]).stem
+    like = alike(sig, known)
+    return f"like {Path(like).stem}" if like else ""
 
 
 def hazard_table(results: list[Result]) -> pd.DataFrame:

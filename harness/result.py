@@ -203,6 +203,16 @@ def unscoped(signature) -> tuple:
     return signature[:1] + ("program",) + signature[2:] if str(signature[1]).startswith("program:") else signature
 
 
+def alike(signature, known: dict):
+    """The recorded reproducer (`known`: signature -> path) of a generated program's failure whose signature
+    differs from `signature` only in the statement kinds (`unscoped`): as the minimizer counts failures, the same
+    one met through other statements, most likely one bug. None if `signature` is recorded itself, or none is."""
+    target = unscoped(signature)
+    if signature in known or target == tuple(signature):
+        return None
+    return next((path for s, path in known.items() if unscoped(s) == target), None)
+
+
 def normalize(message: str) -> str:
     """A message with addresses, paths and numbers blanked, so equal failures compare equal."""
     for pattern, repl in _NOISE:

@@ -507,3 +507,21 @@ def test_the_draw_reaches_the_constructs_of_known_warp_specialization_bugs(const
     from hypothesis import find
     assert construct(find(generate.programs(st), construct,
                           settings=settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck))))
+
+
+def test_a_failure_met_through_other_statements_is_shown_alike_a_recorded_one():
+    """Two programs of other statement kinds failing alike (the minimizer's `unscoped` signature) are most likely
+    one bug: the report names the recorded one ("like ID"); a program failing otherwise, or one recorded itself, not."""
+    from harness import report
+    from harness.result import Result, alike
+
+    def failed(name, message="TypeError: Downcast from tirx.Sub to ir.IntImm failed."):
+        c = case_mod.Case(family="program", program=model.to_json(generate.template(name)))
+        return Result.of(c, "COMPILE_ERROR", "compile", message)
+    recorded, other, unlike = failed("reduce"), failed("attention"), failed("attention", "InternalError: no layout")
+    assert recorded.signature != other.signature
+    known = {recorded.signature: "reproducers/compiler/752120de86bc.json"}
+    assert alike(other.signature, known) == known[recorded.signature]
+    assert alike(recorded.signature, known) is None and alike(unlike.signature, known) is None
+    table = report.failure_table([recorded, other, unlike], known)
+    assert list(table["known"]) == ["752120de86bc", "like 752120de86bc", ""]
