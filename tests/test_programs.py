@@ -525,3 +525,51 @@ def test_a_failure_met_through_other_statements_is_shown_alike_a_recorded_one():
     assert alike(recorded.signature, known) is None and alike(unlike.signature, known) is None
     table = report.failure_table([recorded, other, unlike], known)
     assert list(table["known"]) == ["752120de86bc", "like 752120de86bc", ""]
+
+
+def _when(at, test, body):
+    return {"op": "when", "at": at, "test": test, "body": list(body)}
+
+
+LOAD_S = {"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 8, "form": "tile"}
+STORE_S = {"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 4, "form": "tile"}
+
+
+@pytest.mark.parametrize("test, blocks", [("first", [0]), ("later", [1, 2]), ("even", [0, 2]), ("not_last", [0, 1])])
+def test_a_when_runs_its_body_in_the_blocks_its_condition_names(test, blocks):
+    p = _program(COPY, [LOAD_S, _when("bx", test, (STORE_S,))])
+    n = 150  # three blocks of 64, the last ragged
+    init = interpret.initial(p, n, 0)
+    out = interpret.run(p, n, init)["O"]
+    for bx in range(3):
+        rows = slice(64 * bx, min(64 * bx + 64, n))
+        want = init["A"][rows, 8:40].double() if bx in blocks else init["O"][rows, 4:36].double()
+        assert torch.equal(out[rows, 4:36], want), (test, bx)
+    src = emit.tilelang_source(p)
+    assert {"first": "if bx == 0:", "later": "if bx > 0:", "even": "if bx % 2 == 0:",
+            "not_last": "if bx < T.ceildiv(n, 64) - 1:"}[test] in src
+
+
+@pytest.mark.parametrize("body, error", [
+    ([LOAD_S, _when("bx", "first", (_when("bx", "later", (STORE_S,)),))], "no when inside a when"),
+    ([LOAD_S, _when("k", "first", (STORE_S,))], "at 'k' only inside a loop"),
+    ([{"op": "loop", "kind": "serial", "trips": 2, "stages": 0, "body": [LOAD_S, _when("k", "not_last", (STORE_S,))]}],
+     "a trip is tested first, later or even"),
+    ([LOAD_S, _when("bx", "even", ({"op": "loop", "kind": "serial", "trips": 1, "stages": 0, "body": [STORE_S]},))],
+     "no loop inside a when"),
+    ([_when("bx", "first", (LOAD_S,)), STORE_S], "reads S before every element of it is written"),
+])
+def test_the_rules_of_a_when(body, error):
+    with pytest.raises(ProgramError, match=error):
+        _program(COPY, body)
+
+
+def test_a_when_shrinks_to_its_body_and_the_draw_writes_one_in_a_chain_and_in_a_loop():
+    from hypothesis import find
+    p = _program(COPY, [LOAD_S, _when("bx", "later", (STORE_S,))])
+    assert ("unwrap when 1", _program(COPY, [LOAD_S, STORE_S])) in generate.shrink(p)
+    relaxed = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck))
+    for at in ("bx", "k"):
+        def tests_at(q, at=at):
+            return any(s["op"] == "when" and s["at"] == at for s in model.walk(q.body))
+        assert tests_at(find(generate.programs(st), tests_at, settings=relaxed))

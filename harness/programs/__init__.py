@@ -15,8 +15,8 @@ by construction and a disagreement is the compiler's. Nothing here imports TileL
 emit.py writes source text, and the generator is handed Hypothesis's strategies module. A new kind is
 one module plus one line in KINDS.
 """
-from harness.programs import atomic, copy, fill, gemm, loop, parallel, reduce, scan, stream
+from harness.programs import atomic, copy, fill, gemm, loop, parallel, reduce, scan, stream, when
 
 # op name -> its module.
 KINDS = {"copy": copy, "fill": fill, "gemm": gemm, "reduce": reduce, "map": parallel, "atomic": atomic,
-         "scan": scan, "loop": loop, "stream": stream}
+         "scan": scan, "loop": loop, "stream": stream, "when": when}

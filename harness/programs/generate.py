@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.programs import model, reduce, scan, stream
+from harness.programs import model, reduce, scan, stream, when
 from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
 from harness.programs.model import INPUT_RANGE, Buffer, Program, ProgramError
 
@@ -350,7 +350,20 @@ def draw_stream(c, b, at):
                "trips": trips, "load": c.one(stream.LOADS), "body": tuple(inner)}])
 
 
-INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_scan, draw_fill, draw_atomic, draw_store)
+def draw_when(c, b, at):
+    """1 to 3 statements under a condition every thread of the block agrees on (when.py): the block, or the trip."""
+    test = c.one(when.TESTS if at == "bx" else when.TRIP_TESTS)
+    outer, b.body = b.body, []
+    outer_defined = set(b.defined)
+    for _ in range(c.between((1, 3))):
+        c.one(INNER[:-1])(c, b, at)
+    inner, b.body, b.defined = b.body, outer, outer_defined   # what the body defines may not be
+    if inner:
+        _emit(b, [{"op": "when", "at": at, "test": test, "body": tuple(inner)}])
+
+
+INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_scan, draw_fill, draw_atomic, draw_store,
+         draw_when)
 OUTER = INNER + (draw_loop, draw_loop, draw_stream)
 
 
@@ -605,14 +618,16 @@ def template(name: str) -> Program:
 
 
 def _changed(c, b: Builder) -> Program | None:
-    """The chain with statements dropped, swapped in order or inserted, each change kept only if the result
-    is still valid (None: unchanged)."""
+    """The chain with statements dropped, swapped in order, inserted or put under a `when` (in the chain or in
+    its loop), each change kept only if the result is still valid (None: unchanged)."""
     p = b.program()
     for _ in range(c.between((0, 3))):
         body = list(p.body)
-        what = c.one(("drop", "swap", "insert"))
+        what = c.one(("drop", "swap", "insert", "wrap"))
         i = c.between((0, len(body) - 1))
-        if what == "drop":
+        if what == "wrap":
+            body = _wrapped(c, body, i)
+        elif what == "drop":
             del body[i]
         elif what == "swap" and i + 1 < len(body):
             body[i], body[i + 1] = body[i + 1], body[i]
@@ -629,6 +644,17 @@ def _changed(c, b: Builder) -> Program | None:
     return p
 
 
+def _wrapped(c, body: list, i: int, at="bx") -> list:
+    """`body` with 1 to 3 statements from its i-th under a drawn `when`, or, if the i-th is a loop, in its body."""
+    if at == "bx" and body[i]["op"] == "loop" and c.flip():
+        loop = body[i]
+        inner = _wrapped(c, list(loop["body"]), c.between((0, len(loop["body"]) - 1)), "k")
+        return body[:i] + [dict(loop, body=tuple(inner))] + body[i + 1:]
+    j = i + c.between((1, 3))
+    test = c.one(when.TESTS if at == "bx" else when.TRIP_TESTS)
+    return body[:i] + [{"op": "when", "at": at, "test": test, "body": tuple(body[i:j])}] + body[j:]
+
+
 def _used(p: Program) -> Program:
     """`p` without buffers no statement names."""
     named = {n for s in model.walk(p.body) for n in model.kind(s).reads(s) + model.kind(s).writes(s)}
@@ -639,7 +665,8 @@ def _outside_loop(x):
     """A loop body's statement moved out of the loop: what it indexed by `k` it indexes by `bx`."""
     def rebased(e):
         return "bx" if e == "k" else [rebased(a) for a in e] if isinstance(e, list) else e
-    return {key: "bx" if key == "at" and v == "k" else rebased(v) if key == "expr" else v for key, v in x.items()}
+    return {key: "bx" if key == "at" and v == "k" else rebased(v) if key == "expr" else
+            tuple(map(_outside_loop, v)) if key == "body" else v for key, v in x.items()}
 
 
 def _needed(body, needed: set) -> tuple:
@@ -692,7 +719,7 @@ def _dependents_dropped(p: Program, target) -> tuple:
 
 def shrink(p: Program) -> list[tuple[str, Program]]:
     """Smaller valid programs, the largest steps first: only what one output depends on (a backward slice),
-    a statement dropped with what reads it, a statement dropped alone (a loop's too), a loop unwrapped, its trips
+    a statement dropped with what reads it, a statement dropped alone (a loop's too), a loop or when unwrapped, its trips
     or stages lowered, a copy or atomic loop in its tile form, a gemm or reduce that clears first. The minimizer
     keeps one while the failure stays."""
     out = []
@@ -734,6 +761,8 @@ def shrink(p: Program) -> list[tuple[str, Program]]:
             options += [(f"stream {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(1, s["stages"])]
             if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
                 options.append((f"stream {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
+        if s["op"] == "when":
+            options.append((f"unwrap when {where}", s["body"]))
         if s["op"] == "loop":
             options.append((f"unwrap loop {where}", tuple(_outside_loop(x) for x in s["body"])))
             options += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]

@@ -12,6 +12,7 @@ MAX_TRIPS = 8
 def check(s, p, scope):
     fields(s, kind=KINDS, trips=(0, 1, 2, 3, 4, 5, 8) + model.SYMBOLIC_TRIPS, stages=(0, 1, 2, 3), body=tuple)
     need(not scope.in_loop, "no loop inside a loop")
+    need(not scope.in_when, "no loop inside a when")
     need(s["kind"] == "pipelined" or s["stages"] == 0, "only a pipelined loop has stages")
     need(s["kind"] != "unroll" or s["trips"] not in model.SYMBOLIC_TRIPS, "an unrolled loop has a constant trip count")
     need(1 <= len(s["body"]) <= 12, "a loop's body holds 1 to 12 statements")

@@ -95,7 +95,7 @@ def walk(body):
 
 
 def fingerprint(program: Program) -> str:
-    """The statement kinds, in order (a loop's or stream's body in brackets): what a shrunk failure is made of."""
+    """The statement kinds, in order (a loop's, stream's or when's body in brackets): what a shrunk failure is made of."""
     def words(body):
         return " ".join(f"{s['op']}[{words(s['body'])}]" if "body" in s else s["op"] for s in body)
     return words(program.body)
@@ -198,10 +198,10 @@ def _one_of(what, value, allowed):
 class Scope:
     """What a statement may rely on where it stands: the threads that run it (a stream's body runs on its
     consumers only), the buffers whose every element is defined, and the loop variable it may index by ("k"
-    inside a loop)."""
+    inside a loop), and whether it stands inside a `when` (harness.programs.when)."""
 
-    def __init__(self, threads, defined=(), in_loop=False):
-        self.threads, self.defined, self.in_loop = threads, set(defined), in_loop
+    def __init__(self, threads, defined=(), in_loop=False, in_when=False):
+        self.threads, self.defined, self.in_loop, self.in_when = threads, set(defined), in_loop, in_when
 
 
 def check(p: Program) -> Program:

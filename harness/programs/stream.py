@@ -29,7 +29,7 @@ def consumers(p) -> int:
 
 def check(s, p, scope):
     fields(s, src=str, dst=str, row=int, col=int, stages=(1, 2, 3), trips=TRIPS, load=LOADS, body=tuple)
-    need(not scope.in_loop, "no stream inside a loop")
+    need(not scope.in_loop and not scope.in_when, "no stream inside a loop or a when")
     need(sum(x["op"] == "stream" for x in model.walk(p.body)) == 1, "at most one stream")
     need(p.threads in (256, 384), "a stream runs 128 or 256 consumers beside its 128 producers (256 or 384 threads)")
     g, d = p.buffer(s["src"]), local(p, s["dst"], 2)
