@@ -573,3 +573,56 @@ def test_a_when_shrinks_to_its_body_and_the_draw_writes_one_in_a_chain_and_in_a_
         def tests_at(q, at=at):
             return any(s["op"] == "when" and s["at"] == at for s in model.walk(q.body))
         assert tests_at(find(generate.programs(st), tests_at, settings=relaxed))
+
+
+PIPE = _buffers(("A", "global", "float16", ("n", 72)), ("O", "global", "float32", ("n", 40)),
+                ("S", "shared", "float16", (64, 32)), ("R", "fragment", "float32", (64, 32)))
+
+
+def _scheduled(stages, schedule="late_first", body=None):
+    body = body or [{"op": "copy", "src": "A", "dst": "S", "at": "k", "row": 0, "col": 8, "form": "tile"},
+                    {"op": "copy", "src": "S", "dst": "R", "at": "0", "row": 0, "col": 0, "form": "tile"}]
+    loop = {"op": "loop", "kind": "pipelined", "trips": 3, "stages": 0, "schedule": schedule,
+            "body": [dict(x, stage=t) for x, t in zip(body, stages)]}
+    return _program(PIPE, [loop, {"op": "copy", "src": "R", "dst": "O", "at": "bx", "row": 0, "col": 4, "form": "tile"}])
+
+
+def test_a_manual_pipeline_schedule_is_emitted_as_order_and_stage_and_means_the_serial_loop():
+    p = _scheduled([0, 1])
+    assert "T.Pipelined(3, order=[1, 0], stage=[0, 1]):" in emit.tilelang_source(p)
+    assert "order=[0, 1], stage=[0, 1]" in emit.tilelang_source(_scheduled([0, 1], "body"))
+    d = model.to_dict(p)
+    loop = {k: v for k, v in d["body"][0].items() if k != "schedule"}
+    loop.update(kind="serial", body=[{k: v for k, v in x.items() if k != "stage"} for x in loop["body"]])
+    serial = model.from_dict({**d, "body": [loop] + d["body"][1:]})
+    init = interpret.initial(p, 150, 0)
+    assert torch.equal(interpret.run(p, 150, init)["O"], interpret.run(serial, 150, init)["O"])
+    assert model.from_json(model.to_json(p)) == p
+
+
+@pytest.mark.parametrize("stages, error", [
+    ([1, 0], "R is used in stages|S is written after the first stage"),   # the consumer in an earlier stage
+    ([0, 0], "stages start at 0 and use more than one"),
+    ([0, 3], "each statement's stage is one of"),
+])
+def test_the_rules_of_a_manual_schedule(stages, error):
+    with pytest.raises(ProgramError, match=error):
+        _scheduled(stages)
+
+
+def test_a_fragment_used_across_stages_and_a_stage_outside_a_schedule_are_refused():
+    fragment_across = [{"op": "copy", "src": "A", "dst": "R", "at": "k", "row": 0, "col": 8, "form": "tile"},
+                       {"op": "copy", "src": "R", "dst": "S", "at": "0", "row": 0, "col": 0, "form": "tile"},
+                       {"op": "copy", "src": "S", "dst": "R", "at": "0", "row": 0, "col": 0, "form": "tile"}]
+    with pytest.raises(ProgramError, match="R is used in stages"):
+        _scheduled([0, 1, 1], body=fragment_across)
+    with pytest.raises(ProgramError, match="a stage only on each statement of a scheduled loop's body"):
+        _program(COPY, [dict(LOAD_S, stage=0), STORE_S])
+
+
+def test_a_schedule_shrinks_to_num_stages_and_its_statements_keep_their_stages_when_a_when_unwraps():
+    p = _scheduled([0, 1])
+    steps = dict(generate.shrink(p))
+    plain = steps["loop 0 schedule -> num_stages"].body[0]
+    assert "schedule" not in plain and plain["stages"] == 2 and all("stage" not in x for x in plain["body"])
+    assert all("stage" not in x for x in steps["unwrap loop 0"].body)

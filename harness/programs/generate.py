@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.programs import model, reduce, scan, stream, when
+from harness.programs import loop, model, reduce, scan, stream, when
 from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
 from harness.programs.model import INPUT_RANGE, Buffer, Program, ProgramError
 
@@ -322,7 +322,24 @@ def draw_loop(c, b, at):
     if not model.surely_runs(trips):
         b.defined = outer_defined
     if inner:
-        _emit(b, [{"op": "loop", "kind": kind, "trips": trips, "stages": stages, "body": tuple(inner)}])
+        drawn = {"op": "loop", "kind": kind, "trips": trips, "stages": stages, "body": tuple(inner)}
+        if kind == "pipelined" and len(inner) > 1 and c.flip():
+            drawn = _scheduled(c, b.program(), drawn) or drawn
+        _emit(b, [drawn])
+
+
+def _scheduled(c, p: Program, drawn: dict) -> dict | None:
+    """The pipelined loop `drawn` with a manual schedule (loop.py): its body cut into runs of stages 0, 1 (and 2),
+    emitted in body order or later stages first; None if the cut breaks the schedule's rule."""
+    m = len(drawn["body"])
+    cuts = {c.between((1, m - 1)) for _ in range(c.one((1, 1, 2)))}
+    body = tuple(dict(x, stage=sum(i >= k for k in cuts)) for i, x in enumerate(drawn["body"]))
+    out = dict(drawn, stages=0, schedule=c.one(loop.SCHEDULES), body=body)
+    try:
+        loop.check_schedule(out, p)
+    except ProgramError:
+        return None
+    return out
 
 
 def draw_stream(c, b, at):
@@ -623,10 +640,16 @@ def _changed(c, b: Builder) -> Program | None:
     p = b.program()
     for _ in range(c.between((0, 3))):
         body = list(p.body)
-        what = c.one(("drop", "swap", "insert", "wrap"))
+        what = c.one(("drop", "swap", "insert", "wrap", "schedule"))
         i = c.between((0, len(body) - 1))
         if what == "wrap":
             body = _wrapped(c, body, i)
+        elif what == "schedule":
+            plain = [j for j, s in enumerate(body) if s["op"] == "loop" and s["kind"] == "pipelined" and "schedule" not in s
+                     and len(s["body"]) > 1]
+            if plain:
+                j = c.one(plain)
+                body[j] = _scheduled(c, p, body[j]) or body[j]
         elif what == "drop":
             del body[i]
         elif what == "swap" and i + 1 < len(body):
@@ -666,7 +689,7 @@ def _outside_loop(x):
     def rebased(e):
         return "bx" if e == "k" else [rebased(a) for a in e] if isinstance(e, list) else e
     return {key: "bx" if key == "at" and v == "k" else rebased(v) if key == "expr" else
-            tuple(map(_outside_loop, v)) if key == "body" else v for key, v in x.items()}
+            tuple(map(_outside_loop, v)) if key == "body" else v for key, v in x.items() if key != "stage"}
 
 
 def _needed(body, needed: set) -> tuple:
@@ -761,10 +784,15 @@ def shrink(p: Program) -> list[tuple[str, Program]]:
             options += [(f"stream {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(1, s["stages"])]
             if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
                 options.append((f"stream {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
-        if s["op"] == "when":
-            options.append((f"unwrap when {where}", s["body"]))
+        if s["op"] == "when":  # its statements take its stage in a scheduled loop
+            options.append((f"unwrap when {where}", tuple(dict(x, stage=s["stage"]) if "stage" in s else x for x in s["body"])))
         if s["op"] == "loop":
             options.append((f"unwrap loop {where}", tuple(_outside_loop(x) for x in s["body"])))
+        if "schedule" in s:
+            unscheduled = {k: v for k, v in s.items() if k != "schedule"}
+            options.append((f"loop {where} schedule -> num_stages", (dict(
+                unscheduled, stages=1 + max(x["stage"] for x in s["body"]),
+                body=tuple({k: v for k, v in x.items() if k != "stage"} for x in s["body"])),)))
             options += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]
             if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
                 options.append((f"loop {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))

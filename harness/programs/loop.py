@@ -1,25 +1,62 @@
 """loop: T.serial, T.Pipelined (num_stages 0 to 3) or T.unroll over `k`, a constant trip count (0 and 1 included)
 or the symbolic T.ceildiv(n, block) or one fewer (0 when n fits one block); its body (no loop inside) may index
 global tiles at row k * block. What the body defines is defined after the loop only if it surely runs (a constant
-trip count of 1 or more)."""
+trip count of 1 or more).
+
+A pipelined loop may instead carry a manual schedule (`schedule`, TileLang's `order=` and `stage=`): each body
+statement its `stage` (0 to 2, some above 0), emitted in body order or later stages first (`late_first`, the
+order TileLang's own example gives). Its meaning is still the serial loop's, which holds when a buffer used in
+more than one stage is a shared one (the pipeline keeps a version per stage) written only in the first of them."""
 from harness.programs import model
 from harness.programs.model import Scope, fields, need
 
 KINDS = ("serial", "pipelined", "unroll")
 MAX_TRIPS = 8
+SCHEDULES = ("body", "late_first")
+STAGES = (0, 1, 2)
 
 
 def check(s, p, scope):
-    fields(s, kind=KINDS, trips=(0, 1, 2, 3, 4, 5, 8) + model.SYMBOLIC_TRIPS, stages=(0, 1, 2, 3), body=tuple)
+    fields(s, kind=KINDS, trips=(0, 1, 2, 3, 4, 5, 8) + model.SYMBOLIC_TRIPS, stages=(0, 1, 2, 3), body=tuple,
+           **({"schedule": SCHEDULES} if "schedule" in s else {}))
     need(not scope.in_loop, "no loop inside a loop")
     need(not scope.in_when, "no loop inside a when")
     need(s["kind"] == "pipelined" or s["stages"] == 0, "only a pipelined loop has stages")
     need(s["kind"] != "unroll" or s["trips"] not in model.SYMBOLIC_TRIPS, "an unrolled loop has a constant trip count")
     need(1 <= len(s["body"]) <= 12, "a loop's body holds 1 to 12 statements")
+    if "schedule" in s:
+        check_schedule(s, p)
     inner = Scope(scope.threads, scope.defined, in_loop=True)
-    model.check_body(p, s["body"], inner)
+    model.check_body(p, s["body"], inner, staged="schedule" in s)
     if model.surely_runs(s["trips"]):
         scope.defined |= inner.defined
+
+
+def check_schedule(s, p):
+    """ProgramError unless the loop's schedule keeps the serial loop's meaning (see above)."""
+    need(s["kind"] == "pipelined" and s["stages"] == 0, "a schedule is a pipelined loop's, without num_stages")
+    stages = [x.get("stage") for x in s["body"]]
+    need(all(type(t) is int and t in STAGES for t in stages), f"each statement's stage is one of {list(STAGES)}")
+    need(min(stages) == 0 and max(stages) > 0, "stages start at 0 and use more than one")
+    used: dict = {}   # local buffer -> [(stage, writes it)]
+    for x, t in zip(s["body"], stages):
+        for y in model.walk((x,)):
+            writes = set(model.kind(y).writes(y)) | set(getattr(model.kind(y), "updates", lambda _: [])(y))
+            for name in set(model.kind(y).reads(y)) | writes:
+                if p.buffer(name).local:
+                    used.setdefault(name, []).append((t, name in writes))
+    for name, uses in used.items():
+        seen = {t for t, _ in uses}
+        if len(seen) > 1:
+            need(p.buffer(name).scope == "shared", f"{name} is used in stages {sorted(seen)}: only a shared buffer is versioned")
+            need(all(t == min(seen) for t, w in uses if w), f"{name} is written after the first stage that uses it")
+
+
+def order(s) -> list[int]:
+    """Each body statement's place in the emitted loop (TileLang's `order=`)."""
+    stages = [x["stage"] for x in s["body"]]
+    ranked = sorted(range(len(stages)), key=lambda i: (-stages[i], i) if s["schedule"] == "late_first" else i)
+    return [ranked.index(i) for i in range(len(stages))]
 
 
 def reads(s):
@@ -37,8 +74,11 @@ def full(s, p):
 def tilelang(s, p, ind):
     from harness.programs.emit import body_lines
     count = model.trips(s["trips"], p.block, "tilelang")
-    head = {"serial": f"T.serial({count})", "unroll": f"T.unroll({count})",
-            "pipelined": f"T.Pipelined({count}, num_stages={s['stages']})"}[s["kind"]]
+    if "schedule" in s:
+        pipelined = f"T.Pipelined({count}, order={order(s)}, stage={[x['stage'] for x in s['body']]})"
+    else:
+        pipelined = f"T.Pipelined({count}, num_stages={s['stages']})"
+    head = {"serial": f"T.serial({count})", "unroll": f"T.unroll({count})", "pipelined": pipelined}[s["kind"]]
     return [f"{ind}for k in {head}:"] + body_lines(s["body"], p, ind + "    ", "tilelang")
 
 

@@ -255,9 +255,12 @@ def shared_bytes(p: Program) -> int:
     return sum(_bytes(b) for b in p.buffers if b.scope == "shared")
 
 
-def check_body(p, body, scope):
+def check_body(p, body, scope, staged=False):
+    """Check each statement where it stands; `staged`: the body of a loop with a manual pipeline schedule, whose
+    statements each carry their `stage` (harness.programs.loop), which no other statement carries."""
     for index, s in enumerate(body):
         try:
+            need(("stage" in s) == staged, "a stage only on each statement of a scheduled loop's body")
             kind(s).check(s, p, scope)
             undefined = [n for n in needs(s) if p.buffer(n).local and n not in scope.defined]
             if undefined:
@@ -283,7 +286,7 @@ def parallel(scope, *extent):
 
 def fields(s, **types):
     """Check a statement's keys and their types: `types` maps each key to its type, or to a tuple of allowed values."""
-    extra = sorted(set(s) - set(types) - {"op"})
+    extra = sorted(set(s) - set(types) - {"op", "stage"})   # a scheduled loop checks its statements' stages
     need(not extra, f"unknown field(s) {extra}")
     for key, allowed in types.items():
         need(key in s, f"missing field {key!r}")
