@@ -626,3 +626,7 @@ def test_a_schedule_shrinks_to_num_stages_and_its_statements_keep_their_stages_w
     plain = steps["loop 0 schedule -> num_stages"].body[0]
     assert "schedule" not in plain and plain["stages"] == 2 and all("stage" not in x for x in plain["body"])
     assert all("stage" not in x for x in steps["unwrap loop 0"].body)
+    # A plain pipelined loop still lowers its stages and trips.
+    d = model.to_dict(_program(COPY, [{"op": "loop", "kind": "pipelined", "trips": "n", "stages": 2,
+                                       "body": [dict(LOAD_S, at="k"), STORE_S]}]))
+    assert {"loop 0 stages 2 -> 1", "loop 0 trips n -> 1"} <= set(dict(generate.shrink(model.from_dict(d))))

@@ -373,14 +373,14 @@ def draw_when(c, b, at):
     outer, b.body = b.body, []
     outer_defined = set(b.defined)
     for _ in range(c.between((1, 3))):
-        c.one(INNER[:-1])(c, b, at)
+        c.one(UNDER_WHEN)(c, b, at)
     inner, b.body, b.defined = b.body, outer, outer_defined   # what the body defines may not be
     if inner:
         _emit(b, [{"op": "when", "at": at, "test": test, "body": tuple(inner)}])
 
 
-INNER = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_scan, draw_fill, draw_atomic, draw_store,
-         draw_when)
+UNDER_WHEN = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_scan, draw_fill, draw_atomic, draw_store)
+INNER = UNDER_WHEN + (draw_when,)
 OUTER = INNER + (draw_loop, draw_loop, draw_stream)
 
 
@@ -788,14 +788,14 @@ def shrink(p: Program) -> list[tuple[str, Program]]:
             options.append((f"unwrap when {where}", tuple(dict(x, stage=s["stage"]) if "stage" in s else x for x in s["body"])))
         if s["op"] == "loop":
             options.append((f"unwrap loop {where}", tuple(_outside_loop(x) for x in s["body"])))
+            options += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]
+            if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
+                options.append((f"loop {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
         if "schedule" in s:
             unscheduled = {k: v for k, v in s.items() if k != "schedule"}
             options.append((f"loop {where} schedule -> num_stages", (dict(
                 unscheduled, stages=1 + max(x["stage"] for x in s["body"]),
                 body=tuple({k: v for k, v in x.items() if k != "stage"} for x in s["body"])),)))
-            options += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]
-            if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
-                options.append((f"loop {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
         if s.get("form") in ("loop", "element"):
             options.append((f"statement {where} form {s['form']} -> tile", (dict(s, form="tile"),)))
         if s.get("clear") is False:  # what it folded into may then be dropped
