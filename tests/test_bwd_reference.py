@@ -226,3 +226,46 @@ def test_dsinks_floor_covers_a_correct_kernel_on_few_rows_but_not_a_lost_row():
     assert judge(fa2, floor).ok
     smallest = terms.abs().min()
     assert not judge(fa2 + smallest.double(), floor).ok  # one row's term lost: still caught
+
+
+
+# Where each backward's main kernel takes LSE: after (q, k, v, dO), the packed offsets, or the mask, bias and activity.
+LSE_ARG = {"bwd": 4, "varlen_bwd": 6, "masked_bwd": 7}
+
+
+# All but the first have rows that see no key (-inf LSE, O = 0): causal with more queries than keys, a window
+# that misses every key, a sequence without keys.
+@pytest.mark.parametrize("case", [
+    CASES[1], CASES[2], CASES[5],
+    Case(family="varlen_bwd", variant="atomic", layout="thd", batch=3, seqlens=((5, 9), (0, 4), (7, 3)), seqlen_q=7,
+         seqlen_k=9, heads=4, kv_heads=2, head_dim=8, head_dim_v=8, causal=True, seed=2),
+    Case(family="masked_bwd", variant="ragged", heads=2, kv_heads=1, seqlen_q=6, seqlen_k=5, head_dim=8,
+         head_dim_v=8, mask="causal", bias=True, layout="bshd", seed=4),
+], ids=lambda c: c.family + "-" + c.id)
+def test_the_backward_reads_o_and_lse_as_a_correct_forward_stores_them(case):
+    """No forward kernel runs in a backward case: O in the input dtype and LSE in float32 are the float64
+    reference rounded once, in the layout the kernels read (-inf LSE where a row sees no key)."""
+    from harness import kernels
+
+    fam = kernels.family(case.family)
+    seen = {}
+
+    def preprocess(o, do, delta):
+        seen["O"] = o.clone()
+
+    def main(*args):
+        seen["LSE"] = args[LSE_ARG[case.family]].clone()
+
+    def nothing(*args):
+        pass
+
+    stubs = (preprocess, main, nothing) + ((nothing,) if case.sinks or case.family == "masked_bwd" else ())
+    inputs = fam.make_inputs(case, "cpu")
+    fam.run(stubs, case, inputs)
+    forward = {"bwd": reference.forward, "varlen_bwd": kernels.family("varlen_fwd").reference,
+               "masked_bwd": kernels.family("masked_fwd").reference}[case.family]
+    want = forward(case, inputs, F64)
+    o = seen["O"][0] if case.layout == "thd" else seen["O"]  # the dense preprocess sees packed tokens as one batch
+    assert o.dtype == inputs["q"].dtype
+    assert torch.equal(o, layout.from_canonical(want["O"], case.layout).to(o.dtype))
+    assert seen["LSE"].dtype == torch.float32 and torch.equal(seen["LSE"], want["LSE"].float())

@@ -168,9 +168,9 @@ def test_the_file_builds_the_harnesss_program(tmp_path):
     rep = _reproducer(BWD.replace(variant="dq_shared", block_m=64, block_n=64, threads=128), "COMPILE_ERROR",
                       tmp_path)
     path, calls = export.export(rep, tmp_path / "bwd.standalone.py")
-    assert [c.kernel for c in calls] == ["main", "fwd", "preprocess", "postprocess", "sink_grad"]
+    assert [c.kernel for c in calls] == ["main", "preprocess", "postprocess", "sink_grad"]
     lines = export.check_program(path, calls)
-    assert len(lines) == 5 and all(line.startswith("same TIR script") for line in lines), lines
+    assert len(lines) == 4 and all(line.startswith("same TIR script") for line in lines), lines
 
 
 def test_the_file_checks_guard_bands_before_values(tmp_path, monkeypatch, capsys):
@@ -190,3 +190,27 @@ def test_the_file_checks_guard_bands_before_values(tmp_path, monkeypatch, capsys
     out = capsys.readouterr().out
     assert "OOB_WRITE O: 3 elements written after the end (first at +0)" in out
     assert "O       PASS" in out and "OOB_WRITE LSE" not in out
+
+
+def test_the_backward_reads_the_o_and_lse_the_harness_hands_its_kernels(tmp_path):
+    module = _standalone(BWD, "MISMATCH", tmp_path)
+    fam = kernels.family("bwd")
+
+    def handed(run, kernels_of):
+        seen = {}
+
+        def preprocess(o, do, delta):
+            seen["O"] = o.clone()
+
+        def main(q, k, v, do, lse, *rest):
+            seen["LSE"] = lse.clone()
+
+        run(kernels_of(preprocess, main, lambda *a: None), BWD, fam.make_inputs(BWD, "cpu"))
+        return seen
+
+    ours = handed(fam.run, lambda pre, main, nothing: (pre, main, nothing, nothing))
+    theirs = handed(lambda compiled, case, inputs: module.run_backward(compiled, inputs),
+                    lambda pre, main, nothing: {"preprocess": pre, "main": main, "postprocess": nothing,
+                                                "sink_grad": nothing})
+    for name in ("O", "LSE"):
+        assert ours[name].dtype == theirs[name].dtype and torch.equal(ours[name], theirs[name]), name

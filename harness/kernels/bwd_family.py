@@ -1,7 +1,8 @@
 """The backward family's offer and its build/run glue (TileLang itself lives in bwd.py).
 
-run() is the real pipeline: the TileLang forward (fwd_family) gives O and LSE, then the
-backward's preprocess (Delta), main kernel, dQ postprocess and, with sinks, the sink gradient.
+run() is the backward's pipeline: the backward's preprocess (Delta), main kernel, dQ postprocess
+and, with sinks, the sink gradient, reading O and LSE as a correct forward stores them
+(`stored_forward`): the forward kernels are the forward families' to judge.
 """
 from __future__ import annotations
 
@@ -9,13 +10,10 @@ import torch
 
 from harness import bands, layout
 from harness import reference as ref
-from harness.kernels import Family, fwd_family, launch
+from harness.kernels import Family, launch
 
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 176  # fp32 accumulators per thread: S^T, dP^T, dK, dV, dQ
-# The forward that produces O and LSE for the backward: one fixed tile, so it is compiled once
-# per static configuration and is not what a backward case varies.
-FWD_TILE = (64, 64, 1, 128)
 DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
 
 
@@ -47,15 +45,8 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=No
     return None
 
 
-def fwd_case(case, family="fwd"):
-    """The forward case (of `family`) whose O and LSE feed this backward case."""
-    bm, bn, stages, threads = FWD_TILE
-    return case.replace(family=family, variant="default", block_m=bm, block_n=bn,
-                        num_stages=stages, threads=threads)
-
-
 def build(case, target: str) -> tuple:
-    """(fwd, prep, main, post) compiled kernels, plus the sink-gradient kernel with sinks.
+    """(prep, main, post) compiled kernels, plus the sink-gradient kernel with sinks.
 
     A plain tuple so that compat.kernel_sources() sees every generated kernel.
     """
@@ -64,20 +55,17 @@ def build(case, target: str) -> tuple:
     left, right = case.bounds
     main = bwd.main_kernel(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                            left, right, case.sinks, case.layout, *case.tile, case.variant)
-    return pipeline(case, target, lambda: fwd_family.build(fwd_case(case), target), main, case.layout,
-                    annotate=case.variant in bwd.FRAGMENT_DQ)
+    return pipeline(case, target, main, case.layout, annotate=case.variant in bwd.FRAGMENT_DQ)
 
 
-def pipeline(case, target, forward, main, lay, annotate) -> tuple:
-    """Compiled (forward, preprocess, main, postprocess[, sink_grad]), each pinned by name on its
-    compile errors; `forward()` compiles the forward. The prim_func `main` compiles first, so that
-    a release that cannot compile the forward still says whether it compiles the backward's own."""
+def pipeline(case, target, main, lay, annotate) -> tuple:
+    """Compiled (preprocess, main, postprocess[, sink_grad]), each pinned by name on its compile
+    errors. The prim_func `main` compiles first: it is what a backward case varies."""
     from harness import compat
     from harness.kernels import bwd
 
     main = compat.compile(main, target, case.knobs, kernel="main")
     kernels = (
-        forward(),
         compat.compile(bwd.preprocess(case.heads, case.head_dim_v, case.dtype, lay), target, case.knobs,
                        kernel="preprocess"),
         main,
@@ -213,13 +201,26 @@ def _group_sum(x, case):
     return x.sum(dim=axis + 1)
 
 
+def stored_forward(case, inputs, forward=ref.forward, lay=None) -> tuple:
+    """O [`lay`, default the case's layout; input dtype] and LSE [float32] for the backward's kernels,
+    in guarded buffers: what a correct forward stores, the float64 reference rounded once.
+
+    Not a forward kernel's output: the forward families judge those, on the same shapes, and a
+    backward case then compiles and tests the backward's own kernels only. (A forward compiled per
+    backward kernel was 10 to 18 s of each backward's 26 to 41 s of compile on an H100 host, and
+    never served a case of its own: findings/2026-11-27-controls-as-covering-rows.md.)
+    `forward(case, inputs, dtype)` gives canonical {"O", "LSE"}: the family's forward reference."""
+    out = forward(case, inputs, torch.float64)
+    o = layout.from_canonical(out["O"], lay or case.layout).to(inputs["q"].dtype)
+    return bands.adopt("O", o), bands.adopt("LSE", out["LSE"].to(torch.float32))
+
+
 def run(kernels, case, inputs) -> dict:
     q, k, v, sinks, do = (inputs[n] for n in ("q", "k", "v", "sinks", "do"))
     dev, dtype = q.device, q.dtype
     nan = float("nan")
-    fwd_k, prep_k, main_k, post_k, *sink_k = kernels
-    fwd_out = fwd_family.run(fwd_k, fwd_case(case), inputs)
-    o, lse = fwd_out["O"], fwd_out["LSE"]
+    prep_k, main_k, post_k, *sink_k = kernels
+    o, lse = stored_forward(case, inputs)
 
     delta = bands.full("Delta", (case.batch, case.heads, case.seqlen_q), nan, torch.float32, dev)
     launch("preprocess", prep_k, o, do, delta)
@@ -269,7 +270,7 @@ FAMILY = Family(
     canonical=canonical,
     floors=floors,
     contiguous=contiguous,
-    # The forward, Delta and dSinks kernels are the same program for every variant.
-    shared_kernels=frozenset({"fwd", "preprocess", "sink_grad"}),
+    # The Delta and dSinks kernels are the same program for every variant.
+    shared_kernels=frozenset({"preprocess", "sink_grad"}),
     producers={"dSinks": "sink_grad"},
 )

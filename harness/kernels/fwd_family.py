@@ -93,7 +93,7 @@ FAMILY = Family(
     tensors=tensors,
     reference=reference.forward,   # canonical O [b,h,sq,dv] and LSE [b,h,sq]
     canonical=canonical,
-    # Its one kernel, which the backward family runs too: a failure there is one bug for both.
+    # A failure pinned on its one kernel is scoped by that kernel, as its recorded signatures are.
     shared_kernels=frozenset({"fwd"}),
     producers={"O": "fwd", "LSE": "fwd"},
     forms=tuple(FORMS),

@@ -1,7 +1,7 @@
 """The masked backward family: dQ, dK, dV and dBias with a uint8 mask and an additive bias.
 
-run() is the real pipeline: the masked forward (masked_family, its own fixed tile) gives O and
-LSE, then the dense backward's preprocess (Delta), the masked main kernel (masked.backward: dQ
+run() is the backward's pipeline, reading O and LSE as a correct masked forward stores them
+(bwd_family.stored_forward): the dense backward's preprocess (Delta), the masked main kernel (masked.backward: dQ
 through the fragment-matched atomic layout, dK/dV and dBias in fp32 atomics) and the dense dQ
 postprocess. The `pad` variant's dK, dV and dBias come back for the padded keys and are sliced
 to seq_k. The reference is autograd through masked_family's: dBias is summed over the broadcast
@@ -22,20 +22,13 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=No
                            extra_smem=tile_smem(block_m, block_n))
 
 
-def fwd_case(case):
-    """The forward case whose O and LSE feed this backward case: same variant, fixed tile."""
-    bm, bn, stages, threads = bwd_family.FWD_TILE
-    return case.replace(family="masked_fwd", block_m=bm, block_n=bn, num_stages=stages, threads=threads)
-
-
 def build(case, target: str) -> tuple:
-    """(forward (its activity, main), preprocess, main, postprocess, activity for this tile)."""
+    """(preprocess, main, postprocess, the activity kernel for this tile)."""
     from harness.kernels import masked
 
     main = masked.backward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype, *per_axis(case),
                            case.bias, case.layout, *case.tile, case.variant)
-    kernels = bwd_family.pipeline(case, target, lambda: masked_family.build(fwd_case(case), target), main,
-                                  case.layout, annotate=True)
+    kernels = bwd_family.pipeline(case, target, main, case.layout, annotate=True)
     return kernels + (masked_family.compile_block_or(case, target, case.block_m, case.block_n),)
 
 
@@ -86,16 +79,15 @@ def _keys(x, lay, n):
 
 
 def run(kernels, case, inputs) -> dict:
-    fwd_k, prep_k, main_k, post_k, or_k = kernels
+    prep_k, main_k, post_k, or_k = kernels
     q, do = inputs["q"], inputs["do"]
     dev, dtype, nan = q.device, q.dtype, float("nan")
-    fwd_out = masked_family.run(fwd_k, fwd_case(case), inputs)  # checks mask and bias first
-    o, lse = fwd_out["O"], fwd_out["LSE"]
+    p = masked_family.prepare(case, inputs)  # checks mask and bias first
+    o, lse = bwd_family.stored_forward(case, inputs, masked_family.reference)
 
     delta = bands.full("Delta", (case.batch, case.heads, case.seqlen_q), nan, torch.float32, dev)
     launch("preprocess", prep_k, o, do, delta)
 
-    p = masked_family.prepare(case, inputs)
     active = masked_family.activity(or_k, case, p, case.block_m, case.block_n)
     rows = -(-case.seqlen_q // bwd_family.DQ_ROW_PAD) * bwd_family.DQ_ROW_PAD
     dq_acc = bands.zeros("dQ_acc", layout.shape(case.layout, case.batch, rows, case.heads, case.head_dim),

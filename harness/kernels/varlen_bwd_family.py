@@ -1,11 +1,12 @@
 """The varlen backward family: gradients of packed sequences (TileLang itself: varlen.backward).
 
-run() is the real pipeline: the varlen forward gives O and LSE, then the dense backward's
-preprocess (Delta), the varlen main kernel (dQ through the fragment-matched atomic layout, dK/dV
-atomic per KV head or split per query head), the dense postprocess and, with sinks, the sink
-gradient. The dense kernels see all packed tokens as one batch of one sequence ("bshd"): Delta,
-the dQ accumulator and dSinks never depend on where a sequence starts. The reference runs
-autograd through the varlen forward reference (dense attention sequence by sequence).
+run() is the backward's pipeline, reading O and LSE as a correct varlen forward stores them
+(bwd_family.stored_forward): the dense backward's preprocess (Delta), the varlen main kernel (dQ
+through the fragment-matched atomic layout, dK/dV atomic per KV head or split per query head), the
+dense postprocess and, with sinks, the sink gradient. The dense kernels see all packed tokens as one
+batch of one sequence ("bshd"): Delta, the dQ accumulator and dSinks never depend on where a
+sequence starts. The reference runs autograd through the varlen forward reference (dense attention
+sequence by sequence).
 """
 from __future__ import annotations
 
@@ -18,19 +19,14 @@ from harness.kernels import Family, bwd_family, launch, varlen_family
 VARIANTS = ("atomic", "split")
 
 
-def fwd_case(case):
-    return bwd_family.fwd_case(case, family="varlen_fwd")
-
-
 def build(case, target: str) -> tuple:
-    """The dense backward's pipeline (bwd_family.pipeline) around the varlen forward and main kernel."""
+    """The dense backward's pipeline (bwd_family.pipeline) around the varlen main kernel."""
     from harness.kernels import varlen
 
     left, right = case.bounds
     main = varlen.backward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype,
                            left, right, *case.tile, case.variant)
-    return bwd_family.pipeline(case, target, lambda: varlen_family.build(fwd_case(case), target), main, "bshd",
-                               annotate=True)
+    return bwd_family.pipeline(case, target, main, "bshd", annotate=True)
 
 
 def make_inputs(case, device) -> dict:
@@ -82,9 +78,9 @@ def canonical(case, outputs) -> dict:
 def run(kernels, case, inputs) -> dict:
     q, k, v, sinks, do = (inputs[n] for n in ("q", "k", "v", "sinks", "do"))
     dev, dtype, nan = q.device, q.dtype, float("nan")
-    fwd_k, prep_k, main_k, post_k, *sink_k = kernels
-    fwd_out = varlen_family.run(fwd_k, fwd_case(case), inputs)  # checks the offsets first
-    o, lse = fwd_out["O"], fwd_out["LSE"][None]
+    prep_k, main_k, post_k, *sink_k = kernels
+    varlen_family.check_packed(inputs["cu_q"], inputs["cu_k"], q.shape[0], k.shape[0], case.seqlen_q, case.seqlen_k)
+    o, lse = bwd_family.stored_forward(case, inputs, varlen_family.forward_reference, "thd")
 
     delta = bands.full("Delta", (1, case.heads, case.total_q), nan, torch.float32, dev)
     launch("preprocess", prep_k, o[None], do[None], delta)
@@ -133,7 +129,7 @@ FAMILY = Family(
     canonical=canonical,
     floors=floors,
     contiguous=contiguous,
-    shared_kernels=frozenset({"varlen_fwd", "preprocess", "postprocess", "sink_grad"}),
+    shared_kernels=frozenset({"preprocess", "postprocess", "sink_grad"}),
     producers={"dSinks": "sink_grad"},
     layouts=("thd",),
     lengths="packed",

@@ -154,7 +154,7 @@ FAMILY = Family(
     layouts=("thd",),
     lengths="packed",
     locate=locate,
-    shared_kernels=frozenset({"varlen_fwd"}),  # run by the varlen backward too, as fwd_family's
+    shared_kernels=frozenset({"varlen_fwd"}),  # scoped by the kernel, as fwd_family's
     producers={"O": "varlen_fwd", "LSE": "varlen_fwd"},
     forms=("scores_mask", "row_max", "rescale"),  # its softmax (blocks.softmax_forms)
 )

@@ -1,10 +1,11 @@
-"""The warp-specialized backward family: bwd_family's pipeline (dense forward, Delta, dQ
-postprocess, dSinks) around the main kernel of ws.py, judged on every gradient like `bwd`."""
+"""The warp-specialized backward family: bwd_family's pipeline (Delta, dQ postprocess, dSinks, and
+O and LSE as a correct forward stores them) around the main kernel of ws.py, judged on every
+gradient like `bwd`."""
 from __future__ import annotations
 
 import dataclasses
 
-from harness.kernels import bwd_family, fwd_family, ws_family
+from harness.kernels import bwd_family, ws_family
 
 
 def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
@@ -19,8 +20,7 @@ def build(case, target: str) -> tuple:
     left, right = case.bounds
     main = ws.backward(case.heads, case.kv_heads, case.head_dim, case.head_dim_v, case.dtype, left, right,
                        case.layout, *case.tile, case.variant)
-    return bwd_family.pipeline(case, target, lambda: fwd_family.build(bwd_family.fwd_case(case), target), main,
-                               case.layout, annotate=True)
+    return bwd_family.pipeline(case, target, main, case.layout, annotate=True)
 
 
 FAMILY = dataclasses.replace(
@@ -33,7 +33,7 @@ FAMILY = dataclasses.replace(
     fits=fits,
     build=build,
     lengths="ring_q",
-    # Its forward is the dense one, whose known Q-load hazard is not this family's: its ring's barriers are.
+    # Its ring's barriers are what it exists to test: an mbarrier_protocol finding fails the case.
     clean=("mbarrier_protocol",),
     needs=ws_family.NEEDS,
 )
