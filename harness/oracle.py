@@ -118,6 +118,17 @@ def check(name, out, ref, base, dtype, k, locate, floor=0.0, exact_arithmetic=Fa
     return Check(name, False, verdict, err, tol, base_err, atol, locate(name, worst), where)
 
 
+def failure_message(bad: Check) -> str:
+    """The line a failing check is reported by. A MISMATCH within tolerance on every finite entry differs only where
+    the reference is not finite (-inf where a row sees no key, or a program's overflow): it says so, so that its
+    signature, and a minimizing step, never take it for a mismatch of values (the numbers are blanked there)."""
+    at = bad.where["index"]
+    if bad.verdict == "MISMATCH" and bad.error <= bad.tolerance:
+        return (f"{bad.tensor}: differs where the reference is not finite, at {at} (finite entries: max error "
+                f"{bad.error:.4g} <= tolerance {bad.tolerance:.4g})")
+    return f"{bad.tensor}: max error {bad.error:.4g} > tolerance {bad.tolerance:.4g} at {at}"
+
+
 def first_failure(checks: list[Check]) -> Check | None:
     return next((c for c in checks if not c.ok), None)
 
@@ -226,7 +237,7 @@ def judge(case, fam, inputs, outputs, seconds=None) -> Result:
     bad = first_failure(checks)
     if bad is None:
         return Result.of(case, "PASS", "judge", **extra)
-    msg = f"{bad.tensor}: max error {bad.error:.4g} > tolerance {bad.tolerance:.4g} at {bad.where['index']}"
+    msg = failure_message(bad)
     kernel = fam.shared(fam.producers.get(bad.tensor))
     return Result.of(case, bad.verdict, "judge", msg, tensor=bad.tensor, region=bad.region,
                   **({"kernel": kernel} if kernel else {}), **extra)

@@ -52,9 +52,10 @@ def failures(results: list[Result]) -> list[Result]:
 
 
 def failure_table(results: list[Result], known: dict | None = None) -> pd.DataFrame:
-    """One row per distinct failure signature: count, one example case, and the reproducer
-    already recorded for it (`known`: signature -> path), or "like ID" for one alike (harness.result.alike)."""
-    rows = {}
+    """One row per distinct failure signature: count, one example case, the reproducer already recorded for it
+    (`known`: signature -> path) or "like ID" for one alike (harness.result.alike), and the code-scan checks its
+    cases carried ("scan"): a race the scan predicted is attributed by its check, whatever the region it showed in."""
+    rows, scans = {}, {}
     for r in failures(results):
         sig = r.signature
         # A shared kernel's signature names no family: the first case's family stands for it.
@@ -64,6 +65,9 @@ def failure_table(results: list[Result], known: dict | None = None) -> pd.DataFr
                                     "count": 0, "example": r.case_id,
                                     "known": _known(sig, known or {})})
         row["count"] += 1
+        scans.setdefault(sig, set()).update(f.check for f in r.hazards or ())
+    for sig, row in rows.items():
+        row["scan"] = " ".join(sorted(scans[sig]))
     return pd.DataFrame(list(rows.values()))
 
 

@@ -192,8 +192,9 @@ def _copy(r: Result, **values) -> Result:
     return Result(**{**{f.name: getattr(r, f.name) for f in fields(r)}, **values})
 
 
+# A number in either notation: a kernel that writes garbage errs by 2 in one run and by 2.366e+38 in the next.
 _NOISE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"), (re.compile(r"(/[\w.+-]+)+"), "<path>"),
-          (re.compile(r"\d+(\.\d+)?"), "N"), (re.compile(r"\s+"), " ")]
+          (re.compile(r"\d+(\.\d+)?([eE][-+]?\d+)?"), "N"), (re.compile(r"\s+"), " ")]
 
 
 def unscoped(signature) -> tuple:

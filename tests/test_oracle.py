@@ -64,6 +64,21 @@ def test_minus_inf_reference_must_be_matched_exactly():
     got = torch.tensor([[[0.0, 1.0]]], dtype=torch.float64)
     c = oracle.check("LSE", got, ref, ref.clone(), torch.float16, 2, locate_nowhere)
     assert c.verdict == "MISMATCH" and c.where["index"] == [0, 0, 0]
+    assert oracle.failure_message(c).startswith("LSE: differs where the reference is not finite, at [0, 0, 0]")
+
+
+def test_a_mismatch_of_values_and_one_where_the_reference_overflows_are_told_apart():
+    """A minimizing step once turned a value mismatch (error 8.5) into a program whose float16 tile overflows, where
+    only the reference's infs and the kernel's nans differ: the same signature while the message blanked both."""
+    ref = torch.tensor([[[float("inf"), 1.0, 2.0]]], dtype=torch.float64)
+    overflow = oracle.check("G", torch.tensor([[[float("nan"), 1.0, 2.0]]], dtype=torch.float64), ref, ref.clone(),
+                            torch.float16, 2, locate_nowhere)
+    values = oracle.check("G", torch.tensor([[[float("inf"), 1.0, 10.5]]], dtype=torch.float64), ref, ref.clone(),
+                          torch.float16, 2, locate_nowhere)
+    assert overflow.verdict == values.verdict == "MISMATCH"
+    said = [Result.of(Case(), c.verdict, "judge", oracle.failure_message(c), tensor="G") for c in (overflow, values)]
+    assert said[0].signature != said[1].signature
+    assert said[1].message == "G: max error 8.5 > tolerance 0.001953 at [0, 0, 2]"
 
 
 def test_nan_output_is_nonfinite_even_when_small_errors_elsewhere():

@@ -94,3 +94,11 @@ def test_a_reproducer_recorded_before_result_loads_as_one():
     assert back.pop("case") == to_dict(rep.case) and list(back.items()) == list(rep.observed.items())
     again = record.observed(seen, rep.observed["flaky"])
     assert {k: again[k] for k in rep.observed} == rep.observed  # what a reproducer's `observed` is built from
+
+
+def test_numbers_in_either_notation_normalize_alike():
+    """A kernel writing garbage errs by 2 in one run and by 2.366e+38 in the next: one failure, one signature."""
+    from harness.result import normalize
+
+    assert normalize("G7: max error 2 > tolerance 0 at [24, 0]") == \
+        normalize("G7: max error 2.366e+38 > tolerance 9.763e-05 at [12, 2]") == "GN: max error N > tolerance N at [N, N]"
