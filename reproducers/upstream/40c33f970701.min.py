@@ -1,10 +1,10 @@
 # 40c33f970701: a T.Pipelined loop with a manual schedule versions a shared tile that a scan reads in a later stage, and the scan refuses it (compile-only)
 """40c33f970701: in one block of 256 threads, a loop T.Pipelined(1, order=[0, 1, 2], stage=[0, 0, 1]) clears a
-128 x 32 shared tile S and stores it in stage 0, and takes T.cummax(S, R, dim=1) in stage 1. The pipeline gives S
-a version per stage, (2, 128, 32), and the scan's lowering stops: 'CumMax currently supports only 1D or 2D
-buffers, got 3D.' T.cumsum fails the same way. Controls: the same loop with a T.copy of S in stage 1 in place of
-the scan compiles, and so do num_stages=2 without a schedule and a plain loop. Recorded on TileLang 0.1.15
-(compile-only, sm_90a).
+128 x 32 shared tile S and stores it in stage 0, and takes T.cummax(S, R, dim=1) in stage 1. The scan's lowering
+stops: 'CumMax currently supports only 1D or 2D buffers, got 3D.' S is 2-D as written; the third dimension is most
+likely the version per stage the pipeline gives a tile used across stages. T.cumsum fails the same way. Controls:
+the same loop with a T.copy of S in stage 1 in place of the scan compiles, and so does the scan with num_stages=2
+and no schedule. Recorded on TileLang 0.1.15 and 0.1.12 (compile-only, sm_90a); 0.1.10 has no T.cummax.
 
     python THIS_FILE   # REPRODUCED (exit 1) or NOT REPRODUCED (exit 0); the controls are printed first
 """
