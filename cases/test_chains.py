@@ -1,10 +1,10 @@
-"""Generated programs in CI: each attention chain the generator starts from (harness.programs.generate.TEMPLATES),
+"""Generated programs in CI: each attention chain the generator starts from (harness.programs.templates.TEMPLATES),
 as it is written and at a ragged length, compiled for sm_90a without a GPU and judged on one (the interpreter,
 bit for bit where exact). Drawn programs run in campaigns: `harness run --families program`."""
 import pytest
 
 from harness.case import Case
-from harness.programs import generate, model
+from harness.programs import generate, model, templates
 
 
 def _chain(name: str) -> Case:
@@ -13,7 +13,7 @@ def _chain(name: str) -> Case:
     return Case(family="program", program=model.to_json(p), seqlen_q=n, seqlen_k=n).validate()
 
 
-CHAINS = [pytest.param(_chain(name), id=name) for name in generate.TEMPLATES]
+CHAINS = [pytest.param(_chain(name), id=name) for name in templates.TEMPLATES]
 
 
 @pytest.mark.compile

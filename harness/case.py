@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.programs import generate
+from harness.programs import generate, templates
 from harness.programs import model as programs
 
 DTYPES = ("float16", "bfloat16")
@@ -323,8 +323,8 @@ FEATURES = (
             level=lambda c, fam: {f"form:{b}": c.form(b) for b in fam.forms}, sets=_form_rows),
     # A generated program: the covering array's values are the attention chains it starts from.
     Feature("program", "", optional=True, draw=lambda st, fam: generate.programs(st).map(programs.to_json),
-            values=lambda fam: tuple(generate.TEMPLATES),
-            level=lambda c, fam: {"program": generate.construct(program_of(c.program))},
+            values=lambda fam: tuple(templates.TEMPLATES),
+            level=lambda c, fam: {"program": templates.construct(program_of(c.program))},
             sets=lambda row: {"program": programs.to_json(generate.template(row["program"]))},
             steps=lambda c: [(step, c.replace(program=programs.to_json(q)))
                              for step, q in generate.shrink(program_of(c.program))]),

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from harness import kernels, pairwise
 from harness.case import FEATURES, MASKS, Case, program_of
-from harness.programs.generate import LENGTH_BLOCKS
+from harness.programs.builder import LENGTH_BLOCKS
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
 # Masked families' key lengths: rows of a uint8 mask start 16-byte aligned only when seq_k % 16 == 0,

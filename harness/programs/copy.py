@@ -5,14 +5,13 @@ The tile is the local buffer's shape, at row `base(at) + row` and column `col` o
 `n` read as 0 and are not written: T.copy's own guard on a ragged tail, which the loop form spells out.
 A block stores only into its own rows (at "bx", within `block`), and never into a fixed-row global.
 """
-from harness.programs.model import base, cast, fields, local, need, parallel
+from harness.programs.builder import EXACT, load
+from harness.programs.model import base, cast, fields, local, need
 
 
 def check(s, p, scope):
     fields(s, src=str, dst=str, at=("bx", "k", "0"), row=int, col=int, form=("tile", "loop"))
     src, dst = p.buffer(s["src"]), p.buffer(s["dst"])
-    if s["form"] == "loop":
-        parallel(scope, *(dst if dst.local else src).shape)
     if src.local and dst.local:
         need(src.shape == dst.shape, f"a local copy needs one shape, got {src.shape} and {dst.shape}")
         need((s["at"], s["row"], s["col"]) == ("0", 0, 0), "a local copy has at '0', row 0 and col 0")
@@ -82,3 +81,47 @@ def torch(s, p, ind):
     if g is src:
         return [f'{ind}{t.name}[:] = rnd(load({g.name}, {row}, {s["col"]}, {t.shape[0]}, {t.shape[1]}), "{t.dtype}")']
     return [f'{ind}store({g.name}, "{g.dtype}", {row}, {s["col"]}, {t.name})']
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 3, "trip": 3, "guarded": 3}
+CHOICES = {"form": ("tile", "loop"), "row": (0, 1, 3), "at": ("bx", "k", "0")}
+
+
+def draw(c, b, at):
+    """A load of a tile from a global input (two in three), or a store of a local tile into a new output."""
+    c.one((_draw_load, _draw_load, _draw_store))(c, b, at)
+
+
+def _draw_load(c, b, at):
+    scope = b.pick(c, "scope", ("shared", "fragment"))
+    dtype = b.pick(c, "dtype", ("float16", "bfloat16", "float32"))
+    shape = (b.block, c.one(b.widths(scope)))
+    existing = b.locals(shape=shape, scope=scope, dtype=dtype, defined=False)
+    into = c.one(existing) if existing and c.flip() else None
+    stmts = load(c, b, scope, dtype, shape, at=at, into=into)
+    b.emit(stmts, [stmts[0]["dst"]])
+
+
+def _draw_store(c, b, at):
+    store(c, b)
+
+
+def store(c, b):
+    """A local tile stored into a new n-row output at the block's own rows (what every program ends with)."""
+    srcs = [n for n in b.locals() if len(b.buffers[n].shape) == 2 and b.buffers[n].shape[0] <= b.block]
+    if not srcs:
+        return
+    src = c.one(srcs)
+    h, w = b.buffers[src].shape
+    dtype = b.pick(c, "dtype", ("float32", "float16", "bfloat16"))
+    if b.mag[src] > EXACT[dtype]:
+        dtype = "float32"
+    g = b.new("global", dtype, ("n", w + c.one((0, 0, 3, 8))))
+    col = c.between((0, b.buffers[g].shape[1] - w))
+    b.emit([{"op": "copy", "src": src, "dst": g, "at": "bx", "row": c.between((0, b.block - h)), "col": col,
+             "form": c.one(("tile", "tile", "loop"))}])
+
+
+def shrink(s, where):
+    return [(f"statement {where} form loop -> tile", (dict(s, form="tile"),))] if s["form"] == "loop" else []

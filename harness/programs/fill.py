@@ -48,3 +48,31 @@ def tilelang(s, p, ind):
 def torch(s, p, ind):
     target = s["dst"] if "region" not in s else f"{s['dst']}[{_slices(s, p.buffer(s['dst']))}]"
     return [f"{ind}{target}.fill_({float(s['value'])!r})"]
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 1, "trip": 1, "guarded": 1}
+CHOICES = {"value": VALUES}
+
+
+def draw(c, b, at):
+    """A region of what a buffer holds (tile-ai/tilelang#2942 fills the wrong rows), or a whole buffer, new or not."""
+    held = b.locals()
+    if held and c.flip():
+        dst = c.one(held)
+        shape, value = b.buffers[dst].shape, c.one(VALUES)
+        starts = [c.between((0, d - 1)) for d in shape]
+        extents = [c.between((1, d - a)) for a, d in zip(starts, shape)]
+        b.mag[dst] = max(b.mag[dst], abs(value))
+        b.emit([{"op": "fill", "dst": dst, "value": value, "region": starts + extents}])
+        return
+    existing = b.locals(defined=False)
+    if existing and c.flip():
+        dst = c.one(existing)
+    else:
+        scope = b.pick(c, "scope", ("shared", "fragment"))
+        shapes = [(b.block, w) for w in b.widths(scope)] + [(b.block,)] * (scope == "fragment")
+        dst = b.new(scope, b.pick(c, "dtype", ("float32", "float16")), c.one(shapes))
+    value = c.one((0,) + VALUES)
+    b.mag[dst] = abs(value)
+    b.emit([{"op": "fill", "dst": dst, "value": value}], [dst])

@@ -1,6 +1,7 @@
 """gemm: C (+)= op(A) @ op(B) with T.gemm; A shared or fragment, B shared, both 16-bit of one dtype; C a float32
 fragment. Shapes and thread counts are the ones TileLang partitions over warps (a refused partition is a
 documented limit, not a bug, so the rules keep to what it takes)."""
+from harness.programs.builder import EXACT, LENGTH_BLOCKS, operand
 from harness.programs.model import fields, local, need
 
 POLICIES = ("Square", "FullRow", "FullCol")
@@ -47,3 +48,35 @@ def torch(s, p, ind):
     b = f"{s['b']}.T" if s["tb"] else s["b"]
     acc = "" if s["clear"] else f" + {s['c']}"
     return [f'{ind}{s["c"]}[:] = rnd({a} @ {b}{acc}, "float32")']
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 2, "trip": 2, "guarded": 2}
+CHOICES = {"policy": POLICIES}
+LAUNCHES = M_BY_THREADS        # the launches (threads: blocks) a program with a gemm is drawn with
+
+
+def draw(c, b, at):
+    if b.threads not in M_BY_THREADS or b.block not in M_BY_THREADS[b.threads]:
+        return
+    m, n, k = b.block, c.one(N), c.one(K)
+    dtype = b.pick(c, "dtype", ("float16", "float16", "bfloat16"))
+    a_scope = b.pick(c, "scope", ("shared", "shared", "fragment"))
+    ta = a_scope == "shared" and c.flip()
+    tb = c.flip()
+    a = operand(c, b, a_scope, dtype, (k, m) if ta else (m, k), at)
+    bb = operand(c, b, "shared", dtype, (n, k) if tb else (k, n), at)
+    cs = b.locals(shape=(m, n), scope="fragment", dtype="float32")
+    clear = not cs or c.flip()
+    acc = b.new("fragment", "float32", (m, n)) if clear and (not cs or c.flip()) else c.one(cs)
+    mag = k * b.mag[a] * b.mag[bb] * (LENGTH_BLOCKS if at == "k" else 1) + (0 if clear else b.mag[acc])
+    if mag > EXACT["float32"]:
+        return
+    b.mag[acc] = mag
+    b.emit([{"op": "gemm", "a": a, "b": bb, "c": acc, "ta": ta, "tb": tb, "clear": clear,
+             "policy": c.one(POLICIES)}], [acc])
+
+
+def shrink(s, where):
+    """A gemm that clears first: what it folded into may then be dropped."""
+    return [] if s["clear"] else [(f"statement {where} (gemm) clears first", (dict(s, clear=True),))]

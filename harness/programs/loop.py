@@ -8,7 +8,7 @@ statement its `stage` (0 to 2, some above 0), emitted in body order or later sta
 order TileLang's own example gives). Its meaning is still the serial loop's, which holds when a buffer used in
 more than one stage is a shared one (the pipeline keeps a version per stage) written only in the first of them."""
 from harness.programs import model
-from harness.programs.model import Scope, fields, need
+from harness.programs.model import ProgramError, Scope, fields, need
 
 KINDS = ("serial", "pipelined", "unroll")
 MAX_TRIPS = 8
@@ -86,3 +86,54 @@ def torch(s, p, ind):
     from harness.programs.emit import body_lines
     count = model.trips(s["trips"], p.block, "torch")
     return [f"{ind}for k in range({count}):"] + body_lines(s["body"], p, ind + "    ", "torch")
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 2}
+BODY_AT = "k"            # its body's statements index tiles by the trip
+CHOICES = {"kind": KINDS, "stages": (0, 1, 2, 3)}
+SWARM = {"loop": KINDS, "trips": (0, 1, 2, 3) + model.SYMBOLIC_TRIPS}   # a program's loops draw from a subset of each
+
+
+def draw(c, b, at):
+    kind = b.pick(c, "loop", ("pipelined", "pipelined", "serial", "unroll"))
+    trips = b.pick(c, "trips", (0, 1, 2, 3, "n", "n", "n", "n-1", "n//b")) if kind != "unroll" else c.one((1, 2, 3))
+    stages = c.between((0, 3)) if kind == "pipelined" else 0
+    outer_defined = set(b.defined)
+    inner = b.nested(c, "k", "trip", c.between((1, 4)))
+    if not model.surely_runs(trips):
+        b.defined = outer_defined
+    if inner:
+        drawn = {"op": "loop", "kind": kind, "trips": trips, "stages": stages, "body": inner}
+        if c.flip():
+            drawn = vary(c, b.program(), drawn) or drawn
+        b.emit([drawn])
+
+
+def vary(c, p, drawn: dict) -> dict | None:
+    """The pipelined loop `drawn` with a manual schedule: its body cut into runs of stages 0, 1 (and 2), emitted in
+    body order or later stages first; None if it is no plain pipelined loop or the cut breaks the schedule's rule."""
+    m = len(drawn["body"])
+    if drawn["kind"] != "pipelined" or "schedule" in drawn or m < 2:
+        return None
+    cuts = {c.between((1, m - 1)) for _ in range(c.one((1, 1, 2)))}
+    body = tuple(dict(x, stage=sum(i >= k for k in cuts)) for i, x in enumerate(drawn["body"]))
+    out = dict(drawn, stages=0, schedule=c.one(SCHEDULES), body=body)
+    try:
+        check_schedule(out, p)
+    except ProgramError:
+        return None
+    return out
+
+
+def shrink(s, where):
+    out = [(f"unwrap loop {where}", tuple(model.outside_loop(x) for x in s["body"]))]
+    out += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]
+    if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
+        out.append((f"loop {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
+    if "schedule" in s:
+        unscheduled = {k: v for k, v in s.items() if k != "schedule"}
+        out.append((f"loop {where} schedule -> num_stages", (dict(
+            unscheduled, stages=1 + max(x["stage"] for x in s["body"]),
+            body=tuple({k: v for k, v in x.items() if k != "stage"} for x in s["body"])),)))
+    return out

@@ -7,7 +7,7 @@ cast to the buffer's dtype. A map at an offset does not read the buffer it write
           | ["neg", expr] | ["where", pred, expr, expr]
     pred := ["i<", t] | ["j<", t] | ["row<n", at] | ["col<n", at]   (at: "bx" or "k": base(at) + i < n)
 """
-from harness.programs.model import base, cast, fields, local, need, parallel
+from harness.programs.model import base, cast, fields, local, need
 
 BINARY = {"add": ("({} + {})", "({} + {})"), "sub": ("({} - {})", "({} - {})"), "mul": ("({} * {})", "({} * {})"),
           "max": ("T.max({}, {})", "torch.maximum({}, {})"), "min": ("T.min({}, {})", "torch.minimum({}, {})"),
@@ -31,7 +31,6 @@ def check(s, p, scope):
     need(all(1 <= e and a + e <= d for a, e, d in zip(at, extents, dst.shape)),
          f"{extents} elements from {at} exceed {dst.name}'s {list(dst.shape)}")
     need(not any(at) or dst.name not in _refs(s["expr"]), f"a map at an offset does not read {dst.name}")
-    parallel(scope, s["rows"], s.get("cols", 1))
     _expr(s["expr"], p, dst, scope, 0)
 
 
@@ -141,3 +140,63 @@ def torch(s, p, ind):
                 f'{ind}{dst.name}[{rows}, {cols}] = rnd(({value}).expand(h, w), "{dst.dtype}")']
     return [f"{ind}h = {s['rows']}", f"{ind}i = torch.arange(h)",
             f'{ind}{dst.name}[{rows}] = rnd(({value}).expand(h), "{dst.dtype}")']
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 1, "trip": 1, "guarded": 1}
+
+
+def draw(c, b, at):
+    """A map over a local buffer: all of it (a new one, or one held), or its first or offset rows and columns."""
+    dsts = b.locals()
+    new = not dsts or c.flip()
+    if new:
+        shape = c.one([b.buffers[n].shape for n in dsts] or [(b.block, 32)])
+        dst = b.new(b.pick(c, "scope", ("fragment", "shared")) if len(shape) == 2 else "fragment",
+                    b.pick(c, "dtype", ("float32", "float16")), shape)
+    else:
+        dst = c.one(dsts)
+    shape = b.buffers[dst].shape
+    whole = new or c.flip()
+    rows = shape[0] if whole else c.between((1, shape[0]))
+    cols = None if len(shape) == 1 else (shape[1] if whole else c.between((1, shape[1])))
+    offset = [] if whole or not c.flip() else \
+        [c.between((0, shape[0] - rows))] + ([c.between((0, shape[1] - cols))] if cols is not None else [])
+    operands = [n for n in b.locals() if (n != dst or not new) and not (n == dst and any(offset))]
+    refs = [n for n in operands if b.buffers[n].shape in (shape, (shape[0],))]
+    expr, mag = _expression(c, b, refs, len(shape), at, 3)
+    if not b.fits(dst, mag):
+        return
+    b.mag[dst] = max(mag, b.mag.get(dst, 0) if not whole else 0)
+    stmt = {"op": "map", "dst": dst, "rows": rows, "expr": expr, **({"cols": cols} if cols is not None else {}),
+            **({"offset": offset} if any(offset) else {})}
+    b.emit([stmt], [dst] if rows == shape[0] and (cols is None or cols == shape[1]) else [])
+
+
+def _expression(c, b, refs, dims, at, depth):
+    """(expression, bound on its magnitude)."""
+    choice = c.between((0, 9)) if depth else 0
+    if choice <= 2 or depth == 0:
+        if refs and c.between((0, 3)):
+            name = c.one(refs)
+            return ["buf", name], b.mag[name]
+        v = c.one((0, 1, -1, 2, 3, -2, 0.5, 0.25, 8))
+        return ["num", v], abs(v)
+    if choice <= 6:
+        op = c.one(("add", "sub", "mul", "max", "min", "div"))
+        x, mx = _expression(c, b, refs, dims, at, depth - 1)
+        if op == "div":  # by a power of two: exact, and never by zero
+            d = c.one((2, 0.5, 8, -2))
+            return [op, x, ["num", d]], mx / abs(d)
+        y, my = _expression(c, b, refs, dims, at, depth - 1)
+        return [op, x, y], (mx * my if op == "mul" else mx + my if op in ("add", "sub") else max(mx, my))
+    if choice == 7:
+        x, mx = _expression(c, b, refs, dims, at, depth - 1)
+        if mx > 8:
+            return ["neg", x], mx
+        return ["exp2", x], 2.0 ** mx
+    kinds = ["i<", "row<n"] + (["j<", "col<n"] if dims == 2 else [])
+    kind = c.one(kinds)
+    pred = [kind, c.between((0, b.block))] if kind in ("i<", "j<") else [kind, c.one(("bx", at) if at == "k" else ("bx",))]
+    (x, mx), (y, my) = (_expression(c, b, refs, dims, at, depth - 1) for _ in range(2))
+    return ["where", pred, x, y], max(mx, my)

@@ -1,6 +1,7 @@
 """reduce: max, min, sum, abs-sum or abs-max of a 2-D fragment over one dimension into a 1-D fragment (T.reduce_*),
 clearing it first or folding into what it holds (abs-sum and abs-max always clear: TileLang's reduce_abssum takes no
 clear, and whether a folded abs-max takes the absolute value of what the destination held is not documented)."""
+from harness.programs.builder import LENGTH_BLOCKS
 from harness.programs.model import fields, local, need
 
 KINDS = ("max", "min", "sum", "abssum", "absmax")
@@ -13,8 +14,6 @@ def check(s, p, scope):
     need(src.dtype == dst.dtype == "float32", "a reduce runs over float32 fragments")
     need(dst.shape[0] == src.shape[1 - s["dim"]], f"{dst.name} must hold {src.shape[1 - s['dim']]} values")
     need(s["clear"] or s["kind"] not in CLEARING, f"{s['kind']} always clears")
-    # TileLang's all-reduce is an XOR butterfly over a power-of-two number of threads (its own check says so).
-    need(scope.threads & (scope.threads - 1) == 0, f"a reduce runs with a power-of-two thread count, not {scope.threads}")
 
 
 def reads(s):
@@ -42,3 +41,31 @@ def torch(s, p, ind):
         fold = {"max": f"torch.maximum({s['dst']}, {x})", "min": f"torch.minimum({s['dst']}, {x})"}
         x = fold.get(s["kind"], f"{s['dst']} + {x}")
     return [f'{ind}{s["dst"]}[:] = rnd({x}, "float32")']
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 1, "trip": 1, "guarded": 1}
+CHOICES = {"kind": KINDS, "dim": (0, 1)}
+
+
+def draw(c, b, at):
+    srcs = [n for n in b.locals(scope="fragment", dtype="float32") if len(b.buffers[n].shape) == 2]
+    if not srcs:
+        return
+    src = c.one(srcs)
+    dim = c.one((1, 1, 0))
+    length = b.buffers[src].shape[1 - dim]
+    kind = c.one(KINDS)
+    dsts = b.locals(shape=(length,), scope="fragment", dtype="float32")
+    clear = kind in CLEARING or not dsts or c.flip()
+    dst = b.new("fragment", "float32", (length,)) if clear and (not dsts or c.flip()) else c.one(dsts)
+    grow = b.mag[src] * (b.buffers[src].shape[dim] if kind in ("sum", "abssum") else 1)
+    mag = grow if clear else b.mag[dst] + grow * (LENGTH_BLOCKS if at == "k" else 1)
+    if not b.fits(dst, mag):
+        return
+    b.mag[dst] = mag
+    b.emit([{"op": "reduce", "src": src, "dst": dst, "kind": kind, "dim": dim, "clear": clear}], [dst])
+
+
+def shrink(s, where):
+    return [] if s["clear"] else [(f"statement {where} (reduce) clears first", (dict(s, clear=True),))]

@@ -13,10 +13,6 @@ def check(s, p, scope):
     need(s["dim"] < len(src.shape), f"{src.name} is {len(src.shape)}-D: no dimension {s['dim']}")
     need((dst.scope, dst.dtype, dst.shape) == (src.scope, src.dtype, src.shape),
          f"{dst.name} must be a {src.scope} {src.dtype} buffer of {list(src.shape)}, as {src.name} is")
-    # TileLang scans shared memory in its plain row-major layout ("CumSum requires linear layout for shared buffer").
-    need(not (src.swizzle or dst.swizzle), "a scan's shared buffers carry no swizzled layout")
-    # The scan templates take 32, 64, ..., 1024 threads (a static_assert in TileLang's cuda/scan.h).
-    need(scope.threads & (scope.threads - 1) == 0, f"a scan runs with a power-of-two thread count, not {scope.threads}")
 
 
 def reads(s):
@@ -44,3 +40,26 @@ def torch(s, p, ind):
     if s["reverse"]:
         x = f"{x}.flip({d})"
     return [f'{ind}{s["dst"]}[:] = rnd({x}, "{p.buffer(s["dst"]).dtype}")']
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 1, "trip": 1, "guarded": 1}
+CHOICES = {"kind": KINDS, "reverse": (False, True)}
+
+
+def draw(c, b, at):
+    srcs = b.locals()
+    if not srcs:
+        return
+    src = c.one(srcs)
+    buf = b.buffers[src]
+    kind, dim = c.one(KINDS), c.one(tuple(range(len(buf.shape))))
+    like = [n for n in b.locals(shape=buf.shape, scope=buf.scope, dtype=buf.dtype, defined=False) if n != src]
+    dst = src if c.flip() else c.one(like) if like and c.flip() else b.new(buf.scope, buf.dtype, buf.shape)
+    if kind == "sum" and dst == src and at == "k":  # a sum in place every trip grows as length ** trips
+        return
+    mag = b.mag[src] * (buf.shape[dim] if kind == "sum" else 1)
+    if not b.fits(dst, mag):
+        return
+    b.mag[dst] = mag
+    b.emit([{"op": "scan", "src": src, "dst": dst, "kind": kind, "dim": dim, "reverse": c.flip()}], [dst])

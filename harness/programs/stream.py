@@ -50,8 +50,6 @@ def check(s, p, scope):
     theirs = _fragments(p, [x for x in model.walk(p.body) if not any(x is y for y in inside)])
     shared_frags = sorted(ours & theirs)
     need(not shared_frags, f"fragment {shared_frags[0] if shared_frags else ''} is used inside the stream and outside it")
-    for name in sorted(ours):
-        need(model.spreads(p.buffer(name).shape, consumers(p)), f"fragment {name} does not spread over the consumers")
     if model.surely_runs(s["trips"]):
         scope.defined |= inner.defined
 
@@ -112,3 +110,41 @@ def torch(s, p, ind):
     return [f"{ind}for k in range({model.trips(s['trips'], p.block, 'torch')}):",
             f'{ind}    {d.name}[:] = rnd(load({g.name}, k * {p.block} + {s["row"]}, {s["col"]}, {d.shape[0]}, {d.shape[1]}), '
             f'"{d.dtype}")'] + body_lines(s["body"], p, ind + "    ", "torch")
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 1}
+BODY_AT = "k"
+CHOICES = {"load": LOADS, "stages": (1, 2, 3)}
+LAUNCHES = {256: (64, 128), 384: (128,)}   # 128 consumers at block 64 or 128, or 256 at 128: they run a gemm
+
+
+def draw(c, b, at):
+    """A producer streaming tiles of a global to consumers that run 1 to 4 statements on each."""
+    if b.threads not in (256, 384) or any(x["op"] == "stream" for x in model.walk(b.body)):
+        return
+    dtype = b.pick(c, "dtype", ("float16", "bfloat16", "float32"))
+    scope = b.pick(c, "scope", ("shared", "fragment"))
+    widths = [x for x in b.widths(scope, b.threads - PRODUCER) if x * (4 if dtype == "float32" else 2) % 16 == 0]
+    w = c.one(widths or [32])
+    dst = b.new(scope, dtype, (b.block, w))
+    srcs = [g for g in b.inputs() if g.rows == "n" and g.dtype == dtype and g.shape[1] >= w and g.shape[1] % 8 == 0]
+    g = c.one(srcs) if srcs and c.flip() else b.buffers[b.new("global", dtype, ("n", w + c.one((0, 8, 16))))]
+    col = c.one(range(0, g.shape[1] - w + 1, 8))
+    b.mag[dst] = b.mag[g.name]
+    trips = b.pick(c, "trips", ("n", "n", "n-1", "n//b", 0, 1, 2, 3))
+    outer_defined = set(b.defined)
+    b.defined = {n for n in b.defined if b.buffers[n].scope == "shared"} | {dst}   # fragments stay on their side
+    inner = b.nested(c, "k", "trip", c.between((1, 4)), threads=b.threads - PRODUCER)
+    b.defined = outer_defined | ({dst} if model.surely_runs(trips) and scope == "shared" else set())
+    b.emit([{"op": "stream", "src": g.name, "dst": dst, "row": c.one((0, 0, 1)), "col": col, "stages": c.between((1, 3)),
+             "trips": trips, "load": c.one(LOADS), "body": inner}])
+
+
+def shrink(s, where):
+    load = {"op": "copy", "src": s["src"], "dst": s["dst"], "at": "bx", "row": s["row"], "col": s["col"], "form": "tile"}
+    out = [(f"unwrap stream {where}", (load,) + tuple(model.outside_loop(x) for x in s["body"]))]
+    out += [(f"stream {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(1, s["stages"])]
+    if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
+        out.append((f"stream {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
+    return out

@@ -46,3 +46,27 @@ def tilelang(s, p, ind):
 def torch(s, p, ind):
     from harness.programs.emit import body_lines
     return [f"{ind}if {condition(s, p, 'torch')}:"] + body_lines(s["body"], p, ind + "    ", "torch")
+
+
+# ------------------------------------------------------------------------------------------- drawing
+PLACES = {"top": 1, "trip": 1}
+
+
+def draw(c, b, at):
+    """1 to 3 statements under a condition every thread of the block agrees on: the block, or the trip."""
+    test = c.one(TESTS if at == "bx" else TRIP_TESTS)
+    outer_defined = set(b.defined)
+    inner = b.nested(c, at, "guarded", c.between((1, 3)))
+    b.defined = outer_defined   # what the body defines may not be
+    if inner:
+        b.emit([{"op": "when", "at": at, "test": test, "body": inner}])
+
+
+def wrap(c, statements, at) -> dict:
+    """`statements` (1 to 3 of a body at `at`) under a drawn condition."""
+    return {"op": "when", "at": at, "test": c.one(TESTS if at == "bx" else TRIP_TESTS), "body": tuple(statements)}
+
+
+def shrink(s, where):
+    """Unwrapped: its statements take its stage in a scheduled loop."""
+    return [(f"unwrap when {where}", tuple(dict(x, stage=s["stage"]) if "stage" in s else x for x in s["body"]))]
