@@ -68,9 +68,9 @@ def _launch(c, config) -> tuple:
 
 
 def write(c) -> Program | None:
-    """One program from choices `c`: an attention chain (then changed) in seven of ten, a free composition within a
+    """One program from choices `c`: an attention chain (then changed) in half the draws, a free composition within a
     swarm configuration in the rest; None when the rules refuse what was composed (shared memory over its limit, say)."""
-    template = c.one((None, None, None) + tuple(TEMPLATES))
+    template = c.one((None,) * len(TEMPLATES) + tuple(TEMPLATES))
     chain = None
     if template:
         threads, block = templates.launch(c, template)
