@@ -79,7 +79,7 @@ def static_case(family: str) -> st.SearchStrategy[Case]:
     """A case of `family` with every static field drawn (from what the family offers) and
     placeholder lengths, inside its contract's rules on static fields."""
     fam = kernels.family(family)
-    return _static_case(family).filter(lambda c: fam.breaks(c, static_only=True) is None)
+    return _static_case(family).filter(lambda c: fam.breaks(c, static_only=True) is None and fam.lacks(c) is None)
 
 
 @st.composite

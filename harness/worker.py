@@ -38,6 +38,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     if not reason and (case.knobs or fam.needs):
         from harness import compat
         reason = compat.missing_knobs(case.knobs) or compat.missing_language(fam.needs)
+    reason = reason or fam.lacks(case)
     if reason:
         return Result.of(case, "UNSUPPORTED", "plan", reason)
     key = kernels.kernel_key(case)

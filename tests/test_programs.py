@@ -644,3 +644,15 @@ def test_a_schedule_shrinks_to_num_stages_and_its_statements_keep_their_stages_w
     d = model.to_dict(_program(COPY, [{"op": "loop", "kind": "pipelined", "trips": "n", "stages": 2,
                                        "body": [dict(LOAD_S, at="k"), STORE_S]}]))
     assert {"loop 0 stages 2 -> 1", "loop 0 trips n -> 1"} <= set(dict(generate.shrink(model.from_dict(d))))
+
+
+def test_a_construct_the_release_lacks_is_unsupported_with_its_name_and_not_drawn(monkeypatch):
+    """0.1.10 has no T.cumsum: a loaded scan program is UNSUPPORTED naming it, before any compile, and the campaign's
+    strategy draws no program that uses it."""
+    from harness import compat, strategies, worker
+    monkeypatch.delattr(compat.T, "cumsum")
+    scan = case_mod.Case(family="program", program=model.to_json(generate.template("scan")), seqlen_q=70, seqlen_k=70)
+    result = worker.run_case(scan, "sm_90a", {})
+    assert (result.verdict.value, result.stage) == ("UNSUPPORTED", "plan") and "T.cumsum" in result.message
+    drawn = strategies.draw("program", 60, seed=5)
+    assert drawn and not any("T.cumsum" in emit.tilelang_source(case_mod.program_of(c.program)) for c in drawn)

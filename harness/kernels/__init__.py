@@ -164,6 +164,9 @@ class Family:
     locate: Callable | None = None
     # TileLang language names (T.<name>) its kernels need: a release without one reports UNSUPPORTED.
     needs: tuple[str, ...] = ()
+    # lacks(case): what the installed release lacks to build this case's kernel (harness.compat), or None; a
+    # generated program names its constructs only in its text. Such a case is not drawn, and UNSUPPORTED if loaded.
+    lacks: Callable[[Case], str | None] = lambda case: None
     # The optional features (harness.case.OPTIONAL) its kernels express, in the order they are
     # drawn; a case with any other switched on is not this family's. Masking families express
     # causal masks and windows as mask data: ("mask", "mask_broadcast", "bias").

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 
@@ -91,6 +92,19 @@ def exact(p) -> bool:
     return not any(s["op"] == "map" and inexact(s["expr"]) for s in model.walk(p.body))
 
 
+def language(p) -> list[str]:
+    """The TileLang names (T.<name>) the program's text uses."""
+    return sorted(set(re.findall(r"\bT\.(\w+)", emit.tilelang_source(p))))
+
+
+def lacks(case) -> str | None:
+    """The T.<name>s this release lacks that the program uses (0.1.10 has no T.cumsum, say), or None."""
+    if not case.program:
+        return None
+    from harness import compat
+    return compat.missing_language(language(program(case)))
+
+
 def tensors(case) -> tuple:
     return tuple((name, "forward") for name in program(case).written())
 
@@ -129,5 +143,6 @@ FAMILY = Family(
     knobs=TWINS,
     twins=True,
     exact=lambda case: exact(program(case)),
+    lacks=lacks,
     rules=(Rule("a program case has a program", ("program",), lambda c: bool(c.program), asserted=True),),
 )
