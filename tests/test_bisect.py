@@ -316,9 +316,9 @@ def test_a_cases_file_runs_on_every_release_and_its_verdicts_are_counted(tmp_pat
     monkeypatch.setattr(environments, "campaign_in", campaign_in)
     text = matrix.cases_matrix(cases, [Version("0.1.8"), Version("0.1.12"), Version("0.1.15")],
                                FakeReleases(tmp_path / "envs"), tmp_path / "out", log=lambda line: None)
-    assert text.splitlines() == ["| release | verdicts |", "|---|---|",
-                                 "| 0.1.8 | cannot test: tilelang 0.1.8 does not install: no wheel for this platform |",
-                                 "| 0.1.12 | COMPILE_ERROR 1, COMPILED 1 |", "| 0.1.15 | COMPILED 2 |"]
+    assert text.splitlines()[:5] == ["| release | verdicts |", "|---|---|",
+                                     "| 0.1.8 | cannot test: tilelang 0.1.8 does not install: no wheel for this platform |",
+                                     "| 0.1.12 | COMPILE_ERROR 1, COMPILED 1 |", "| 0.1.15 | COMPILED 2 |"]
     assert ran == [("tilelang-0.1.12", cases, "tilelang-0.1.12"), ("tilelang-0.1.15", cases, "tilelang-0.1.15")]
     # A cases file that does not load is a one-line error before anything is installed.
     (tmp_path / "wheels").mkdir()
@@ -328,6 +328,22 @@ def test_a_cases_file_runs_on_every_release_and_its_verdicts_are_counted(tmp_pat
                      "--envs", str(tmp_path / "envs2")]) == 2
     assert capsys.readouterr().err.startswith(f"harness matrix: {cases} line 1: heads (3) must be a multiple")
     assert not (tmp_path / "envs2").exists()
+
+
+def test_the_cases_matrix_names_each_failing_case_and_the_releases_it_fails_on(tmp_path):
+    runs = {}
+    for v, verdicts in (("0.1.10", ("MISMATCH", "PASS", "OOB_WRITE", "PASS")), ("0.1.12", ("MISMATCH", "PASS", "PASS", "CRASH")),
+                        ("0.1.15", ("MISMATCH", "PASS", "PASS", "CRASH"))):
+        runs[v] = tmp_path / v / "results.jsonl"
+        runs[v].parent.mkdir()
+        runs[v].write_text("".join(json.dumps(Result.of(Case(seed=i), verdict, "judge").replace(case_id=f"c{i}").to_dict())
+                                   + "\n" for i, verdict in enumerate(verdicts)))
+    runs["0.1.14"] = tmp_path / "missing" / "results.jsonl"   # a release that could not run
+    lines = matrix.per_case(runs).splitlines()
+    assert lines[:5] == ["| case | 0.1.10 | 0.1.12 | 0.1.15 | 0.1.14 |", "|---|---|---|---|---|",
+                         "| c0 | MISMATCH | MISMATCH | MISMATCH | - |", "| c2 | OOB_WRITE | PASS | PASS | - |",
+                         "| c3 | PASS | CRASH | CRASH | - |"]
+    assert lines[-1] == "3 of 4 cases fail on some release: 1 everywhere, 1 fixed since, 1 broken since"
 
 
 def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_releases_at_hand(tmp_path, monkeypatch,

@@ -61,7 +61,8 @@ def matrix(reproducers: list[Path], versions: list, releases: environments.Relea
 def cases_matrix(cases: Path, versions: list, releases: environments.Releases, out: Path, log=print,
                  examples: Path | None = None) -> str:
     """A campaign's cases run on every release (compile-only without a GPU; outside kernels with that
-    release's tree under `examples`): verdict counts per release."""
+    release's tree under `examples`): verdict counts per release, then each case that fails somewhere and its
+    verdict on every release (`per_case`)."""
     rows = ["| release | verdicts |", "|---|---|"]
     for v in versions:
         target, why = releases.get(v)
@@ -70,4 +71,36 @@ def cases_matrix(cases: Path, versions: list, releases: environments.Releases, o
                 else f"cannot test: {why}")
         log(f"  {v}: {cell}")
         rows.append(f"| {v} | {cell} |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(rows) + "\n\n" + per_case({v: out / f"tilelang-{v}" / "results.jsonl" for v in versions})
+
+
+def per_case(results: dict) -> str:
+    """{release: its results.jsonl} -> a table of the cases that fail on some release: their verdict on each
+    ("-": not run there), the releases in order; and a last line counting those that fail everywhere they ran,
+    and those that fail on older releases only (fixed since) or on newer ones only (broken since)."""
+    from harness import untrusted
+    from harness.result import Result
+
+    verdicts: dict = {}   # case id -> {release: verdict}
+    for v, path in results.items():
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    r = Result.from_dict(untrusted.loads(line))
+                    verdicts.setdefault(r.case_id, {})[v] = r.verdict
+    failing = {c: by for c, by in verdicts.items() if any(x.failed for x in by.values())}
+    versions = list(results)
+    rows = ["| case | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
+    counts = {"everywhere": 0, "fixed since": 0, "broken since": 0}
+    for c, by in sorted(failing.items()):
+        rows.append(f"| {c} | " + " | ".join(by[v].value if v in by else "-" for v in versions) + " |")
+        failed = [by[v].failed for v in versions if v in by]
+        if all(failed):
+            counts["everywhere"] += 1
+        elif failed == sorted(failed, reverse=True):   # failures first, then passes: fixed in a later release
+            counts["fixed since"] += 1
+        elif failed == sorted(failed):
+            counts["broken since"] += 1
+    summary = f"{len(failing)} of {len(verdicts)} cases fail on some release: " + \
+        ", ".join(f"{n} {what}" for what, n in counts.items())
+    return "\n".join(rows) + "\n\n" + summary + "\n"
