@@ -58,3 +58,10 @@ def torch(s, p, ind):
     t, g = p.buffer(s["src"]), p.buffer(s["dst"])
     row = f"{base(s['at'], p.block)} + {s['row']}"
     return [f'{ind}accumulate({g.name}, "{g.dtype}", {row}, {s["col"]}, rnd({t.name}, "{g.dtype}"), "{s["kind"]}")']
+
+
+def access(s, p):
+    """The source read whole; the destination updated atomically at the tile's row and column."""
+    from harness.programs.access import region, whole
+    t, loop = p.buffer(s["src"]), s["form"] == "element"
+    return [whole(p, t.name, "read", loop), region(p, s["dst"], "update", (s["row"], s["col"]), t.shape, loop, how="atomic")]

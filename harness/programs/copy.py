@@ -82,3 +82,14 @@ def torch(s, p, ind):
     if g is src:
         return [f'{ind}{t.name}[:] = rnd(load({g.name}, {row}, {s["col"]}, {t.shape[0]}, {t.shape[1]}), "{t.dtype}")']
     return [f'{ind}store({g.name}, "{g.dtype}", {row}, {s["col"]}, {t.name})']
+
+
+def access(s, p):
+    """The source read and the destination written: a local buffer whole, a global at the tile's row and column."""
+    from harness.programs.access import region, whole
+    src, dst = p.buffer(s["src"]), p.buffer(s["dst"])
+    tile, loop = (dst if dst.local else src).shape, s["form"] == "loop"
+
+    def side(b, mode):
+        return whole(p, b.name, mode, loop) if b.local else region(p, b.name, mode, (s["row"], s["col"]), tile, loop)
+    return [side(src, "read"), side(dst, "write")]

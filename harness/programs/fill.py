@@ -48,3 +48,13 @@ def tilelang(s, p, ind):
 def torch(s, p, ind):
     target = s["dst"] if "region" not in s else f"{s['dst']}[{_slices(s, p.buffer(s['dst']))}]"
     return [f"{ind}{target}.fill_({float(s['value'])!r})"]
+
+
+def access(s, p):
+    """The destination written, whole or its region."""
+    from harness.programs.access import region, whole
+    b = p.buffer(s["dst"])
+    if "region" not in s:
+        return [whole(p, b.name, "write")]
+    dims = len(b.shape)
+    return [region(p, b.name, "write", s["region"][:dims], s["region"][dims:])]

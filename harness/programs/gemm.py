@@ -47,3 +47,10 @@ def torch(s, p, ind):
     b = f"{s['b']}.T" if s["tb"] else s["b"]
     acc = "" if s["clear"] else f" + {s['c']}"
     return [f'{ind}{s["c"]}[:] = rnd({a} @ {b}{acc}, "float32")']
+
+
+def access(s, p):
+    """A and B read whole; C read (unless cleared first) and written whole."""
+    from harness.programs.access import whole
+    folded = [] if s["clear"] else [whole(p, s["c"], "read")]
+    return [whole(p, s["a"], "read"), whole(p, s["b"], "read"), *folded, whole(p, s["c"], "write")]

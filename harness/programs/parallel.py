@@ -141,3 +141,14 @@ def torch(s, p, ind):
                 f'{ind}{dst.name}[{rows}, {cols}] = rnd(({value}).expand(h, w), "{dst.dtype}")']
     return [f"{ind}h = {s['rows']}", f"{ind}i = torch.arange(h)",
             f'{ind}{dst.name}[{rows}] = rnd(({value}).expand(h), "{dst.dtype}")']
+
+
+def access(s, p):
+    """Element by element over rows x cols: each buffer the expression reads from its start (a buffer of one value
+    per row over the rows only), the destination written from its offset."""
+    from harness.programs.access import region
+    dst = p.buffer(s["dst"])
+    extent = (s["rows"], s.get("cols", 1))[:len(dst.shape)]
+    read = [region(p, name, "read", (0,) * len(p.buffer(name).shape), extent[:len(p.buffer(name).shape)], loop=True)
+            for name in reads(s)]
+    return read + [region(p, dst.name, "write", _offset(s, dst), extent, loop=True)]

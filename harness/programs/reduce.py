@@ -42,3 +42,10 @@ def torch(s, p, ind):
         fold = {"max": f"torch.maximum({s['dst']}, {x})", "min": f"torch.minimum({s['dst']}, {x})"}
         x = fold.get(s["kind"], f"{s['dst']} + {x}")
     return [f'{ind}{s["dst"]}[:] = rnd({x}, "float32")']
+
+
+def access(s, p):
+    """The source read whole; the destination read (when folded into) and written whole."""
+    from harness.programs.access import whole
+    folded = [] if s["clear"] else [whole(p, s["dst"], "read")]
+    return [whole(p, s["src"], "read"), *folded, whole(p, s["dst"], "write")]

@@ -44,3 +44,9 @@ def torch(s, p, ind):
     if s["reverse"]:
         x = f"{x}.flip({d})"
     return [f'{ind}{s["dst"]}[:] = rnd({x}, "{p.buffer(s["dst"]).dtype}")']
+
+
+def access(s, p):
+    """The source read whole, the destination (the source itself, in place) written whole."""
+    from harness.programs.access import whole
+    return [whole(p, s["src"], "read"), whole(p, s["dst"], "write")]

@@ -112,3 +112,18 @@ def torch(s, p, ind):
     return [f"{ind}for k in range({model.trips(s['trips'], p.block, 'torch')}):",
             f'{ind}    {d.name}[:] = rnd(load({g.name}, k * {p.block} + {s["row"]}, {s["col"]}, {d.shape[0]}, {d.shape[1]}), '
             f'"{d.dtype}")'] + body_lines(s["body"], p, ind + "    ", "torch")
+
+
+# Who runs the body (harness.programs.relations).
+BODY_THREADS = "consumers"
+
+
+def access(s, p):
+    """Each trip: the producer reads the global's tile and writes it into a slot of the ring (named "ring": a
+    shared buffer of the stream's own), the consumers read the slot and write dst whole."""
+    from harness.programs.access import Access, region, whole
+    tile = p.buffer(s["dst"]).shape
+    return [region(p, s["src"], "read", (s["row"], s["col"]), tile, who="producer"),
+            Access("ring", "shared", "write", "region", (), tile, who="producer"),
+            Access("ring", "shared", "read", "region", (), tile, who="consumers"),
+            whole(p, s["dst"], "write", who="consumers")]

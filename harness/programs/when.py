@@ -46,3 +46,8 @@ def tilelang(s, p, ind):
 def torch(s, p, ind):
     from harness.programs.emit import body_lines
     return [f"{ind}if {condition(s, p, 'torch')}:"] + body_lines(s["body"], p, ind + "    ", "torch")
+
+
+def access(s, p):
+    """None of its own: its body's statements make them."""
+    return []
