@@ -52,12 +52,14 @@ _ASPECTS = (
     ("thread-indexed", "one of them by each thread at an index of its own", ("thread",)),
 )
 NEVER = {"waw.warp-group"}   # only the producer writes the ring
-PENDING = {"waw.pipeline": "the generator writes no tile it loads in a pipelined loop again in that loop"}
+PENDING = {"waw.pipeline": "the generator writes no tile it loads in a pipelined loop again in that loop",
+           "extents.fragment": "about one program in 5,000: a T.Parallel over part of a fragment must spread over the "
+                               "threads (model.parallel)"}
 RELATIONS = tuple(Relation(f"{dep}.{aspect}", f"{DEPENDENCES[dep]}, {meaning}", kinds, PENDING.get(f"{dep}.{aspect}", ""))
                   for aspect, meaning, kinds in _ASPECTS for dep in DEPENDENCES
                   if f"{dep}.{aspect}" not in NEVER) + (
-    Relation("extents.fragment", "two T.Parallel loops of different extents over one fragment", ("map", "copy", "atomic")),
-    Relation("extents.shared", "two T.Parallel loops of different extents over one shared buffer", ("map", "copy", "atomic")),
+    *(Relation(f"extents.{scope}", f"two T.Parallel loops of different extents over one {scope} buffer",
+               ("map", "copy", "atomic"), PENDING.get(f"extents.{scope}", "")) for scope in ("fragment", "shared")),
 )
 
 
@@ -119,8 +121,11 @@ def _threads(a: Access, b: Access) -> str:
 def _names(x: _Event, y: _Event, later_trip: bool) -> list[str]:
     """The relations access x then access y hold (y in the next trip of their loop when `later_trip`)."""
     a, b = x.access, y.access
-    deps = [d for d, hit in (("raw", a.writes and b.reads), ("war", a.reads and b.writes), ("waw", a.writes and b.writes))
-            if hit]
+    if a.mode == b.mode == "update":   # atomic updates commute: neither reads what the other wrote
+        deps = ["waw"]
+    else:
+        deps = [d for d, hit in (("raw", a.writes and b.reads), ("war", a.reads and b.writes),
+                                 ("waw", a.writes and b.writes)) if hit]
     if not deps:
         return []
     aspects = [_threads(a, b)]

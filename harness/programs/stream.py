@@ -120,10 +120,10 @@ BODY_THREADS = "consumers"
 
 def access(s, p):
     """Each trip: the producer reads the global's tile and writes it into a slot of the ring (named "ring": a
-    shared buffer of the stream's own), the consumers read the slot and write dst whole."""
+    shared buffer of the stream's own, a slot of it whole), the consumers read the slot and write dst whole."""
     from harness.programs.access import Access, region, whole
     tile = p.buffer(s["dst"]).shape
     return [region(p, s["src"], "read", (s["row"], s["col"]), tile, who="producer"),
-            Access("ring", "shared", "write", "region", (), tile, who="producer"),
-            Access("ring", "shared", "read", "region", (), tile, who="consumers"),
+            Access("ring", "shared", "write", "whole", (), tile, who="producer"),
+            Access("ring", "shared", "read", "whole", (), tile, who="consumers"),
             whole(p, s["dst"], "write", who="consumers")]
