@@ -161,9 +161,9 @@ def held(p) -> dict[str, str]:
                 hold(_names(x, y, False), x, y)
             if x.access.loop and y.access.loop and x.access.extent != y.access.extent and x.access.scope != "global":
                 hold([f"extents.{x.access.scope}"], x, y)
-        if x.loop is not None and _repeats(x.loop):   # x in one trip, then what its loop does up to x in the next
-            for y in events[:i + 1]:
-                if y.loop_at == x.loop_at and y.access.buffer == x.access.buffer:
+        if x.loop is not None and _repeats(x.loop):   # x in one trip, then its loop's statements up to x's in the next
+            for y in events:
+                if y.loop_at == x.loop_at and y.access.buffer == x.access.buffer and (y.order <= x.order or y.where == x.where):
                     hold(_names(x, y, True), x, y, " (next trip)")
     return out
 
