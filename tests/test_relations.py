@@ -121,6 +121,11 @@ CASES = {
 CASES["war.atomic"] = CASES["waw.atomic"] = CASES["raw.atomic"]
 
 
+def test_every_statement_kind_declares_its_accesses():
+    for name, module in KINDS.items():
+        assert callable(getattr(module, "access", None)), f"{name} lacks access"
+
+
 def test_every_relation_has_a_program_holding_it_except_the_thread_indexed():
     assert set(CASES) == {r.name for r in relations.RELATIONS} - {f"{d}.thread-indexed" for d in relations.DEPENDENCES}
     assert len(relations.drawable()) >= 20
