@@ -105,6 +105,7 @@ def _events(p) -> list[_Event]:
 
 
 def _may_skip(loop) -> bool:
+    """A trip count that is 0 for some n (T.ceildiv(n, block) is 1 at least)."""
     return loop["trips"] in ("n-1", "n//b", 0)
 
 
