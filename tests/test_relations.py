@@ -211,3 +211,9 @@ def test_the_summary_shows_the_relations_of_the_programs_that_ran():
     assert table["relation"].iloc[-1] == f"relations covered: 3 / {len(relations.drawable())}"
     assert "## Hazard relations" in report.summary(ran)
     assert report.relation_table([Result.of(Case(), "PASS", "judge")]).empty   # no program ran
+
+
+def test_coverage_without_draw_is_refused_in_one_line(capsys):
+    from harness import cli
+    assert cli.main(["programs", "--coverage"]) == 2
+    assert capsys.readouterr().err == "harness programs: --coverage and --steer go with --draw N\n"
