@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.programs import generate, templates
+from harness.programs import generate, relations, templates
 from harness.programs import model as programs
 
 DTYPES = ("float16", "bfloat16")
@@ -216,7 +216,9 @@ class Feature:
     `sets(row)` -> the Case fields a covering-array row of factor values sets. By default a
     feature is one factor named after its field, and shrinks to its off value (a pair also one half at
     a time, a set of names one name at a time, so a minimized case names the one knob that matters).
-    `optional`: a family takes it only if it names it in Family.takes.
+    `optional`: a family takes it only if it names it in Family.takes. `holds(value)` -> the named properties a
+    drawn value holds that a campaign covers as it covers pairs (a program's hazard relations): it steers its draws
+    toward those its run has not covered yet (harness.strategies.steered).
     """
     name: str
     off: object
@@ -227,6 +229,7 @@ class Feature:
     level: Callable | None = None
     sets: Callable | None = None
     steps: Callable | None = None               # overrides: shrink steps of its own (a program's statements)
+    holds: Callable | None = None               # a covering goal: what a drawn value holds (see above)
 
     def levels(self, family) -> dict:
         if self.factors:
@@ -327,7 +330,8 @@ FEATURES = (
             level=lambda c, fam: {"program": templates.construct(program_of(c.program))},
             sets=lambda row: {"program": programs.to_json(generate.template(row["program"]))},
             steps=lambda c: [(step, c.replace(program=programs.to_json(q)))
-                             for step, q in generate.shrink(program_of(c.program))]),
+                             for step, q in generate.shrink(program_of(c.program))],
+            holds=lambda text: set(relations.held(program_of(text)))),
     Feature("seed", 0),                                    # dynamic: the lengths strategy draws these
     Feature("mask", "none", optional=True),
 )

@@ -9,6 +9,7 @@ import pandas as pd
 
 from harness import case as case_mod
 from harness import pairwise, untrusted
+from harness.programs import relations
 from harness.result import Result, alike, normalize
 
 STAGES = ("start", "compile", "inputs", "run", "judge")  # a worker's timed stages (harness.worker; start: its first case only)
@@ -105,6 +106,19 @@ def coverage_table(results: list[Result]) -> pd.DataFrame:
     return pairwise.summary([r.case for r in results])
 
 
+def relation_table(results: list[Result]) -> pd.DataFrame:
+    """The hazard relations the run's generated programs held (harness.programs.relations): per relation, the
+    programs holding it and one case of them, then the line `relations covered: X / Y`; none if no program ran."""
+    programs = {}
+    for r in results:
+        if r.case.program:
+            programs.setdefault(r.case.program, r.case_id)
+    if not programs:
+        return pd.DataFrame()
+    rows, covered = relations.coverage([(case_id, case_mod.program_of(text)) for text, case_id in programs.items()])
+    return pd.DataFrame(rows + [{"relation": covered, "programs": "", "example": ""}])
+
+
 def tables(results: list[Result], known: dict | None = None, df: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame]]:
     """The report's tables, titled, in order (the markdown summary and the HTML page show the same);
     `df`: frame(results), if the caller has it."""
@@ -112,7 +126,7 @@ def tables(results: list[Result], known: dict | None = None, df: pd.DataFrame | 
     by_gpu = [("Worker seconds by GPU", time_table(df, "gpu"))] if df["gpu"].nunique() > 1 else []
     return [("Verdicts", verdict_table(df)), ("Distinct failures", failure_table(results, known)),
             ("Generated-code hazards", hazard_table(results)), ("Worker seconds by stage", time_table(df)),
-            *by_gpu, ("Pairwise coverage", coverage_table(results))]
+            *by_gpu, ("Pairwise coverage", coverage_table(results)), ("Hazard relations", relation_table(results))]
 
 
 def describe(about: dict | None) -> str:

@@ -229,6 +229,26 @@ def suites(draw, family: str, kernels: int, per_kernel: int = 4) -> list[Case]:
 
 
 LENGTHS_PER_EXAMPLE = 200
+POOL = 8   # kernels drawn per kernel kept: Hypothesis repeats itself, and steering picks from the rest
+
+
+def steered(pool: list, holds, n: int, covered: set) -> list:
+    """`n` of `pool`'s items: first, in its order, each that holds something (`holds(x)`, a set) that `covered` and
+    those before it do not, then the first of the others: a covering goal, as harness.pairwise's covering array
+    covers pairs of features. `covered` grows by what the chosen hold."""
+    first = []
+    for i, x in enumerate(pool):
+        if len(first) < n and holds(x) - covered:
+            first.append(i)
+            covered |= holds(x)
+    chosen = set(first)
+    return [pool[i] for i in first] + [x for i, x in enumerate(pool) if i not in chosen][:n - len(first)]
+
+
+def _holds(c: Case) -> set:
+    """What case `c` holds of its features' covering goals (Feature.holds), as (feature, name) pairs."""
+    return {(f.name, h) for f in FEATURES if f.holds is not None and getattr(c, f.name) != f.off
+            for h in f.holds(getattr(c, f.name))}
 
 
 def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = False, per_row: int = 1) -> list[Case]:
@@ -236,7 +256,8 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
     With `cover`, the first kernels are a covering array of the family's static features
     (harness.pairwise: every pair of factor values at least once), `per_row` lengths each: one
     (all pairs in the fewest cases), or more where compiles are slow (old releases) and lengths
-    nearly free."""
+    nearly free. Then kernels drawn, those holding what a feature's covering goal (Feature.holds: a program's
+    hazard relations) names and the kernels before them do not first (`steered`), the rest in the order drawn."""
     out: dict[str, Case] = {}
     fam = kernels.family(family)
     if cover:
@@ -255,13 +276,20 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
             if len(out) < n and fam.breaks(c) is None:
                 out.setdefault(c.id, c)
 
-    def keep(batch):
-        for c in batch:
-            if len(out) < n and fam.breaks(c) is None:
-                out.setdefault(c.id, c)
+    batches, seen = [], set(out)
 
-    # Hypothesis repeats itself; ask for plenty and keep the first n distinct cases.
-    _examples(keep, kernel_batches(family, per_kernel), seed, max(1, -(-n // per_kernel)) * 8)
+    def keep(batch):
+        fresh = [c for c in batch if c.id not in seen and fam.breaks(c) is None]
+        seen.update(c.id for c in fresh)
+        if fresh:
+            batches.append(fresh)
+
+    _examples(keep, kernel_batches(family, per_kernel), seed, max(1, -(-n // per_kernel)) * POOL)
+    covered = set().union(*map(_holds, out.values()))
+    for batch in steered(batches, lambda b: _holds(b[0]), n - len(out), covered):
+        for c in batch:
+            if len(out) < n:
+                out[c.id] = c
     return list(out.values())
 
 
@@ -278,6 +306,16 @@ def _examples(keep, strategy, seed: int, count: int) -> None:
         keep(example)
 
     collect()
+
+
+def programs(n: int, seed: int, steer: bool = True) -> list:
+    """n generated programs (harness.programs.model.Program), reproducible from `seed`, with neither lengths nor a
+    compile: of POOL * n drawn, `steered` toward hazard relations as a campaign's are (`steer`), or the first n."""
+    from harness.programs import generate, relations
+
+    pool = []
+    _examples(pool.append, generate.programs(st), seed, n * POOL if steer else n)
+    return steered(pool, lambda p: set(relations.held(p)), n, set()) if steer else pool[:n]
 
 
 def peer(family: str) -> list[Case]:

@@ -111,3 +111,10 @@ def draw(c, b, at):
 
 def shrink(s, where):
     return [(f"statement {where} form element -> tile", (dict(s, form="tile"),))] if s["form"] == "element" else []
+
+
+def access(s, p):
+    """The source read whole; the destination updated atomically at the tile's row and column."""
+    from harness.programs.access import region, whole
+    t, loop = p.buffer(s["src"]), s["form"] == "element"
+    return [whole(p, t.name, "read", loop), region(p, s["dst"], "update", (s["row"], s["col"]), t.shape, loop, how="atomic")]

@@ -125,3 +125,14 @@ def store(c, b):
 
 def shrink(s, where):
     return [(f"statement {where} form loop -> tile", (dict(s, form="tile"),))] if s["form"] == "loop" else []
+
+
+def access(s, p):
+    """The source read and the destination written: a local buffer whole, a global at the tile's row and column."""
+    from harness.programs.access import region, whole
+    src, dst = p.buffer(s["src"]), p.buffer(s["dst"])
+    tile, loop = (dst if dst.local else src).shape, s["form"] == "loop"
+
+    def side(b, mode):
+        return whole(p, b.name, mode, loop) if b.local else region(p, b.name, mode, (s["row"], s["col"]), tile, loop)
+    return [side(src, "read"), side(dst, "write")]

@@ -76,3 +76,13 @@ def draw(c, b, at):
     value = c.one((0,) + VALUES)
     b.mag[dst] = abs(value)
     b.emit([{"op": "fill", "dst": dst, "value": value}], [dst])
+
+
+def access(s, p):
+    """The destination written, whole or its region."""
+    from harness.programs.access import region, whole
+    b = p.buffer(s["dst"])
+    if "region" not in s:
+        return [whole(p, b.name, "write")]
+    dims = len(b.shape)
+    return [region(p, b.name, "write", s["region"][:dims], s["region"][dims:])]

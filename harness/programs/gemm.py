@@ -80,3 +80,10 @@ def draw(c, b, at):
 def shrink(s, where):
     """A gemm that clears first: what it folded into may then be dropped."""
     return [] if s["clear"] else [(f"statement {where} (gemm) clears first", (dict(s, clear=True),))]
+
+
+def access(s, p):
+    """A and B read whole; C read (unless cleared first) and written whole."""
+    from harness.programs.access import whole
+    folded = [] if s["clear"] else [whole(p, s["c"], "read")]
+    return [whole(p, s["a"], "read"), whole(p, s["b"], "read"), *folded, whole(p, s["c"], "write")]

@@ -137,3 +137,22 @@ def shrink(s, where):
             unscheduled, stages=1 + max(x["stage"] for x in s["body"]),
             body=tuple({k: v for k, v in x.items() if k != "stage"} for x in s["body"])),)))
     return out
+
+
+def access(s, p):
+    """None of its own: its body's statements make them."""
+    return []
+
+
+def stages_of(s, p) -> list | None:
+    """Each body statement's pipeline stage where TileLang pipelines the loop, else None: its schedule's, or with
+    num_stages, 0 for a load from a global into shared memory (what the pipeline issues ahead) and num_stages for
+    the rest (harness.programs.relations)."""
+    if "schedule" in s:
+        return [x["stage"] for x in s["body"]]
+    if s["kind"] != "pipelined" or not s["stages"]:
+        return None
+
+    def load(x):
+        return x["op"] == "copy" and p.buffer(x["src"]).scope == "global" and p.buffer(x["dst"]).scope == "shared"
+    return [0 if load(x) else s["stages"] for x in s["body"]]

@@ -200,3 +200,14 @@ def _expression(c, b, refs, dims, at, depth):
     pred = [kind, c.between((0, b.block))] if kind in ("i<", "j<") else [kind, c.one(("bx", at) if at == "k" else ("bx",))]
     (x, mx), (y, my) = (_expression(c, b, refs, dims, at, depth - 1) for _ in range(2))
     return ["where", pred, x, y], max(mx, my)
+
+
+def access(s, p):
+    """Element by element over rows x cols: each buffer the expression reads from its start (a buffer of one value
+    per row over the rows only), the destination written from its offset."""
+    from harness.programs.access import region
+    dst = p.buffer(s["dst"])
+    extent = (s["rows"], s.get("cols", 1))[:len(dst.shape)]
+    read = [region(p, name, "read", (0,) * len(p.buffer(name).shape), extent[:len(p.buffer(name).shape)], loop=True)
+            for name in reads(s)]
+    return read + [region(p, dst.name, "write", _offset(s, dst), extent, loop=True)]

@@ -69,3 +69,10 @@ def draw(c, b, at):
 
 def shrink(s, where):
     return [] if s["clear"] else [(f"statement {where} (reduce) clears first", (dict(s, clear=True),))]
+
+
+def access(s, p):
+    """The source read whole; the destination read (when folded into) and written whole."""
+    from harness.programs.access import whole
+    folded = [] if s["clear"] else [whole(p, s["dst"], "read")]
+    return [whole(p, s["src"], "read"), *folded, whole(p, s["dst"], "write")]

@@ -63,3 +63,9 @@ def draw(c, b, at):
         return
     b.mag[dst] = mag
     b.emit([{"op": "scan", "src": src, "dst": dst, "kind": kind, "dim": dim, "reverse": c.flip()}], [dst])
+
+
+def access(s, p):
+    """The source read whole, the destination (the source itself, in place) written whole."""
+    from harness.programs.access import whole
+    return [whole(p, s["src"], "read"), whole(p, s["dst"], "write")]

@@ -148,3 +148,18 @@ def shrink(s, where):
     if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
         out.append((f"stream {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
     return out
+
+
+# Who runs the body (harness.programs.relations).
+BODY_THREADS = "consumers"
+
+
+def access(s, p):
+    """Each trip: the producer reads the global's tile and writes it into a slot of the ring (named "ring": a
+    shared buffer of the stream's own, a slot of it whole), the consumers read the slot and write dst whole."""
+    from harness.programs.access import Access, region, whole
+    tile = p.buffer(s["dst"]).shape
+    return [region(p, s["src"], "read", (s["row"], s["col"]), tile, who="producer"),
+            Access("ring", "shared", "write", "whole", (), tile, who="producer"),
+            Access("ring", "shared", "read", "whole", (), tile, who="consumers"),
+            whole(p, s["dst"], "write", who="consumers")]

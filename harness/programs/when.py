@@ -70,3 +70,8 @@ def wrap(c, statements, at) -> dict:
 def shrink(s, where):
     """Unwrapped: its statements take its stage in a scheduled loop."""
     return [(f"unwrap when {where}", tuple(dict(x, stage=s["stage"]) if "stage" in s else x for x in s["body"]))]
+
+
+def access(s, p):
+    """None of its own: its body's statements make them."""
+    return []
