@@ -147,17 +147,26 @@ PLACES = {"top": 1, "trip": 1, "guarded": 1}
 
 
 def draw(c, b, at):
-    """A map over a local buffer: all of it (a new one, or one held), or its first or offset rows and columns."""
+    """A map over a local buffer: all of it (a new one, or one held), or its first or offset rows and columns; in a
+    third of the draws followed by a map over part of what it wrote (loops of two extents over one buffer: a shape
+    the tracker's layout bugs take)."""
+    dst = _map(c, b, at)
+    if dst and c.one((False, False, True)):
+        _map(c, b, at, over=dst)
+
+
+def _map(c, b, at, over=None):
+    """One map (over part of `over` if given); the buffer it wrote, or None if its values would not stay exact."""
     dsts = b.locals()
-    new = not dsts or c.flip()
+    new = over is None and (not dsts or c.flip())
     if new:
         shape = c.one([b.buffers[n].shape for n in dsts] or [(b.block, 32)])
         dst = b.new(b.pick(c, "scope", ("fragment", "shared")) if len(shape) == 2 else "fragment",
                     b.pick(c, "dtype", ("float32", "float16")), shape)
     else:
-        dst = c.one(dsts)
+        dst = over or c.one(dsts)
     shape = b.buffers[dst].shape
-    whole = new or c.flip()
+    whole = new or over is None and c.flip()
     rows = shape[0] if whole else c.between((1, shape[0]))
     cols = None if len(shape) == 1 else (shape[1] if whole else c.between((1, shape[1])))
     offset = [] if whole or not c.flip() else \
@@ -166,11 +175,12 @@ def draw(c, b, at):
     refs = [n for n in operands if b.buffers[n].shape in (shape, (shape[0],))]
     expr, mag = _expression(c, b, refs, len(shape), at, 3)
     if not b.fits(dst, mag):
-        return
+        return None
     b.mag[dst] = max(mag, b.mag.get(dst, 0) if not whole else 0)
     stmt = {"op": "map", "dst": dst, "rows": rows, "expr": expr, **({"cols": cols} if cols is not None else {}),
             **({"offset": offset} if any(offset) else {})}
     b.emit([stmt], [dst] if rows == shape[0] and (cols is None or cols == shape[1]) else [])
+    return dst
 
 
 def _expression(c, b, refs, dims, at, depth):

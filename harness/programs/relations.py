@@ -52,9 +52,7 @@ _ASPECTS = (
     ("thread-indexed", "one of them by each thread at an index of its own", ("thread",)),
 )
 NEVER = {"waw.warp-group"}   # only the producer writes the ring
-PENDING = {"waw.pipeline": "the generator writes no tile it loads in a pipelined loop again in that loop",
-           "extents.fragment": "about one program in 5,000: a T.Parallel over part of a fragment must spread over the "
-                               "threads (model.parallel)"}
+PENDING = {"waw.pipeline": "the generator writes no tile it loads in a pipelined loop again in that loop"}
 RELATIONS = tuple(Relation(f"{dep}.{aspect}", f"{DEPENDENCES[dep]}, {meaning}", kinds, PENDING.get(f"{dep}.{aspect}", ""))
                   for aspect, meaning, kinds in _ASPECTS for dep in DEPENDENCES
                   if f"{dep}.{aspect}" not in NEVER) + (
