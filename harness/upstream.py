@@ -234,8 +234,9 @@ def program_files(rep, directory: Path, beside: Path) -> list[Path]:
     group, then beside the report), those linked."""
     directory, beside = Path(directory), Path(beside)
     own = record.file_path(directory, rep.kind, rep.id).parent
-    names = [own / f"{rep.id}.min.py", beside / f"{rep.id}.min.py", own / f"{rep.id}.standalone.py",
-             beside / f"{rep.id}.standalone.py"]
+    filed = directory / "upstream"  # where the committed reports and their programs live
+    names = [own / f"{rep.id}.min.py", filed / f"{rep.id}.min.py", beside / f"{rep.id}.min.py",
+             own / f"{rep.id}.standalone.py", filed / f"{rep.id}.standalone.py", beside / f"{rep.id}.standalone.py"]
     names += [directory.parent / f.path for f in rep.links.files if f.kind == "standalone"]
     return list(dict.fromkeys(names))
 

@@ -351,3 +351,14 @@ def test_a_committed_report_holds_to_its_reproducer(path):
     for c in controls:
         assert (c.change in workaround) == c.ok, c.change
     assert ("None known" in workaround) == (not any(c.ok for c in controls))
+
+
+def test_the_program_in_the_reports_folder_is_found_whatever_the_output(tmp_path, exported):
+    """`harness upstream ID --to FILE` outside DIR/upstream/ still finds DIR/upstream/ID.min.py."""
+    rep = _save(tmp_path)
+    filed = tmp_path / "reproducers" / "upstream"
+    filed.mkdir(parents=True)
+    (filed / f"{rep.id}.min.py").write_text("import tilelang\nprint('REPRODUCED')\n")
+    assert filed / f"{rep.id}.min.py" in upstream.program_files(rep, tmp_path / "reproducers", tmp_path / "elsewhere")
+    path, text, _ = upstream.program(rep, tmp_path / "reproducers", tmp_path / "elsewhere")
+    assert path == filed / f"{rep.id}.min.py" and "REPRODUCED" in text
