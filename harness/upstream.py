@@ -13,7 +13,7 @@ ISSUE_LIMIT characters.
 from __future__ import annotations
 
 import ast
-import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +39,7 @@ class Report:
     summary: list[str]     # the one-line account the command prints
     comment_for: record.Issue | None = None
     program: Path | None = None
+    gaps: list = field(default_factory=list)   # the commands whose output is missing (needs a GPU)
 
 
 # ----------------------------------------------------------------------------- related reproducers
@@ -293,11 +294,143 @@ def program_section(rep, path: Path | None, text: str, account: str) -> list[str
             *_fence(text, "python"), ""]
 
 
+# ----------------------------------------------------------------------------- captured output
+OUTPUTS = "outputs"    # DIR/upstream/outputs/<id>[.<control>].txt: each run's output, verbatim, and an end line
+_END = re.compile(r"^# exit (-?\d+) on (.+?), TileLang (\S+)$")
+PROGRAM_NAME = "repro.py"  # what a report calls its program
+
+
+@dataclass
+class Output:
+    """What a program printed (stdout and stderr, verbatim), its exit status, and where it ran."""
+    text: str
+    status: int
+    where: str        # the GPU's name, or "no GPU (compile-only, <arch>)"
+    tilelang: str
+
+    @property
+    def on_gpu(self) -> bool:
+        return not self.where.startswith("no GPU")
+
+    def dumps(self) -> str:
+        return self.text.rstrip("\n") + ("\n" if self.text.strip() else "") + \
+            f"# exit {self.status} on {self.where}, TileLang {self.tilelang}\n"
+
+
+def output_name(rep_id: str, control: str = "") -> str:
+    return f"{rep_id}.{control}.txt" if control else f"{rep_id}.txt"
+
+
+def read_output(path: Path) -> Output | None:
+    """An output file as `run_program` (or scripts/run_report_programs.py) writes it; None if absent or without
+    its end line."""
+    try:
+        lines = Path(path).read_text().rstrip("\n").splitlines()
+    except OSError:
+        return None
+    m = _END.match(lines[-1]) if lines else None
+    if not m:
+        return None
+    return Output("\n".join(lines[:-1]), int(m.group(1)), m.group(2), m.group(3))
+
+
+def where_here(arch="sm_90a") -> str:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return f"no GPU (compile-only, {arch})"
+
+
+def tilelang_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("tilelang")
+    except Exception:  # not installed
+        return "not installed"
+
+
+def run_program(path: Path, control: str = "", timeout=900, arch="sm_90a") -> Output:
+    """Run `python PATH [--control NAME]` in an empty folder; its output, verbatim."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [sys.executable, str(Path(path).resolve())] + (["--control", control] if control else [])
+        try:
+            p = subprocess.run(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=timeout)
+            text, status = p.stdout, p.returncode
+        except subprocess.TimeoutExpired as e:
+            text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            text, status = text + f"\n(killed after {timeout} s)", 124
+    return Output(text.rstrip("\n"), status, where_here(arch), tilelang_version())
+
+
+def captured(rep_id: str, control: str, gpu: bool, stores: list[Path], program_path: Path | None, run: bool,
+             arch="sm_90a") -> Output | None:
+    """The output of the program (or one control): from the first of `stores` that holds it, else run here when
+    that can show it (compile-only, or a GPU is here), saved into the last store; None (a gap) otherwise. An output
+    that needs a GPU is taken only from a run on one."""
+    for store in stores:
+        out = read_output(Path(store) / output_name(rep_id, control))
+        if out and (out.on_gpu or not gpu):
+            return out
+    if not run or program_path is None:
+        return None
+    if gpu and where_here(arch).startswith("no GPU"):
+        return None
+    out = run_program(program_path, control, arch=arch)
+    if stores:
+        Path(stores[-1]).mkdir(parents=True, exist_ok=True)
+        (Path(stores[-1]) / output_name(rep_id, control)).write_text(out.dumps())
+    return out
+
+
+# ----------------------------------------------------------------------------- venue
+@dataclass
+class Venue:
+    """Where a report goes, decided from the record's typed links: a new issue, a comment on an open issue, a test
+    case for an open pull request, withdrawn (the reason kept in the record), or in another reproducer's report
+    (the same root cause)."""
+    kind: str                              # new issue | comment | test case | withdrawn | folded
+    issue: record.Issue | None = None      # the thread, for a comment or a test case
+    into: str = ""                         # folded: the reproducer whose report covers it
+    reason: str = ""                       # withdrawn: why
+
+    def words(self) -> str:
+        if self.kind in ("comment", "test case"):
+            return f"{self.kind} on {self.issue.ref}" if self.kind == "comment" else f"test case for {self.issue.ref}"
+        if self.kind == "withdrawn":
+            return "withdrawn: " + self.reason.split(". ")[0].rstrip(".")
+        if self.kind == "folded":
+            return f"in {self.into}'s report"
+        return "new issue"
+
+
+def venue(rep, directory: Path | None = None) -> Venue:
+    if rep.upstream and rep.upstream.withdrawn:
+        return Venue("withdrawn", reason=rep.upstream.withdrawn)
+    if directory is not None:
+        cover = primary(rep, Path(directory))
+        if cover.id != rep.id:
+            return Venue("folded", into=cover.id)
+    issue = known_issue(rep)
+    if issue:
+        return Venue("comment" if issue.kind == "issue" else "test case", issue)
+    return Venue("new issue")
+
+
+def known_issue(rep) -> record.Issue | None:
+    """The open issue or pull request on TileLang's tracker that is this bug, if any: then the text is a comment
+    for it (a pull request's: the program as its test case)."""
+    return next((i for i in rep.links.tracker_issue if i.repo == TRACKER and i.state == "open"), None)
+
+
 # ----------------------------------------------------------------------------- the sections
-def _recorded(value) -> str:
-    return value if value not in (None, "") else "not recorded"
-
-
 def _issue(i: record.Issue) -> str:
     state = f" ({i.state}{', in ' + i.release if i.release else ''})" if i.state or i.release else ""
     return f"[{i.ref}]({i.url}){state}" + (f": {i.note}" if i.note else "")
@@ -308,65 +441,60 @@ def title(rep) -> str:
     return words or f"[BUG][{TAGS.get(rep.result.verdict, 'bug')}] " + " ".join(rep.title.split())
 
 
-def environment_line(rep) -> str:
+def environment_line(rep, outs: list[Output]) -> str:
+    """The TileLang and machine of the outputs pasted (else the record's)."""
     env = rep.environment
-    gpu = env.get("gpu", "")
-    gpu = ("none (compile-only)" if gpu.startswith("none")
-           else _recorded(gpu) + (f" ({env['capability']})" if env.get("capability") else ""))
-    parts = [f"TileLang {_recorded(env.get('tilelang'))}" + (f" (commit {env['tilelang_commit']})"
-                                                             if env.get("tilelang_commit") else " (commit not recorded)"),
-             f"GPU {gpu}"]
-    parts += [f"{name} {env[key]}" for name, key in (("CUDA", "cuda"), ("driver", "driver"), ("torch", "torch"),
-                                                     ("Python", "python")) if env.get(key) not in (None, "", "None", "none")]
-    if env.get("examples_module"):
-        parts.append(f"TileLang's example `{env['examples_module']}` of release {_recorded(env.get('examples_release'))}")
-    return "**Environment:** " + ", ".join(parts) + "."
+    versions = sorted({o.tilelang for o in outs}) or [env.get("tilelang") or "not recorded"]
+    wheres = list(dict.fromkeys(o.where for o in outs))
+    machines = " and ".join(wheres) if wheres else "none yet (no output captured)"
+    parts = [f"TileLang {' and '.join(versions)} (pip wheel)", f"outputs below from: {machines}"]
+    if env.get("cuda") not in (None, "", "None", "none"):
+        parts.append(f"CUDA {env['cuda']}")
+    if env.get("python"):
+        parts.append(f"Python {env['python']}")
+    return "**Environment:** " + "; ".join(parts) + "."
 
 
-def observed_lines(rep) -> list[str]:
-    """What was observed, in the report's words where recorded; then the error as TileLang printed it, or
-    each wrong output's largest difference from the float64 reference."""
-    seen = rep.result
-    lines = [rep.upstream.observed, ""] if rep.upstream and rep.upstream.observed else []
-    if seen.verdict in ("COMPILE_ERROR", "CRASH", "HANG") or not seen.checks:
-        lines += _fence(seen.message or "(no message recorded)", "text")
-    else:
-        for c in seen.checks:
-            if not c.get("ok"):
-                where = (c.get("where") or {}).get("index")
-                lines.append(f"- {c['tensor']}: max |kernel - float64 reference| = {c['error']:.4g}"
-                             + (f" at {where}" if where else ""))
-    flaky = rep.observed.get("flaky")
-    if flaky and flaky["reproduced"] < flaky["runs"]:
-        lines.append(f"- seen in {flaky['reproduced']} of {flaky['runs']} runs")
+def _gap(command: str, why: str) -> list[str]:
+    return [f"> **Output missing** ({why}): run `{command}` there and paste its output here.",
+            f"<!-- GAP: {command} -->"]
+
+
+def output_block(command: str, out: Output | None, gpu: bool) -> list[str]:
+    if out is None:
+        return _gap(command, "needs an sm_90 GPU" if gpu else "not run yet")
+    where = out.where if out.on_gpu else f"on a machine without a GPU, {out.where[len('no GPU ('):-1]}"
+    return [f"`{command}` ({where}, TileLang {out.tilelang}):", "", *_fence(out.text or "(no output)", "text"),
+            "", f"Exit status {out.status}."]
+
+
+def provenance_lines(rep, prov: Provenance) -> list[str]:
+    matrix = releases(rep)
+    lines = [line for line in prov.lines if line.startswith("**First bad release") or line.startswith("**Fixed in")]
+    lines = [re.sub(r" \((?:a release bisect: )?`harness[^)]*\)", "", line) for line in lines]
+    if matrix:
+        lines.append("Releases tested: " + "; ".join(f"{v} {r.result}" for v, r in matrix.items()) + ".")
+    if rep.upstream and rep.upstream.provenance:
+        lines.append(rep.upstream.provenance)
+    for label, issues in (("Introduced by", rep.links.introduced_by), ("Fixed by", rep.links.fixed_by)):
+        lines += [f"**{label}:** {_issue(i)}" for i in issues]
     return lines
 
 
-FAILED = {"MISMATCH": "wrong values", "NONFINITE": "NaN or inf values", "OOB_WRITE": "writes past a buffer",
-          "OOB_READ": "reads past a buffer", "COMPILE_ERROR": "fails to compile", "CRASH": "crashes", "HANG": "hangs"}
+def related_lines(rep, v: Venue) -> list[str]:
+    items = [i for i in rep.links.tracker_issue if v.issue is None or i is not v.issue] + list(rep.links.related)
+    return [f"- {_issue(i)}" for i in items] or ["- None found."]
 
 
-def controls(rep) -> list[record.Control]:
-    return list(rep.triage.controls) if rep.triage else []
-
-
-def control_section(rep) -> list[str]:
-    rows = controls(rep)
-    if not rows:
-        return ["## Control", "", "No control recorded: `harness triage` tries one knob at a time.", ""]
-    lines = ["## Control", "", "| change | result |", "|---|---|",
-             f"| none (as recorded) | **{FAILED.get(rep.result.verdict, rep.result.verdict)}** |"]
-    lines += [f"| {c.change} | {c.result}" + (f" ({c.source})" if c.source else "") + " |" for c in rows]
-    return lines + [""]
-
-
-def workaround_lines(rep) -> list[str]:
-    """The controls that are right: a knob is a workaround as it is; a change of the program is one too."""
-    knobs = [c for c in controls(rep) if c.ok and c.knob]
-    shapes = [c for c in controls(rep) if c.ok and not c.knob]
-    lines = [f"- {c.change}: {c.result}" + (f" ({c.source})" if c.source else "") for c in knobs]
-    lines += [f"- changing the program: {c.change}: {c.result}" for c in shapes]
-    return lines or ["None known: no recorded control is right."]
+def draft_report(rep, directory, beside, states, envs, arch, unavailable, env) -> list[str]:
+    """A record without the report's own words (record.Upstream): what is known, each missing piece marked; not a
+    report to file until written."""
+    cause, _ = culprit_section(rep, arch, env, unavailable)
+    found, pending = bisects(rep, state_files(rep.id, envs, states))
+    prov = provenance(rep, found, {})
+    return ["<!-- DRAFT: no report words recorded (record.Upstream) -->", "", f"# {title(rep)}", "",
+            "## Expected", "", rep.expected, "", "## Observed", "", *_fence(rep.result.message or "(none)", "text"), "",
+            *cause, "## Provenance", "", *[f"- {line}" for line in prov.lines + [f"Bisect {p}." for p in pending]], ""]
 
 
 def culprit_section(rep, arch, env, unavailable) -> tuple[list[str], str]:
@@ -403,77 +531,73 @@ def culprit(rep, arch="sm_90a", env=None, unavailable: str | None = None) -> tup
             *_fence("\n".join(lines), "text")], account
 
 
-def duplicates_section(rep, comment_for) -> list[str]:
-    links = rep.links
-    lines = ["## Duplicates", ""]
-    lines += [f"- Searched {s.query}: {s.result}." for s in links.searches]
-    if not links.searches:
-        lines.append("- No search of the tracker recorded.")
-    lines += [f"- This bug: {_issue(i)}" for i in links.tracker_issue if i is not comment_for]
-    lines += [f"- Nearest: {_issue(i)}" for i in links.related]
-    return lines + [""]
-
-
-def same_cause_lines(why: dict[str, str], known: dict) -> list[str]:
-    lines = []
-    for other, note in why.items():
-        o = known.get(other)
-        where = f"{o.result.verdict}, TileLang {o.environment.get('tilelang', '?')}" if o else "no such reproducer here"
-        lines.append(f"- `{other}` ({where}): {note}")
-    return lines
-
-
-def details(rep) -> list[str]:
-    return ["<details><summary>The harness's reproducer</summary>", "",
-            f"Reproducer `{rep.id}` of a correctness harness for TileLang: `harness repro {rep.id}` replays it "
-            f"({rep.result.verdict} as recorded). The case:", "",
-            *_fence(json.dumps(case_mod.to_dict(rep.case)), "json"), "", "</details>"]
+def _fence(text: str, lang="") -> list[str]:
+    longest = max((len(run) for run in "".join(c if c == "`" else " " for c in text).split()), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + lang, text.rstrip("\n"), fence]
 
 
 # ----------------------------------------------------------------------------- the whole
-def known_issue(rep) -> record.Issue | None:
-    """The open issue on TileLang's tracker that is this bug, if any: then the text is a comment for it."""
-    return next((i for i in rep.links.tracker_issue if i.repo == TRACKER and i.state == "open"), None)
-
-
 def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
-           unavailable: str | None = None, env=None) -> Report:
-    """The text to file for `rep`; a generated program's export is written to `beside` on the way."""
-    known = others(directory, rep.id)
-    why = same_root_cause(rep, known)
-    found, pending = bisects(rep, state_files(rep.id, envs, states))
-    related = {o: bisects(known[o], state_files(o, envs))[0] for o in why if o in known}
-    prov = provenance(rep, found, {o: bs for o, bs in related.items() if bs})
-    prov.lines += [f"Bisect {p}." for p in pending]
+           unavailable: str | None = None, env=None, outputs: Path | None = None, run: bool = True) -> Report:
+    """The text to file for `rep`: its program, the program's output and each control's, captured (from `outputs`,
+    from DIR/upstream/outputs/, or run here where that shows it), never written by hand; a gap, marked, for each
+    that needs a GPU and was not run on one."""
+    v = venue(rep, directory)
     path, text, account = program(rep, directory, beside)
-    cause, cause_account = culprit_section(rep, arch, env, unavailable)
-    comment_for = known_issue(rep)
-    expected = rep.upstream.expected if rep.upstream and rep.upstream.expected else rep.expected
-    fix = ["## Suggested fix", "", rep.upstream.fix, ""] if rep.upstream and rep.upstream.fix else []
-    faces = same_cause_lines(why, known)
-    if comment_for:
-        head = [f"<!-- a comment for {comment_for.url}; reproducer {rep.id} -->",
-                f"**Still present in TileLang {rep.environment.get('tilelang', '?')}.** {environment_line(rep)}", ""]
-        head += ["Also:", "", *faces, ""] if faces else []
-        faces = []
+    up = rep.upstream
+    if up is None or path is None:
+        lines = draft_report(rep, directory, beside, states, envs, arch, unavailable, env)
+        text_out = "\n".join(lines).rstrip("\n") + f"\n\nReproducer id: {rep.id}\n"
+        return Report(text_out, [f"draft ({'no program' if path is None else 'no report words'}): "
+                                 f"{len(text_out.splitlines())} lines", f"program: {account}", f"venue: {v.words()}"],
+                      known_issue(rep), path)
+    stores = ([Path(outputs)] if outputs else []) + [Path(directory) / "upstream" / OUTPUTS]
+    gaps, outs = [], []
+
+    def block(control: str, gpu: bool) -> list[str]:
+        command = f"python {PROGRAM_NAME}" + (f" --control {control}" if control else "")
+        out = captured(rep.id, control, gpu, stores, path, run, arch)
+        if out is None:
+            gaps.append(command)
+        else:
+            outs.append(out)
+        return output_block(command, out, gpu)
+
+    main = block("", up.gpu)
+    body = ["## Program", "",
+            f"`{PROGRAM_NAME}` ({code_lines(text)} lines; tilelang and torch" + ("; its check needs an sm_90 GPU"
+                                                                                if up.gpu else ", compile-only") + "):",
+            "", *_fence(text, "python"), "", "## Output", "", *main, ""]
+    body += [up.observed, ""] if up.observed else []
+    body += ["## Expected", "", up.expected or rep.expected, ""]
+    if up.controls:
+        body += ["## Controls", "", "Each is the same program with one change (`--control NAME`)."]
+        for c in up.controls:
+            body += ["", f"**{c.name}**: {c.change}", "", *block(c.name, c.gpu)]
+        body.append("")
+    cause = up.cause or (rep.triage.culprit.note if rep.triage and rep.triage.culprit else "")
+    body += ["## Root cause", "", cause or "Not traced to a source line.", ""]
+    body += ["## Suggested fix", "", up.fix, ""] if up.fix else []
+    found, pending = bisects(rep, state_files(rep.id, envs, states))
+    prov = provenance(rep, found, {})
+    body += ["## Provenance", "", *[f"- {line}" for line in provenance_lines(rep, prov)], ""]
+    shown = [c for c in up.controls if c.workaround]
+    body += ["## Workaround", "", (up.workaround or "None found.")
+             + (" Shown by " + ", ".join(f"**{c.name}**" for c in shown) + " above." if shown else ""), ""]
+    body += ["## Related", "", *related_lines(rep, v), ""]
+    if v.kind in ("comment", "test case"):
+        head = [f"<!-- a comment for {v.issue.url} -->", "",
+                f"**{title(rep)}**" if up.title else "", "", environment_line(rep, outs), ""]
     else:
-        head = [f"# {title(rep)}", "", environment_line(rep), ""]
-    body = [*program_section(rep, path, text, account), "## Expected", "", expected, "", "## Observed", "",
-            *observed_lines(rep), "", *control_section(rep), *cause, *fix, "## Provenance", "",
-            *[f"- {line}" for line in prov.lines], "", "## Workaround", "", *workaround_lines(rep), "",
-            *([] if comment_for else duplicates_section(rep, comment_for))]
-    if faces:
-        body += ["## Same root cause", "", *faces, ""]
-    out = head + body
-    text_out = "\n".join(out + details(rep)).rstrip("\n") + "\n"
-    if len(text_out.splitlines()) > REPORT_LINES or len(text_out) >= ISSUE_LIMIT:
-        text_out = "\n".join(out).rstrip("\n") + "\n"  # the harness's case goes first
-    summary = [f"{'comment for ' + comment_for.ref if comment_for else 'report'}: {len(text_out.splitlines())} lines, "
-               f"{len(text_out)} characters", f"program: {account}",
-               "first bad release: " + (prov.first_bad or (f"after {prov.after}, " if prov.after else "")
-                                        + (f"at or before {prov.at_or_before}" if prov.at_or_before else "not recorded")),
-               cause_account, f"tracker links: {len(rep.links.issues())}", "same root cause: " + (", ".join(why) or "none")]
-    return Report(text_out, summary, comment_for, path)
+        head = [f"# {title(rep)}", "", environment_line(rep, outs), ""]
+    if v.kind in ("withdrawn", "folded"):
+        head = [f"<!-- NOT TO FILE: {v.words()} -->", "", *head]
+    text_out = "\n".join(head + body).rstrip("\n") + f"\n\n---\n\nReproducer id: {rep.id}\n"
+    text_out = re.sub(r"\n{3,}", "\n\n", text_out)
+    summary = [f"{v.words()}: {len(text_out.splitlines())} lines, {len(text_out)} characters", f"program: {account}",
+               f"outputs: {len(outs)} pasted" + (f", {len(gaps)} missing (GPU): " + "; ".join(gaps) if gaps else "")]
+    return Report(text_out, summary, v.issue, path, gaps)
 
 
 def write(rep, to: Path, directory: Path, **kwargs) -> Report:
