@@ -177,6 +177,7 @@ class Upstream:
     gpu: bool = False          # the program's own output needs a GPU
     controls: tuple = ()       # Variant
     withdrawn: str = ""        # why it is not to be filed (the venue is then none)
+    hold: str = ""             # what must happen before it is filed (read an answer, a GPU run)
     review: tuple = ()         # str: each point of a maintainer's review, and how it is answered
 
 
@@ -422,7 +423,8 @@ _FACTS = {Issue: _ISSUE, Sibling: {"id": str, "note": (str, None)},
           Variant: {"name": str, "change": str, "gpu": (bool, None), "workaround": (bool, None)},
           Upstream: {"title": (str, None), "expected": (str, None), "observed": (str, None), "fix": (str, None),
                      "cause": (str, None), "workaround": (str, None), "provenance": (str, None), "gpu": (bool, None),
-                     "controls": (list, None), "withdrawn": (str, None), "review": (list, None)}}
+                     "controls": (list, None), "withdrawn": (str, None), "hold": (str, None),
+                     "review": (list, None)}}
 # links: field -> the type of its items (str: as written)
 _LINKS = {"tracker_issue": Issue, "related": Issue, "same_root_cause_as": Sibling, "bisected_by": Bisect,
           "fixed_by": Issue, "introduced_by": Issue, "searches": Search, "files": File, "notes": str}
@@ -615,8 +617,7 @@ def index(root="reproducers") -> str:
         env = rep.environment
         where = f"{env.get('tilelang', '?')}, {'compile-only' if env.get('gpu', '').startswith('none') else env.get('gpu', '?')}"
         tracker = ", ".join(dict.fromkeys(i.ref + (f" ({i.state})" if i.state else "") for i in rep.links.issues()))
-        ready = ", ".join(x for x, f in (("report", root / "upstream" / f"{rep.id}.md"),
-                                         ("standalone", path.with_name(f"{rep.id}.standalone.py"))) if f.exists())
+        ready = _ready(rep, root, path)
         rows[rep.kind].append(f"| [{rep.id}]({path.relative_to(root).as_posix()}) | {_cell(rep.title)} | "
                               f"{rep.result.verdict} | {kernel} | {where} | {tracker or '-'} | {ready or '-'} |")
     sections = [f"## {_SECTIONS[kind]}\n\n{len(lines)} in [{KINDS[kind]}/]({KINDS[kind]}/).\n\n"
@@ -626,6 +627,25 @@ def index(root="reproducers") -> str:
             "section per group: each one's title, verdict, the kernel it ran, the TileLang and GPU it was recorded on, "
             "the tracker links it carries and what is ready to file (reproducers/upstream/<id>.md, a standalone file "
             "beside it).\n\n" + "\n".join(sections))
+
+
+def _ready(rep, root: Path, path: Path) -> str:
+    """What is ready to file: a report's venue (harness.upstream.venue: a new issue, a comment on an open issue, a test
+    case for an open pull request, withdrawn, or in another's report), and "not ready" with the reason while it holds
+    a gap (an output that needs a GPU), is on hold, or is a draft; else the standalone file beside the record."""
+    from harness import upstream  # upstream reads records: imported here, not at the top
+
+    report = root / "upstream" / f"{rep.id}.md"
+    if rep.upstream is not None and (report.exists() or rep.upstream.withdrawn):
+        v = upstream.venue(rep, root)
+        text = report.read_text() if report.exists() else ""
+        why = [w for w, bad in (("GPU output missing", "<!-- GAP:" in text), ("draft", "<!-- DRAFT" in text),
+                                (f"on hold: {rep.upstream.hold}", bool(rep.upstream.hold))) if bad]
+        if v.kind in ("withdrawn", "folded") or not why:
+            return v.words()
+        return f"{v.words()}, not ready: {'; '.join(why)}"
+    return ", ".join(x for x, f in (("report", report), ("standalone", path.with_name(f"{rep.id}.standalone.py")))
+                     if f.exists())
 
 
 def _cell(text: str) -> str:

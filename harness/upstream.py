@@ -26,7 +26,7 @@ from harness.environment import environment
 
 ISSUE_LIMIT = 65536    # characters GitHub takes in an issue body or comment
 REPORT_LINES = 250
-PROGRAM_LINES = 60     # a program embedded in a report: its lines after the module docstring
+PROGRAM_LINES = 90     # a program embedded in a report: its lines after the module docstring (with --control)
 TRACKER = "tile-ai/tilelang"
 # The tracker's tag for each kind of failure, as TileLang's "[BUG][Fuzzer][...]" issues name them.
 TAGS = {"MISMATCH": "wrong-code", "NONFINITE": "wrong-code", "OOB_WRITE": "wrong-code", "OOB_READ": "wrong-code",
@@ -236,7 +236,7 @@ def program_files(rep, directory: Path, beside: Path) -> list[Path]:
     directory, beside = Path(directory), Path(beside)
     own = record.file_path(directory, rep.kind, rep.id).parent
     filed = directory / "upstream"  # where the committed reports and their programs live
-    names = [own / f"{rep.id}.min.py", filed / f"{rep.id}.min.py", beside / f"{rep.id}.min.py",
+    names = [filed / f"{rep.id}.min.py", own / f"{rep.id}.min.py", beside / f"{rep.id}.min.py",
              own / f"{rep.id}.standalone.py", filed / f"{rep.id}.standalone.py", beside / f"{rep.id}.standalone.py"]
     names += [directory.parent / f.path for f in rep.links.files if f.kind == "standalone"]
     return list(dict.fromkeys(names))
@@ -254,7 +254,8 @@ def program(rep, directory: Path, beside: Path) -> tuple[Path | None, str, str]:
     embedded."""
     out = Path(beside) / f"{rep.id}.standalone.py"
     note = ""
-    if generated(rep) and not out.exists():
+    written = (Path(directory) / "upstream" / f"{rep.id}.min.py").is_file()
+    if generated(rep) and not out.exists() and not written:
         try:
             export.export(rep, out)
         except (export.ExportError, case_mod.CaseError, ImportError, OSError) as e:
@@ -296,7 +297,7 @@ def program_section(rep, path: Path | None, text: str, account: str) -> list[str
 
 # ----------------------------------------------------------------------------- captured output
 OUTPUTS = "outputs"    # DIR/upstream/outputs/<id>[.<control>].txt: each run's output, verbatim, and an end line
-_END = re.compile(r"^# exit (-?\d+) on (.+?), TileLang (\S+)$")
+_END = re.compile(r"^# exit (-?\d+) on (.+?), TileLang ([^\s,]+)(?:, (.+))?$")
 PROGRAM_NAME = "repro.py"  # what a report calls its program
 
 
@@ -307,6 +308,7 @@ class Output:
     status: int
     where: str        # the GPU's name, or "no GPU (compile-only, <arch>)"
     tilelang: str
+    versions: str = ""  # "torch X, CUDA Y, Python Z" of the interpreter that ran it
 
     @property
     def on_gpu(self) -> bool:
@@ -314,7 +316,8 @@ class Output:
 
     def dumps(self) -> str:
         return self.text.rstrip("\n") + ("\n" if self.text.strip() else "") + \
-            f"# exit {self.status} on {self.where}, TileLang {self.tilelang}\n"
+            f"# exit {self.status} on {self.where}, TileLang {self.tilelang}" + \
+            (f", {self.versions}" if self.versions else "") + "\n"
 
 
 def output_name(rep_id: str, control: str = "") -> str:
@@ -331,7 +334,7 @@ def read_output(path: Path) -> Output | None:
     m = _END.match(lines[-1]) if lines else None
     if not m:
         return None
-    return Output("\n".join(lines[:-1]), int(m.group(1)), m.group(2), m.group(3))
+    return Output("\n".join(lines[:-1]), int(m.group(1)), m.group(2), m.group(3), m.group(4) or "")
 
 
 def where_here(arch="sm_90a") -> str:
@@ -342,6 +345,15 @@ def where_here(arch="sm_90a") -> str:
     except ImportError:
         pass
     return f"no GPU (compile-only, {arch})"
+
+
+def versions_here() -> str:
+    import platform
+    try:
+        import torch
+        return f"torch {torch.__version__}, CUDA {torch.version.cuda}, Python {platform.python_version()}"
+    except ImportError:
+        return f"Python {platform.python_version()}"
 
 
 def tilelang_version() -> str:
@@ -367,7 +379,7 @@ def run_program(path: Path, control: str = "", timeout=900, arch="sm_90a") -> Ou
         except subprocess.TimeoutExpired as e:
             text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             text, status = text + f"\n(killed after {timeout} s)", 124
-    return Output(text.rstrip("\n"), status, where_here(arch), tilelang_version())
+    return Output(text.rstrip("\n"), status, where_here(arch), tilelang_version(), versions_here())
 
 
 def captured(rep_id: str, control: str, gpu: bool, stores: list[Path], program_path: Path | None, run: bool,
@@ -445,14 +457,9 @@ def environment_line(rep, outs: list[Output]) -> str:
     """The TileLang and machine of the outputs pasted (else the record's)."""
     env = rep.environment
     versions = sorted({o.tilelang for o in outs}) or [env.get("tilelang") or "not recorded"]
-    wheres = list(dict.fromkeys(o.where for o in outs))
-    machines = " and ".join(wheres) if wheres else "none yet (no output captured)"
-    parts = [f"TileLang {' and '.join(versions)} (pip wheel)", f"outputs below from: {machines}"]
-    if env.get("cuda") not in (None, "", "None", "none"):
-        parts.append(f"CUDA {env['cuda']}")
-    if env.get("python"):
-        parts.append(f"Python {env['python']}")
-    return "**Environment:** " + "; ".join(parts) + "."
+    machines = list(dict.fromkeys(o.where + (f" ({o.versions})" if o.versions else "") for o in outs))
+    return (f"**Environment:** TileLang {' and '.join(versions)} (pip wheel); the outputs below come from "
+            + ("; ".join(machines) if machines else "no run yet") + ".")
 
 
 def _gap(command: str, why: str) -> list[str]:
@@ -473,7 +480,8 @@ def provenance_lines(rep, prov: Provenance) -> list[str]:
     lines = [line for line in prov.lines if line.startswith("**First bad release") or line.startswith("**Fixed in")]
     lines = [re.sub(r" \((?:a release bisect: )?`harness[^)]*\)", "", line) for line in lines]
     if matrix:
-        lines.append("Releases tested: " + "; ".join(f"{v} {r.result}" for v, r in matrix.items()) + ".")
+        lines.append("Releases tested with the kernel this program comes from: "
+                     + "; ".join(f"{v} {r.result}" for v, r in matrix.items()) + ".")
     if rep.upstream and rep.upstream.provenance:
         lines.append(rep.upstream.provenance)
     for label, issues in (("Introduced by", rep.links.introduced_by), ("Fixed by", rep.links.fixed_by)):

@@ -1,6 +1,7 @@
 """harness upstream: a report ready to file on TileLang's tracker, from what the harness holds."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def cmd_upstream(args) -> int:
     """A report ready to file on TileLang's tracker (harness.upstream): what the harness holds, no network."""
     from harness import upstream
 
-    rep, _ = load(args, "upstream")
+    # Loaded without --examples: a report whose words are recorded needs no outside kernel; the triage below says so
+    rep, _ = load(argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "examples"}), "upstream")
     if rep is None:
         return 2
     covering = upstream.primary(rep, Path(args.dir))  # one root cause, one report
