@@ -13,6 +13,7 @@ ISSUE_LIMIT characters.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -494,17 +495,6 @@ def related_lines(rep, v: Venue) -> list[str]:
     return [f"- {_issue(i)}" for i in items] or ["- None found."]
 
 
-def draft_report(rep, directory, beside, states, envs, arch, unavailable, env) -> list[str]:
-    """A record without the report's own words (record.Upstream): what is known, each missing piece marked; not a
-    report to file until written."""
-    cause, _ = culprit_section(rep, arch, env, unavailable)
-    found, pending = bisects(rep, state_files(rep.id, envs, states))
-    prov = provenance(rep, found, {})
-    return ["<!-- DRAFT: no report words recorded (record.Upstream) -->", "", f"# {title(rep)}", "",
-            "## Expected", "", rep.expected, "", "## Observed", "", *_fence(rep.result.message or "(none)", "text"), "",
-            *cause, "## Provenance", "", *[f"- {line}" for line in prov.lines + [f"Bisect {p}." for p in pending]], ""]
-
-
 def culprit_section(rep, arch, env, unavailable) -> tuple[list[str], str]:
     found = rep.triage.culprit if rep.triage else None
     if found:
@@ -545,6 +535,141 @@ def _fence(text: str, lang="") -> list[str]:
     return [fence + lang, text.rstrip("\n"), fence]
 
 
+# ----------------------------------------------------------------------------- drafts
+def _recorded(value) -> str:
+    return value if value not in (None, "") else "not recorded"
+
+
+def draft_environment_line(rep) -> str:
+    env = rep.environment
+    gpu = env.get("gpu", "")
+    gpu = ("none (compile-only)" if gpu.startswith("none")
+           else _recorded(gpu) + (f" ({env['capability']})" if env.get("capability") else ""))
+    parts = [f"TileLang {_recorded(env.get('tilelang'))}" + (f" (commit {env['tilelang_commit']})"
+                                                             if env.get("tilelang_commit") else " (commit not recorded)"),
+             f"GPU {gpu}"]
+    parts += [f"{name} {env[key]}" for name, key in (("CUDA", "cuda"), ("driver", "driver"), ("torch", "torch"),
+                                                     ("Python", "python")) if env.get(key) not in (None, "", "None", "none")]
+    if env.get("examples_module"):
+        parts.append(f"TileLang's example `{env['examples_module']}` of release {_recorded(env.get('examples_release'))}")
+    return "**Environment:** " + ", ".join(parts) + "."
+
+
+def observed_lines(rep) -> list[str]:
+    """What was observed, in the report's words where recorded; then the error as TileLang printed it, or
+    each wrong output's largest difference from the float64 reference."""
+    seen = rep.result
+    lines = [rep.upstream.observed, ""] if rep.upstream and rep.upstream.observed else []
+    if seen.verdict in ("COMPILE_ERROR", "CRASH", "HANG") or not seen.checks:
+        lines += _fence(seen.message or "(no message recorded)", "text")
+    else:
+        for c in seen.checks:
+            if not c.get("ok"):
+                where = (c.get("where") or {}).get("index")
+                lines.append(f"- {c['tensor']}: max |kernel - float64 reference| = {c['error']:.4g}"
+                             + (f" at {where}" if where else ""))
+    flaky = rep.observed.get("flaky")
+    if flaky and flaky["reproduced"] < flaky["runs"]:
+        lines.append(f"- seen in {flaky['reproduced']} of {flaky['runs']} runs")
+    return lines
+
+
+FAILED = {"MISMATCH": "wrong values", "NONFINITE": "NaN or inf values", "OOB_WRITE": "writes past a buffer",
+          "OOB_READ": "reads past a buffer", "COMPILE_ERROR": "fails to compile", "CRASH": "crashes", "HANG": "hangs"}
+
+
+def controls(rep) -> list[record.Control]:
+    return list(rep.triage.controls) if rep.triage else []
+
+
+def control_section(rep) -> list[str]:
+    rows = controls(rep)
+    if not rows:
+        return ["## Control", "", "No control recorded: `harness triage` tries one knob at a time.", ""]
+    lines = ["## Control", "", "| change | result |", "|---|---|",
+             f"| none (as recorded) | **{FAILED.get(rep.result.verdict, rep.result.verdict)}** |"]
+    lines += [f"| {c.change} | {c.result}" + (f" ({c.source})" if c.source else "") + " |" for c in rows]
+    return lines + [""]
+
+
+def workaround_lines(rep) -> list[str]:
+    """The controls that are right: a knob is a workaround as it is; a change of the program is one too."""
+    knobs = [c for c in controls(rep) if c.ok and c.knob]
+    shapes = [c for c in controls(rep) if c.ok and not c.knob]
+    lines = [f"- {c.change}: {c.result}" + (f" ({c.source})" if c.source else "") for c in knobs]
+    lines += [f"- changing the program: {c.change}: {c.result}" for c in shapes]
+    return lines or ["None known: no recorded control is right."]
+
+
+def duplicates_section(rep, comment_for) -> list[str]:
+    links = rep.links
+    lines = ["## Duplicates", ""]
+    lines += [f"- Searched {s.query}: {s.result}." for s in links.searches]
+    if not links.searches:
+        lines.append("- No search of the tracker recorded.")
+    lines += [f"- This bug: {_issue(i)}" for i in links.tracker_issue if i is not comment_for]
+    lines += [f"- Nearest: {_issue(i)}" for i in links.related]
+    return lines + [""]
+
+
+def same_cause_lines(why: dict[str, str], known: dict) -> list[str]:
+    lines = []
+    for other, note in why.items():
+        o = known.get(other)
+        where = f"{o.result.verdict}, TileLang {o.environment.get('tilelang', '?')}" if o else "no such reproducer here"
+        lines.append(f"- `{other}` ({where}): {note}")
+    return lines
+
+
+def details(rep) -> list[str]:
+    return ["<details><summary>The harness's reproducer</summary>", "",
+            f"Reproducer `{rep.id}` of a correctness harness for TileLang: `harness repro {rep.id}` replays it "
+            f"({rep.result.verdict} as recorded). The case:", "",
+            *_fence(json.dumps(case_mod.to_dict(rep.case)), "json"), "", "</details>"]
+
+
+def draft(rep, beside: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
+          unavailable: str | None = None, env=None) -> Report:
+    """A draft for a record without the report's own words or program: everything the record holds, in the
+    harness's terms (its commands to go further), marked DRAFT on its first line; not a text to file."""
+    known = others(directory, rep.id)
+    why = same_root_cause(rep, known)
+    found, pending = bisects(rep, state_files(rep.id, envs, states))
+    related = {o: bisects(known[o], state_files(o, envs))[0] for o in why if o in known}
+    prov = provenance(rep, found, {o: bs for o, bs in related.items() if bs})
+    prov.lines += [f"Bisect {p}." for p in pending]
+    path, text, account = program(rep, directory, beside)
+    cause, cause_account = culprit_section(rep, arch, env, unavailable)
+    comment_for = known_issue(rep)
+    expected = rep.upstream.expected if rep.upstream and rep.upstream.expected else rep.expected
+    fix = ["## Suggested fix", "", rep.upstream.fix, ""] if rep.upstream and rep.upstream.fix else []
+    faces = same_cause_lines(why, known)
+    if comment_for:
+        head = [f"<!-- a comment for {comment_for.url}; reproducer {rep.id} -->",
+                f"**Still present in TileLang {rep.environment.get('tilelang', '?')}.** {draft_environment_line(rep)}", ""]
+        head += ["Also:", "", *faces, ""] if faces else []
+        faces = []
+    else:
+        head = [f"# {title(rep)}", "", draft_environment_line(rep), ""]
+    body = [*program_section(rep, path, text, account), "## Expected", "", expected, "", "## Observed", "",
+            *observed_lines(rep), "", *control_section(rep), *cause, *fix, "## Provenance", "",
+            *[f"- {line}" for line in prov.lines], "", "## Workaround", "", *workaround_lines(rep), "",
+            *([] if comment_for else duplicates_section(rep, comment_for))]
+    if faces:
+        body += ["## Same root cause", "", *faces, ""]
+    out = ["<!-- DRAFT: not a report to file (no report words or no program recorded) -->", ""] + head + body
+    text_out = "\n".join(out + details(rep)).rstrip("\n") + "\n"
+    if len(text_out.splitlines()) > REPORT_LINES or len(text_out) >= ISSUE_LIMIT:
+        text_out = "\n".join(out).rstrip("\n") + "\n"  # the harness's case goes first
+    summary = [f"draft, {'comment for ' + comment_for.ref if comment_for else 'report'}: {len(text_out.splitlines())} lines, "
+               f"{len(text_out)} characters", f"program: {account}",
+               "first bad release: " + (prov.first_bad or (f"after {prov.after}, " if prov.after else "")
+                                        + (f"at or before {prov.at_or_before}" if prov.at_or_before else "not recorded")),
+               cause_account, f"tracker links: {len(rep.links.issues())}", "same root cause: " + (", ".join(why) or "none")]
+    return Report(text_out, summary, comment_for, path)
+
+
+
 # ----------------------------------------------------------------------------- the whole
 def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
            unavailable: str | None = None, env=None, outputs: Path | None = None, run: bool = True) -> Report:
@@ -554,12 +679,8 @@ def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = No
     v = venue(rep, directory)
     path, text, account = program(rep, directory, beside)
     up = rep.upstream
-    if up is None or path is None:
-        lines = draft_report(rep, directory, beside, states, envs, arch, unavailable, env)
-        text_out = "\n".join(lines).rstrip("\n") + f"\n\nReproducer id: {rep.id}\n"
-        return Report(text_out, [f"draft ({'no program' if path is None else 'no report words'}): "
-                                 f"{len(text_out.splitlines())} lines", f"program: {account}", f"venue: {v.words()}"],
-                      known_issue(rep), path)
+    if up is None or path is None or up.withdrawn:
+        return draft(rep, beside, directory, states, envs, arch, unavailable, env)
     stores = ([Path(outputs)] if outputs else []) + [Path(directory) / "upstream" / OUTPUTS]
     gaps, outs = [], []
 
