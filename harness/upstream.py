@@ -385,12 +385,16 @@ def run_program(path: Path, control: str = "", timeout=900, arch="sm_90a") -> Ou
 
 def captured(rep_id: str, control: str, gpu: bool, stores: list[Path], program_path: Path | None, run: bool,
              arch="sm_90a") -> Output | None:
-    """The output of the program (or one control): from the first of `stores` that holds it, else run here when
-    that can show it (compile-only, or a GPU is here), saved into the last store; None (a gap) otherwise. An output
-    that needs a GPU is taken only from a run on one."""
+    """The output of the program (or one control): from the first of `stores` that holds it (copied into the last
+    store, where the reports keep theirs), else run here when that can show it (compile-only, or a GPU is here),
+    saved into the last store; None (a gap) otherwise. An output that needs a GPU is taken only from a run on one."""
     for store in stores:
         out = read_output(Path(store) / output_name(rep_id, control))
         if out and (out.on_gpu or not gpu):
+            kept = Path(stores[-1]) / output_name(rep_id, control)
+            if Path(store) != Path(stores[-1]) and read_output(kept) != out:  # from --outputs: kept with the reports
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                kept.write_text(out.dumps())
             return out
     if not run or program_path is None:
         return None
@@ -481,7 +485,7 @@ def provenance_lines(rep, prov: Provenance) -> list[str]:
     lines = [line for line in prov.lines if line.startswith("**First bad release") or line.startswith("**Fixed in")]
     lines = [re.sub(r" \((?:a release bisect: )?`harness[^)]*\)", "", line) for line in lines]
     if matrix:
-        lines.append("Releases tested with the kernel this program comes from: "
+        lines.append("Releases tested (this program or the kernel it was reduced from): "
                      + "; ".join(f"{v} {r.result}" for v, r in matrix.items()) + ".")
     if rep.upstream and rep.upstream.provenance:
         lines.append(rep.upstream.provenance)
@@ -694,11 +698,12 @@ def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = No
         return output_block(command, out, gpu)
 
     main = block("", up.gpu)
-    body = ["## Program", "",
+    comment = v.kind in ("comment", "test case")
+    body = ([up.observed, ""] if comment and up.observed else []) + ["## Program", "",
             f"`{PROGRAM_NAME}` ({code_lines(text)} lines; tilelang and torch" + ("; its check needs an sm_90 GPU"
                                                                                 if up.gpu else ", compile-only") + "):",
             "", *_fence(text, "python"), "", "## Output", "", *main, ""]
-    body += [up.observed, ""] if up.observed else []
+    body += [up.observed, ""] if up.observed and not comment else []
     body += ["## Expected", "", up.expected or rep.expected, ""]
     if up.controls:
         body += ["## Controls", "", "Each is the same program with one change (`--control NAME`)."]
@@ -715,7 +720,7 @@ def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = No
     body += ["## Workaround", "", (up.workaround or "None found.")
              + (" Shown by " + ", ".join(f"**{c.name}**" for c in shown) + " above." if shown else ""), ""]
     body += ["## Related", "", *related_lines(rep, v), ""]
-    if v.kind in ("comment", "test case"):
+    if comment:
         head = [f"<!-- a comment for {v.issue.url} -->", "",
                 f"**{title(rep)}**" if up.title else "", "", environment_line(rep, outs), ""]
     else:
