@@ -716,9 +716,13 @@ def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = No
     found, pending = bisects(rep, state_files(rep.id, envs, states))
     prov = provenance(rep, found, {})
     body += ["## Provenance", "", *[f"- {line}" for line in provenance_lines(rep, prov)], ""]
-    shown = [c for c in up.controls if c.workaround]
+    missing = {g.split("--control ", 1)[1] for g in gaps if "--control " in g}
+    shown = [c.name for c in up.controls if c.workaround and c.name not in missing]
+    pending = [c.name for c in up.controls if c.workaround and c.name in missing]
     body += ["## Workaround", "", (up.workaround or "None found.")
-             + (" Shown by " + ", ".join(f"**{c.name}**" for c in shown) + " above." if shown else ""), ""]
+             + (" Shown by " + ", ".join(f"**{c}**" for c in shown) + " above." if shown else "")
+             + (" Not shown yet: the output of " + ", ".join(f"**{c}**" for c in pending) + " above is missing."
+                if pending else ""), ""]
     body += ["## Related", "", *related_lines(rep, v), ""]
     if comment:
         head = [f"<!-- a comment for {v.issue.url} -->", "",

@@ -17,6 +17,7 @@ CONTROLS = {
     "zero-stages": "num_stages=0 (no pipelining, no warp specialization)",
     "one-stage": "num_stages=1",
     "no-warp-specialization": "pass config TL_DISABLE_WARP_SPECIALIZED=True",
+    "cuda": "compile only: the generated CUDA's loops, barrier waits and arrives, and the accesses to V",
 }
 CONFIGS = {"no-warp-specialization": {tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}}
 n = T.symbolic("n")
@@ -52,6 +53,12 @@ def main():
     control = parser.parse_args().control
     tilelang.set_log_level("WARNING")
     stages = {"zero-stages": 0, "one-stage": 1}.get(control, 2)
+    if control == "cuda":
+        sm90 = tilelang.tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+        for i, line in enumerate(tilelang.compile(build(stages), target=sm90).get_kernel_source().splitlines()):
+            if any(k in line for k in ("for (int k", "mbarrier[", "mbarrier_cp_async_arrive", "*)V)")):
+                print(f"{i + 1:4d}: {line.strip()[:150]}")
+        sys.exit(0)
     if not torch.cuda.is_available():
         print("no GPU here: this check runs the kernel (sm_90)")
         sys.exit(125)
