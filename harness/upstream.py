@@ -496,7 +496,8 @@ def provenance_lines(rep, prov: Provenance) -> list[str]:
 
 def related_lines(rep, v: Venue) -> list[str]:
     items = [i for i in rep.links.tracker_issue if v.issue is None or i is not v.issue] + list(rep.links.related)
-    return [f"- {_issue(i)}" for i in items] or ["- None found."]
+    above = v.issue is not None or rep.links.fixed_by or rep.links.introduced_by
+    return [f"- {_issue(i)}" for i in items] or [f"- None {'besides those linked above' if above else 'found'}."]
 
 
 def culprit_section(rep, arch, env, unavailable) -> tuple[list[str], str]:
