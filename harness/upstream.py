@@ -462,7 +462,12 @@ def environment_line(rep, outs: list[Output]) -> str:
     """The TileLang and machine of the outputs pasted (else the record's)."""
     env = rep.environment
     versions = sorted({o.tilelang for o in outs}) or [env.get("tilelang") or "not recorded"]
-    machines = list(dict.fromkeys(o.where + (f" ({o.versions})" if o.versions else "") for o in outs))
+    def machine(o: Output) -> str:
+        where = o.where if o.on_gpu else f"a machine without a GPU, compiling for {o.where[len('no GPU (compile-only, '):-1]}"
+        versions = ", ".join(v for v in o.versions.split(", ") if v and v != "CUDA None")
+        return where + (f" ({versions})" if versions else "")
+
+    machines = list(dict.fromkeys(machine(o) for o in outs))
     return (f"**Environment:** TileLang {' and '.join(versions)} (pip wheel); the outputs below come from "
             + ("; ".join(machines) if machines else "no run yet") + ".")
 
