@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from harness import case as case_mod
@@ -154,12 +154,31 @@ class Triage:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A control of the report's program: `python repro.py --control NAME` runs the program with one change."""
+    name: str                  # the --control argument
+    change: str                # what it changes, in the language's terms
+    gpu: bool = False          # its output needs a GPU (numbers); else it shows compile-only
+    workaround: bool = False   # a change a user can make in their program; its output shows it works
+
+
+@dataclass(frozen=True)
 class Upstream:
-    """The report's own words: a tracker-style title, and expected / observed in the language's semantics."""
+    """The report's own words: a tracker-style title, and expected / observed in the language's semantics; the root
+    cause as read in TileLang's source, the program's controls, and what to do with it (`withdrawn`: why it is not
+    filed, kept here)."""
     title: str = ""
     expected: str = ""
     observed: str = ""
     fix: str = ""              # a suggested fix, where the cause is read
+    cause: str = ""            # the root cause in TileLang's terms, with the source lines read
+    workaround: str = ""       # in words; a control with workaround=True shows it
+    provenance: str = ""       # where it came in, beyond the release matrix (a pull request, checked against it)
+    gpu: bool = False          # the program's own output needs a GPU
+    controls: tuple = ()       # Variant
+    withdrawn: str = ""        # why it is not to be filed (the venue is then none)
+    hold: str = ""             # what must happen before it is filed (read an answer, a GPU run)
+    review: tuple = ()         # str: each point of a maintainer's review, and how it is answered
 
 
 @dataclass(frozen=True)
@@ -216,6 +235,8 @@ def _plain(obj) -> dict:
          if f.default is MISSING or getattr(obj, f.name) != f.default}
     if isinstance(obj, Culprit):
         d["pass"] = d.pop("pass_name")
+    if isinstance(obj, Upstream):
+        d = {k: ([_plain(c) for c in v] if k == "controls" else list(v) if k == "review" else v) for k, v in d.items()}
     return d
 
 
@@ -399,7 +420,11 @@ _FACTS = {Issue: _ISSUE, Sibling: {"id": str, "note": (str, None)},
           Release: {"result": str, "note": (str, None)},
           Culprit: {"pass": str, "file": (str, None), "function": (str, None), "note": (str, None)},
           Control: {"change": str, "result": str, "ok": bool, "knob": (str, None), "source": (str, None)},
-          Upstream: {"title": (str, None), "expected": (str, None), "observed": (str, None), "fix": (str, None)}}
+          Variant: {"name": str, "change": str, "gpu": (bool, None), "workaround": (bool, None)},
+          Upstream: {"title": (str, None), "expected": (str, None), "observed": (str, None), "fix": (str, None),
+                     "cause": (str, None), "workaround": (str, None), "provenance": (str, None), "gpu": (bool, None),
+                     "controls": (list, None), "withdrawn": (str, None), "hold": (str, None),
+                     "review": (list, None)}}
 # links: field -> the type of its items (str: as written)
 _LINKS = {"tracker_issue": Issue, "related": Issue, "same_root_cause_as": Sibling, "bisected_by": Bisect,
           "fixed_by": Issue, "introduced_by": Issue, "searches": Search, "files": File, "notes": str}
@@ -447,6 +472,18 @@ def _triage(d) -> Triage | None:
     _fields(d, {"culprit": (dict, None), "controls": list}, "triage.")
     culprit = _fact(Culprit, d["culprit"], "triage.culprit") if d.get("culprit") is not None else None
     return Triage(culprit, tuple(_fact(Control, c, f"triage.controls[{i}]") for i, c in enumerate(d["controls"])))
+
+
+def _upstream(d) -> Upstream:
+    up = _fact(Upstream, d, "upstream")
+    controls = tuple(_fact(Variant, c, f"upstream.controls[{i}]") for i, c in enumerate(up.controls))
+    names = [c.name for c in controls]
+    if len(set(names)) != len(names) or not all(re.match(r"^[a-z0-9][a-z0-9-]*$", n) for n in names):
+        raise RecordError(f"field 'upstream.controls' must name each control once, in a-z0-9-: {names}")
+    bad = next((i for i, x in enumerate(up.review) if not isinstance(x, str)), None)
+    if bad is not None:
+        raise RecordError(f"field 'upstream.review[{bad}]' must be string")
+    return replace(up, controls=controls, review=tuple(up.review))
 
 
 def _type_name(t) -> str:
@@ -527,7 +564,7 @@ def from_dict(d) -> Reproducer:
             raise RecordError(f"field 'environment.{k}' must be string, got {type(v).__name__}")
     links = _links(d["links"])
     releases = {v: _fact(Release, r, f"releases.{v}") for v, r in (d.get("releases") or {}).items()}
-    upstream = _fact(Upstream, d["upstream"], "upstream") if d.get("upstream") is not None else None
+    upstream = _upstream(d["upstream"]) if d.get("upstream") is not None else None
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
     return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"],
                       links, original, releases, _triage(d.get("triage")), upstream, d["kind"])
@@ -580,8 +617,7 @@ def index(root="reproducers") -> str:
         env = rep.environment
         where = f"{env.get('tilelang', '?')}, {'compile-only' if env.get('gpu', '').startswith('none') else env.get('gpu', '?')}"
         tracker = ", ".join(dict.fromkeys(i.ref + (f" ({i.state})" if i.state else "") for i in rep.links.issues()))
-        ready = ", ".join(x for x, f in (("report", root / "upstream" / f"{rep.id}.md"),
-                                         ("standalone", path.with_name(f"{rep.id}.standalone.py"))) if f.exists())
+        ready = _ready(rep, root, path)
         rows[rep.kind].append(f"| [{rep.id}]({path.relative_to(root).as_posix()}) | {_cell(rep.title)} | "
                               f"{rep.result.verdict} | {kernel} | {where} | {tracker or '-'} | {ready or '-'} |")
     sections = [f"## {_SECTIONS[kind]}\n\n{len(lines)} in [{KINDS[kind]}/]({KINDS[kind]}/).\n\n"
@@ -589,8 +625,29 @@ def index(root="reproducers") -> str:
                    + "\n".join(lines) + "\n" if lines else "") for kind, lines in rows.items()]
     return ("# Reproducers: the index\n\nGenerated by `harness index` from the files here (a test keeps it true), a "
             "section per group: each one's title, verdict, the kernel it ran, the TileLang and GPU it was recorded on, "
-            "the tracker links it carries and what is ready to file (reproducers/upstream/<id>.md, a standalone file "
-            "beside it).\n\n" + "\n".join(sections))
+            "the tracker links it carries and what is ready to file: a report's venue (reproducers/upstream/<id>.md: a new "
+            "issue, a comment on an open issue, a test case for an open pull request, withdrawn, or in another's report), "
+            "\"not ready\" with the reason while a GPU output is missing or it is on hold; else a standalone file "
+            "beside it.\n\n" + "\n".join(sections))
+
+
+def _ready(rep, root: Path, path: Path) -> str:
+    """What is ready to file: a report's venue (harness.upstream.venue: a new issue, a comment on an open issue, a test
+    case for an open pull request, withdrawn, or in another's report), and "not ready" with the reason while it holds
+    a gap (an output that needs a GPU), is on hold, or is a draft; else the standalone file beside the record."""
+    from harness import upstream  # upstream reads records: imported here, not at the top
+
+    report = root / "upstream" / f"{rep.id}.md"
+    v = upstream.venue(rep, root) if rep.upstream is not None else None
+    if v is not None and (report.exists() or v.kind in ("withdrawn", "folded")):
+        text = report.read_text() if report.exists() else ""
+        why = [w for w, bad in (("GPU output missing", "<!-- GAP:" in text), ("draft", "<!-- DRAFT" in text),
+                                (f"on hold: {rep.upstream.hold}", bool(rep.upstream.hold))) if bad]
+        if v.kind in ("withdrawn", "folded") or not why:
+            return v.words()
+        return f"{v.words()}, not ready: {'; '.join(why)}"
+    return ", ".join(x for x, f in (("report", report), ("standalone", path.with_name(f"{rep.id}.standalone.py")))
+                     if f.exists())
 
 
 def _cell(text: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from harness.environment import environment
 
 ISSUE_LIMIT = 65536    # characters GitHub takes in an issue body or comment
 REPORT_LINES = 250
-PROGRAM_LINES = 60     # a program embedded in a report: its lines after the module docstring
+PROGRAM_LINES = 90     # a program embedded in a report: its lines after the module docstring (with --control)
 TRACKER = "tile-ai/tilelang"
 # The tracker's tag for each kind of failure, as TileLang's "[BUG][Fuzzer][...]" issues name them.
 TAGS = {"MISMATCH": "wrong-code", "NONFINITE": "wrong-code", "OOB_WRITE": "wrong-code", "OOB_READ": "wrong-code",
@@ -39,6 +40,7 @@ class Report:
     summary: list[str]     # the one-line account the command prints
     comment_for: record.Issue | None = None
     program: Path | None = None
+    gaps: list = field(default_factory=list)   # the commands whose output is missing (needs a GPU)
 
 
 # ----------------------------------------------------------------------------- related reproducers
@@ -234,8 +236,9 @@ def program_files(rep, directory: Path, beside: Path) -> list[Path]:
     group, then beside the report), those linked."""
     directory, beside = Path(directory), Path(beside)
     own = record.file_path(directory, rep.kind, rep.id).parent
-    names = [own / f"{rep.id}.min.py", beside / f"{rep.id}.min.py", own / f"{rep.id}.standalone.py",
-             beside / f"{rep.id}.standalone.py"]
+    filed = directory / "upstream"  # where the committed reports and their programs live
+    names = [filed / f"{rep.id}.min.py", own / f"{rep.id}.min.py", beside / f"{rep.id}.min.py",
+             own / f"{rep.id}.standalone.py", filed / f"{rep.id}.standalone.py", beside / f"{rep.id}.standalone.py"]
     names += [directory.parent / f.path for f in rep.links.files if f.kind == "standalone"]
     return list(dict.fromkeys(names))
 
@@ -252,7 +255,8 @@ def program(rep, directory: Path, beside: Path) -> tuple[Path | None, str, str]:
     embedded."""
     out = Path(beside) / f"{rep.id}.standalone.py"
     note = ""
-    if generated(rep) and not out.exists():
+    written = (Path(directory) / "upstream" / f"{rep.id}.min.py").is_file()
+    if generated(rep) and not out.exists() and not written:
         try:
             export.export(rep, out)
         except (export.ExportError, case_mod.CaseError, ImportError, OSError) as e:
@@ -292,11 +296,158 @@ def program_section(rep, path: Path | None, text: str, account: str) -> list[str
             *_fence(text, "python"), ""]
 
 
+# ----------------------------------------------------------------------------- captured output
+OUTPUTS = "outputs"    # DIR/upstream/outputs/<id>[.<control>].txt: each run's output, verbatim, and an end line
+_END = re.compile(r"^# exit (-?\d+) on (.+?), TileLang ([^\s,]+)(?:, (.+))?$")
+PROGRAM_NAME = "repro.py"  # what a report calls its program
+
+
+@dataclass
+class Output:
+    """What a program printed (stdout and stderr, verbatim), its exit status, and where it ran."""
+    text: str
+    status: int
+    where: str        # the GPU's name, or "no GPU (compile-only, <arch>)"
+    tilelang: str
+    versions: str = ""  # "torch X, CUDA Y, Python Z" of the interpreter that ran it
+
+    @property
+    def on_gpu(self) -> bool:
+        return not self.where.startswith("no GPU")
+
+    def dumps(self) -> str:
+        return self.text.rstrip("\n") + ("\n" if self.text.strip() else "") + \
+            f"# exit {self.status} on {self.where}, TileLang {self.tilelang}" + \
+            (f", {self.versions}" if self.versions else "") + "\n"
+
+
+def output_name(rep_id: str, control: str = "") -> str:
+    return f"{rep_id}.{control}.txt" if control else f"{rep_id}.txt"
+
+
+def read_output(path: Path) -> Output | None:
+    """An output file as `run_program` (or scripts/run_report_programs.py) writes it; None if absent or without
+    its end line."""
+    try:
+        lines = Path(path).read_text().rstrip("\n").splitlines()
+    except OSError:
+        return None
+    m = _END.match(lines[-1]) if lines else None
+    if not m:
+        return None
+    return Output("\n".join(lines[:-1]), int(m.group(1)), m.group(2), m.group(3), m.group(4) or "")
+
+
+def where_here(arch="sm_90a") -> str:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return f"no GPU (compile-only, {arch})"
+
+
+def versions_here() -> str:
+    import platform
+    try:
+        import torch
+        return f"torch {torch.__version__}, CUDA {torch.version.cuda}, Python {platform.python_version()}"
+    except ImportError:
+        return f"Python {platform.python_version()}"
+
+
+def tilelang_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("tilelang")
+    except Exception:  # not installed
+        return "not installed"
+
+
+def run_program(path: Path, control: str = "", timeout=900, arch="sm_90a") -> Output:
+    """Run `python PATH [--control NAME]` in an empty folder; its output, verbatim."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [sys.executable, str(Path(path).resolve())] + (["--control", control] if control else [])
+        try:
+            p = subprocess.run(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=timeout)
+            text, status = p.stdout, p.returncode
+        except subprocess.TimeoutExpired as e:
+            text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            text, status = text + f"\n(killed after {timeout} s)", 124
+    return Output(text.rstrip("\n"), status, where_here(arch), tilelang_version(), versions_here())
+
+
+def captured(rep_id: str, control: str, gpu: bool, stores: list[Path], program_path: Path | None, run: bool,
+             arch="sm_90a") -> Output | None:
+    """The output of the program (or one control): from the first of `stores` that holds it (copied into the last
+    store, where the reports keep theirs), else run here when that can show it (compile-only, or a GPU is here),
+    saved into the last store; None (a gap) otherwise. An output that needs a GPU is taken only from a run on one."""
+    for store in stores:
+        out = read_output(Path(store) / output_name(rep_id, control))
+        if out and (out.on_gpu or not gpu):
+            kept = Path(stores[-1]) / output_name(rep_id, control)
+            if Path(store) != Path(stores[-1]) and read_output(kept) != out:  # from --outputs: kept with the reports
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                kept.write_text(out.dumps())
+            return out
+    if not run or program_path is None:
+        return None
+    if gpu and where_here(arch).startswith("no GPU"):
+        return None
+    out = run_program(program_path, control, arch=arch)
+    if stores:
+        Path(stores[-1]).mkdir(parents=True, exist_ok=True)
+        (Path(stores[-1]) / output_name(rep_id, control)).write_text(out.dumps())
+    return out
+
+
+# ----------------------------------------------------------------------------- venue
+@dataclass
+class Venue:
+    """Where a report goes, decided from the record's typed links: a new issue, a comment on an open issue, a test
+    case for an open pull request, withdrawn (the reason kept in the record), or in another reproducer's report
+    (the same root cause)."""
+    kind: str                              # new issue | comment | test case | withdrawn | folded
+    issue: record.Issue | None = None      # the thread, for a comment or a test case
+    into: str = ""                         # folded: the reproducer whose report covers it
+    reason: str = ""                       # withdrawn: why
+
+    def words(self) -> str:
+        if self.kind in ("comment", "test case"):
+            return f"{self.kind} on {self.issue.ref}" if self.kind == "comment" else f"test case for {self.issue.ref}"
+        if self.kind == "withdrawn":
+            return "withdrawn: " + self.reason.split(". ")[0].rstrip(".")
+        if self.kind == "folded":
+            return f"in {self.into}'s report"
+        return "new issue"
+
+
+def venue(rep, directory: Path | None = None) -> Venue:
+    if rep.upstream and rep.upstream.withdrawn:
+        return Venue("withdrawn", reason=rep.upstream.withdrawn)
+    if directory is not None:
+        cover = primary(rep, Path(directory))
+        if cover.id != rep.id:
+            return Venue("folded", into=cover.id)
+    issue = known_issue(rep)
+    if issue:
+        return Venue("comment" if issue.kind == "issue" else "test case", issue)
+    return Venue("new issue")
+
+
+def known_issue(rep) -> record.Issue | None:
+    """The open issue or pull request on TileLang's tracker that is this bug, if any: then the text is a comment
+    for it (a pull request's: the program as its test case)."""
+    return next((i for i in rep.links.tracker_issue if i.repo == TRACKER and i.state == "open"), None)
+
+
 # ----------------------------------------------------------------------------- the sections
-def _recorded(value) -> str:
-    return value if value not in (None, "") else "not recorded"
-
-
 def _issue(i: record.Issue) -> str:
     state = f" ({i.state}{', in ' + i.release if i.release else ''})" if i.state or i.release else ""
     return f"[{i.ref}]({i.url}){state}" + (f": {i.note}" if i.note else "")
@@ -307,7 +458,99 @@ def title(rep) -> str:
     return words or f"[BUG][{TAGS.get(rep.result.verdict, 'bug')}] " + " ".join(rep.title.split())
 
 
-def environment_line(rep) -> str:
+def environment_line(rep, outs: list[Output]) -> str:
+    """The TileLang and machine of the outputs pasted (else the record's)."""
+    env = rep.environment
+    versions = sorted({o.tilelang for o in outs}) or [env.get("tilelang") or "not recorded"]
+    def machine(o: Output) -> str:
+        where = o.where if o.on_gpu else f"a machine without a GPU, compiling for {o.where[len('no GPU (compile-only, '):-1]}"
+        versions = ", ".join(v for v in o.versions.split(", ") if v and v != "CUDA None")
+        return where + (f" ({versions})" if versions else "")
+
+    machines = list(dict.fromkeys(machine(o) for o in outs))
+    return (f"**Environment:** TileLang {' and '.join(versions)} (pip wheel); the outputs below come from "
+            + ("; ".join(machines) if machines else "no run yet") + ".")
+
+
+def _gap(command: str, why: str) -> list[str]:
+    return [f"> **Output missing** ({why}): run `{command}` there and paste its output here.",
+            f"<!-- GAP: {command} -->"]
+
+
+def output_block(command: str, out: Output | None, gpu: bool) -> list[str]:
+    if out is None:
+        return _gap(command, "needs an sm_90 GPU" if gpu else "not run yet")
+    where = out.where if out.on_gpu else f"on a machine without a GPU, {out.where[len('no GPU ('):-1]}"
+    return [f"`{command}` ({where}, TileLang {out.tilelang}):", "", *_fence(out.text or "(no output)", "text"),
+            "", f"Exit status {out.status}."]
+
+
+def provenance_lines(rep, prov: Provenance) -> list[str]:
+    matrix = releases(rep)
+    lines = [line for line in prov.lines if line.startswith("**First bad release") or line.startswith("**Fixed in")]
+    lines = [re.sub(r" \((?:a release bisect: )?`harness[^)]*\)", "", line) for line in lines]
+    if matrix:
+        lines.append("Releases tested (this program or the kernel it was reduced from): "
+                     + "; ".join(f"{v} {r.result}" for v, r in matrix.items()) + ".")
+    if rep.upstream and rep.upstream.provenance:
+        lines.append(rep.upstream.provenance)
+    for label, issues in (("Introduced by", rep.links.introduced_by), ("Fixed by", rep.links.fixed_by)):
+        lines += [f"**{label}:** {_issue(i)}" for i in issues]
+    return lines
+
+
+def related_lines(rep, v: Venue) -> list[str]:
+    items = [i for i in rep.links.tracker_issue if v.issue is None or i is not v.issue] + list(rep.links.related)
+    above = v.issue is not None or rep.links.fixed_by or rep.links.introduced_by
+    return [f"- {_issue(i)}" for i in items] or [f"- None {'besides those linked above' if above else 'found'}."]
+
+
+def culprit_section(rep, arch, env, unavailable) -> tuple[list[str], str]:
+    found = rep.triage.culprit if rep.triage else None
+    if found:
+        where = ", ".join(x for x in (f"`{found.file}`" if found.file else "", f"`{found.function}`" if found.function
+                                      else "") if x)
+        line = f"**{found.pass_name}**" + (f" ({where}, read in the {rep.environment.get('tilelang', '')} source)"
+                                            if where else "")
+        note = found.note.rstrip(".") + "." if found.note else ""
+        return ["## Root cause", "", line + (f": {note}" if note else "."), ""], \
+            f"culprit: {found.pass_name} (recorded)"
+    if rep.triage is not None:  # triaged, and no pass named
+        return ["## Root cause", "", "Not traced to a pass or a source line.", ""], "culprit: not traced (recorded)"
+    lines, account = culprit(rep, arch, env, unavailable)
+    return ["## Root cause", "", *lines, ""], f"culprit: {account}"
+
+
+def culprit(rep, arch="sm_90a", env=None, unavailable: str | None = None) -> tuple[list[str], str]:
+    """What `harness triage <id>` prints, run here (the pass that raised a compile error, or the pass that made
+    a generated-code hazard), or one line saying why not; and a one-line account."""
+    if unavailable:
+        return [f"Not triaged: {unavailable}"], "not triaged"
+    env = env or environment()
+    target, why = replay.target(rep, env, arch, compile_only=True)
+    if target is None:
+        return [f"Not triaged: cannot compile {rep.id} here: {why}"], "not triaged (cannot compile here)"
+    try:
+        lines, account, _ = triage.run(kernels.family(rep.case.family), rep.case, target)
+    except Exception as e:  # the compiler's hooks or TileLang itself: said in one line, not raised
+        first = str(e).splitlines()[0] if str(e).strip() else ""
+        return [f"Not triaged: triage failed: {type(e).__name__}" + (f": {first}" if first else "")], "triage failed"
+    return [f"`harness triage {rep.id}`, run here (TileLang {env.get('tilelang')}, target {target}):", "",
+            *_fence("\n".join(lines), "text")], account
+
+
+def _fence(text: str, lang="") -> list[str]:
+    longest = max((len(run) for run in "".join(c if c == "`" else " " for c in text).split()), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + lang, text.rstrip("\n"), fence]
+
+
+# ----------------------------------------------------------------------------- drafts
+def _recorded(value) -> str:
+    return value if value not in (None, "") else "not recorded"
+
+
+def draft_environment_line(rep) -> str:
     env = rep.environment
     gpu = env.get("gpu", "")
     gpu = ("none (compile-only)" if gpu.startswith("none")
@@ -368,40 +611,6 @@ def workaround_lines(rep) -> list[str]:
     return lines or ["None known: no recorded control is right."]
 
 
-def culprit_section(rep, arch, env, unavailable) -> tuple[list[str], str]:
-    found = rep.triage.culprit if rep.triage else None
-    if found:
-        where = ", ".join(x for x in (f"`{found.file}`" if found.file else "", f"`{found.function}`" if found.function
-                                      else "") if x)
-        line = f"**{found.pass_name}**" + (f" ({where}, read in the {rep.environment.get('tilelang', '')} source)"
-                                            if where else "")
-        note = found.note.rstrip(".") + "." if found.note else ""
-        return ["## Root cause", "", line + (f": {note}" if note else "."), ""], \
-            f"culprit: {found.pass_name} (recorded)"
-    if rep.triage is not None:  # triaged, and no pass named
-        return ["## Root cause", "", "Not traced to a pass or a source line.", ""], "culprit: not traced (recorded)"
-    lines, account = culprit(rep, arch, env, unavailable)
-    return ["## Root cause", "", *lines, ""], f"culprit: {account}"
-
-
-def culprit(rep, arch="sm_90a", env=None, unavailable: str | None = None) -> tuple[list[str], str]:
-    """What `harness triage <id>` prints, run here (the pass that raised a compile error, or the pass that made
-    a generated-code hazard), or one line saying why not; and a one-line account."""
-    if unavailable:
-        return [f"Not triaged: {unavailable}"], "not triaged"
-    env = env or environment()
-    target, why = replay.target(rep, env, arch, compile_only=True)
-    if target is None:
-        return [f"Not triaged: cannot compile {rep.id} here: {why}"], "not triaged (cannot compile here)"
-    try:
-        lines, account, _ = triage.run(kernels.family(rep.case.family), rep.case, target)
-    except Exception as e:  # the compiler's hooks or TileLang itself: said in one line, not raised
-        first = str(e).splitlines()[0] if str(e).strip() else ""
-        return [f"Not triaged: triage failed: {type(e).__name__}" + (f": {first}" if first else "")], "triage failed"
-    return [f"`harness triage {rep.id}`, run here (TileLang {env.get('tilelang')}, target {target}):", "",
-            *_fence("\n".join(lines), "text")], account
-
-
 def duplicates_section(rep, comment_for) -> list[str]:
     links = rep.links
     lines = ["## Duplicates", ""]
@@ -429,15 +638,10 @@ def details(rep) -> list[str]:
             *_fence(json.dumps(case_mod.to_dict(rep.case)), "json"), "", "</details>"]
 
 
-# ----------------------------------------------------------------------------- the whole
-def known_issue(rep) -> record.Issue | None:
-    """The open issue on TileLang's tracker that is this bug, if any: then the text is a comment for it."""
-    return next((i for i in rep.links.tracker_issue if i.repo == TRACKER and i.state == "open"), None)
-
-
-def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
-           unavailable: str | None = None, env=None) -> Report:
-    """The text to file for `rep`; a generated program's export is written to `beside` on the way."""
+def draft(rep, beside: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
+          unavailable: str | None = None, env=None) -> Report:
+    """A draft for a record without the report's own words or program: everything the record holds, in the
+    harness's terms (its commands to go further), marked DRAFT on its first line; not a text to file."""
     known = others(directory, rep.id)
     why = same_root_cause(rep, known)
     found, pending = bisects(rep, state_files(rep.id, envs, states))
@@ -452,27 +656,92 @@ def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = No
     faces = same_cause_lines(why, known)
     if comment_for:
         head = [f"<!-- a comment for {comment_for.url}; reproducer {rep.id} -->",
-                f"**Still present in TileLang {rep.environment.get('tilelang', '?')}.** {environment_line(rep)}", ""]
+                f"**Still present in TileLang {rep.environment.get('tilelang', '?')}.** {draft_environment_line(rep)}", ""]
         head += ["Also:", "", *faces, ""] if faces else []
         faces = []
     else:
-        head = [f"# {title(rep)}", "", environment_line(rep), ""]
+        head = [f"# {title(rep)}", "", draft_environment_line(rep), ""]
     body = [*program_section(rep, path, text, account), "## Expected", "", expected, "", "## Observed", "",
             *observed_lines(rep), "", *control_section(rep), *cause, *fix, "## Provenance", "",
             *[f"- {line}" for line in prov.lines], "", "## Workaround", "", *workaround_lines(rep), "",
             *([] if comment_for else duplicates_section(rep, comment_for))]
     if faces:
         body += ["## Same root cause", "", *faces, ""]
-    out = head + body
+    out = ["<!-- DRAFT: not a report to file (no report words or no program recorded) -->", ""] + head + body
     text_out = "\n".join(out + details(rep)).rstrip("\n") + "\n"
     if len(text_out.splitlines()) > REPORT_LINES or len(text_out) >= ISSUE_LIMIT:
         text_out = "\n".join(out).rstrip("\n") + "\n"  # the harness's case goes first
-    summary = [f"{'comment for ' + comment_for.ref if comment_for else 'report'}: {len(text_out.splitlines())} lines, "
+    summary = [f"draft, {'comment for ' + comment_for.ref if comment_for else 'report'}: {len(text_out.splitlines())} lines, "
                f"{len(text_out)} characters", f"program: {account}",
                "first bad release: " + (prov.first_bad or (f"after {prov.after}, " if prov.after else "")
                                         + (f"at or before {prov.at_or_before}" if prov.at_or_before else "not recorded")),
                cause_account, f"tracker links: {len(rep.links.issues())}", "same root cause: " + (", ".join(why) or "none")]
     return Report(text_out, summary, comment_for, path)
+
+
+
+# ----------------------------------------------------------------------------- the whole
+def report(rep, beside: Path, directory: Path, states=(), envs: Path | None = None, arch="sm_90a",
+           unavailable: str | None = None, env=None, outputs: Path | None = None, run: bool = True) -> Report:
+    """The text to file for `rep`: its program, the program's output and each control's, captured (from `outputs`,
+    from DIR/upstream/outputs/, or run here where that shows it), never written by hand; a gap, marked, for each
+    that needs a GPU and was not run on one."""
+    v = venue(rep, directory)
+    path, text, account = program(rep, directory, beside)
+    up = rep.upstream
+    if up is None or path is None or up.withdrawn:
+        return draft(rep, beside, directory, states, envs, arch, unavailable, env)
+    stores = ([Path(outputs)] if outputs else []) + [Path(directory) / "upstream" / OUTPUTS]
+    gaps, outs = [], []
+
+    def block(control: str, gpu: bool) -> list[str]:
+        command = f"python {PROGRAM_NAME}" + (f" --control {control}" if control else "")
+        out = captured(rep.id, control, gpu, stores, path, run, arch)
+        if out is None:
+            gaps.append(command)
+        else:
+            outs.append(out)
+        return output_block(command, out, gpu)
+
+    main = block("", up.gpu)
+    comment = v.kind in ("comment", "test case")
+    body = ([up.observed, ""] if comment and up.observed else []) + ["## Program", "",
+            f"`{PROGRAM_NAME}` ({code_lines(text)} lines; tilelang and torch" + ("; its check needs an sm_90 GPU"
+                                                                                if up.gpu else ", compile-only") + "):",
+            "", *_fence(text, "python"), "", "## Output", "", *main, ""]
+    body += [up.observed, ""] if up.observed and not comment else []
+    body += ["## Expected", "", up.expected or rep.expected, ""]
+    if up.controls:
+        body += ["## Controls", "", "Each is the same program with one change (`--control NAME`)."]
+        for c in up.controls:
+            body += ["", f"**{c.name}**: {c.change}", "", *block(c.name, c.gpu)]
+        body.append("")
+    cause = up.cause or (rep.triage.culprit.note if rep.triage and rep.triage.culprit else "")
+    body += ["## Root cause", "", cause or "Not traced to a source line.", ""]
+    body += ["## Suggested fix", "", up.fix, ""] if up.fix else []
+    found, pending = bisects(rep, state_files(rep.id, envs, states))
+    prov = provenance(rep, found, {})
+    body += ["## Provenance", "", *[f"- {line}" for line in provenance_lines(rep, prov)], ""]
+    missing = {g.split("--control ", 1)[1] for g in gaps if "--control " in g}
+    shown = [c.name for c in up.controls if c.workaround and c.name not in missing]
+    pending = [c.name for c in up.controls if c.workaround and c.name in missing]
+    body += ["## Workaround", "", (up.workaround or "None found.")
+             + (" Shown by " + ", ".join(f"**{c}**" for c in shown) + " above." if shown else "")
+             + (" Not shown yet: the output of " + ", ".join(f"**{c}**" for c in pending) + " above is missing."
+                if pending else ""), ""]
+    body += ["## Related", "", *related_lines(rep, v), ""]
+    if comment:
+        head = [f"<!-- a comment for {v.issue.url} -->", "",
+                f"**{title(rep)}**" if up.title else "", "", environment_line(rep, outs), ""]
+    else:
+        head = [f"# {title(rep)}", "", environment_line(rep, outs), ""]
+    if v.kind in ("withdrawn", "folded"):
+        head = [f"<!-- NOT TO FILE: {v.words()} -->", "", *head]
+    text_out = "\n".join(head + body).rstrip("\n") + f"\n\n---\n\nReproducer id: {rep.id}\n"
+    text_out = re.sub(r"\n{3,}", "\n\n", text_out)
+    summary = [f"{v.words()}: {len(text_out.splitlines())} lines, {len(text_out)} characters", f"program: {account}",
+               f"outputs: {len(outs)} pasted" + (f", {len(gaps)} missing (GPU): " + "; ".join(gaps) if gaps else "")]
+    return Report(text_out, summary, v.issue, path, gaps)
 
 
 def write(rep, to: Path, directory: Path, **kwargs) -> Report:

@@ -159,3 +159,18 @@ def test_the_flash_attn_stand_in_is_varlen_attention():
                         want[row, h] = sum(p[t] * v[int(cu_k[b]) + j, kh].double() for t, j in enumerate(keys))
         assert (out.double() - want).abs().max() < 1e-3, causal
         assert not out[int(cu_q[3]):int(cu_q[4])].any()  # the sequence with no keys
+
+
+PR_END = "<!-- end of the pull-request text"
+
+
+@pytest.mark.parametrize("patch", [p for p in PATCHES if PR_END in p.with_suffix(".md").read_text()],
+                         ids=lambda p: p.stem)
+def test_a_pull_request_text_is_short_and_holds_nothing_of_this_project(patch):
+    """The part of <patch>.md above its end marker is what is pasted as the pull request: under 40 lines, no path
+    into this project, no reproducer file, no command of the tool, none of its words."""
+    text = patch.with_suffix(".md").read_text().split(PR_END, 1)[0]
+    assert len(text.strip().splitlines()) < 40
+    for word in ("reproducers/", ".json", "harness", "guard band", "peer case", "scripts/", "/tmp", "$OUT", ".gpu/"):
+        assert word not in text, word
+    assert not re.search(r"\b[0-9a-f]{12}\b", text), "a reproducer id"

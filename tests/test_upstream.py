@@ -23,6 +23,7 @@ ENV = {"tilelang": "0.1.15", "gpu": "NVIDIA H100 x1"}
 ERROR = 'InternalError: Layout Layout((32, 64, 1) -> (6, 384)) has errors: ("Index mapping does not form a bijective")'
 NOT_HERE = {"tilelang": "not importable: no module named tilelang"}
 ROOT = Path(__file__).resolve().parent.parent
+DRAFT = "<!-- DRAFT: not a report to file (no report words or no program recorded) -->\n\n"
 
 
 def _save(tmp_path, case=COMPILE, title=None, env=ENV, id=None, message=ERROR, **facts):
@@ -67,10 +68,10 @@ def test_nothing_recorded_reads_so_and_nothing_is_invented(tmp_path, exported):
     rep = _save(tmp_path, title="fake: a layout error at 256 threads")
     out = _report(rep, tmp_path)
     text = out.text
-    assert text.startswith("# [BUG][ice-on-valid-code] fake: a layout error at 256 threads\n")
+    assert text.startswith(DRAFT + "# [BUG][ice-on-valid-code] fake: a layout error at 256 threads\n")
     assert "**Environment:** TileLang 0.1.15 (commit not recorded), GPU NVIDIA H100 x1." in text
     program = _section(text, "Program")
-    assert program.startswith("No program of at most 60 lines yet (no program file): "
+    assert program.startswith("No program of at most 90 lines yet (no program file): "
                               f"`harness reduce {rep.id}` makes one.") and f"`harness repro {rep.id}`" in program
     assert exported == []  # a hand-written kernel's export is never embedded, so it is not made
     assert _section(text, "Expected") == rep.expected
@@ -84,7 +85,7 @@ def test_nothing_recorded_reads_so_and_nothing_is_invented(tmp_path, exported):
     assert _section(text, "Duplicates") == "- No search of the tracker recorded."
     assert "## Same root cause" not in text and "## Suggested fix" not in text
     assert f"`harness repro {rep.id}` replays it" in text and '"family": "fake"' in text
-    assert out.comment_for is None and out.summary[0].startswith("report: ")
+    assert out.comment_for is None and out.summary[0].startswith("draft, report: ")
 
 
 def test_the_report_reads_the_typed_fields(tmp_path, exported):
@@ -104,7 +105,7 @@ def test_the_report_reads_the_typed_fields(tmp_path, exported):
                 upstream=Upstream("[BUG][wrong-code] a loop that runs zero times never waits", "rows with no key are 0",
                                   "rows with no key hold Q", "wait after the loop too"))
     text = _report(rep, tmp_path).text
-    assert text.startswith("# [BUG][wrong-code] a loop that runs zero times never waits\n")
+    assert text.startswith(DRAFT + "# [BUG][wrong-code] a loop that runs zero times never waits\n")
     assert _section(text, "Expected") == "rows with no key are 0"
     observed = _section(text, "Observed")
     assert observed.startswith("rows with no key hold Q")
@@ -152,7 +153,7 @@ def test_a_known_open_issue_gets_a_comment(tmp_path, exported):
         Sibling("bbbbbbbbbbbb", "also at head dim 128"),)), upstream=Upstream(title="[BUG] the words"))
     _save(tmp_path, id="bbbbbbbbbbbb", links=Links(tracker_issue=(issue,), same_root_cause_as=(Sibling("aaaaaaaaaaaa"),)))
     out = _report(main, tmp_path)
-    first, second = out.text.splitlines()[:2]
+    first, second = out.text.splitlines()[2:4]
     assert first == "<!-- a comment for https://github.com/tile-ai/tilelang/issues/2643; reproducer aaaaaaaaaaaa -->"
     assert second.startswith("**Still present in TileLang 0.1.15.** **Environment:**")
     assert "Also:\n\n- `bbbbbbbbbbbb` (COMPILE_ERROR, TileLang 0.1.15): also at head dim 128" in out.text
@@ -161,8 +162,8 @@ def test_a_known_open_issue_gets_a_comment(tmp_path, exported):
     other = dataclasses.replace(issue, repo="tile-ai/TileOPs", number=1852)
     rep = _save(tmp_path, id="cccccccccccc", links=Links(tracker_issue=(other,)))
     text = _report(rep, tmp_path).text
-    assert text.startswith("# ") and "- This bug: [TileOPs#1852](https://github.com/tile-ai/TileOPs/issues/1852) (open)" \
-        in _section(text, "Duplicates")
+    assert text.startswith("<!-- DRAFT") and "\n# " in text
+    assert "- This bug: [TileOPs#1852](https://github.com/tile-ai/TileOPs/issues/1852) (open)" in _section(text, "Duplicates")
 
 
 def test_same_root_cause_either_way_and_one_report_per_root_cause(tmp_path, exported, monkeypatch):
@@ -191,15 +192,15 @@ def test_the_program_embedded_is_a_short_one(tmp_path, exported):
     directory = tmp_path / "reproducers"
     rep = _save(tmp_path, links=Links(files=(File("reproducers/x.standalone.py", "standalone", "exit 1 while the bug is here"),)))
     docstring = '"""What it shows.\n\n' + "prose\n" * 30 + '"""\n'
-    (directory / "x.standalone.py").write_text(docstring + "import tilelang\n" * 60)  # 60 lines after the docstring
+    (directory / "x.standalone.py").write_text(docstring + "import tilelang\n" * 90)  # 90 lines after the docstring
     text = _report(rep, tmp_path).text
     assert _section(text, "Program").startswith("`x.standalone.py` (tilelang and torch only): exit 1 while the bug is here.")
-    (directory / "compiler" / f"{rep.id}.standalone.py").write_text("import tilelang\n" * 61)  # beside its file
+    (directory / "compiler" / f"{rep.id}.standalone.py").write_text("import tilelang\n" * 91)  # beside its file
     out = _report(rep, tmp_path)
-    assert out.program == directory / "x.standalone.py"  # the one over 60 lines is passed over, the next one taken
+    assert out.program == directory / "x.standalone.py"  # the one over 90 lines is passed over, the next one taken
     (directory / "x.standalone.py").unlink()
     out = _report(rep, tmp_path)
-    assert out.program is None and f"({rep.id}.standalone.py has 61 lines)" in _section(out.text, "Program")
+    assert out.program is None and f"({rep.id}.standalone.py has 91 lines)" in _section(out.text, "Program")
     (tmp_path / "out").mkdir(exist_ok=True)
     (tmp_path / "out" / f"{rep.id}.min.py").write_text("import tilelang\nprint('REPRODUCED')\n")
     assert _report(rep, tmp_path).program == tmp_path / "out" / f"{rep.id}.min.py"  # a reduced program first
@@ -297,9 +298,9 @@ def test_the_command_writes_the_text_and_says_what_it_holds(tmp_path, exported, 
     to = tmp_path / "filed" / "report.md"
     code = cli.main(["upstream", rep.id, "--dir", str(tmp_path / "reproducers"), "--to", str(to),
                      "--envs", str(tmp_path / "envs")])
-    assert code == 0 and to.read_text().startswith("# [BUG]")
+    assert code == 0 and to.read_text().startswith("<!-- DRAFT") and "\n# [BUG]" in to.read_text()
     out = capsys.readouterr().out
-    assert out.startswith(f"wrote {to}: report: ") and "program: no program file" in out and out.count("\n") == 1
+    assert out.startswith(f"wrote {to}: draft, report: ") and "program: no program file" in out and out.count("\n") == 1
     assert cli.main(["upstream", rep.id, "--dir", str(tmp_path / "reproducers"), "--envs", str(tmp_path)]) == 0
     assert (tmp_path / "reproducers" / "upstream" / f"{rep.id}.md").is_file()
 
@@ -345,9 +346,120 @@ def test_a_committed_report_holds_to_its_reproducer(path):
         raise AssertionError("a range from the matrix must say it is not bisected")
     if any(r == "reproduced" for v, r in matrix.items() if Version(v) < Version(bad)):
         raise AssertionError(f"the matrix has the bug before {bad}")
-    # Workaround: every control that is right is there, none that is wrong, and "none known" only without one.
+    # Workaround: the record's words, and every control marked a workaround named (its output is above).
     workaround = _section(text, "Workaround")
-    controls = upstream.controls(rep)
-    for c in controls:
-        assert (c.change in workaround) == c.ok, c.change
-    assert ("None known" in workaround) == (not any(c.ok for c in controls))
+    up = rep.upstream
+    for c in up.controls:
+        assert (f"**{c.name}**" in workaround) == c.workaround, c.name
+    assert (workaround == "None found.") == (not up.workaround and not any(c.workaround for c in up.controls))
+    # Output captured, not written: each block pasted is the captured file's text, verbatim; a missing one is a
+    # marked gap, and only where a GPU is needed.
+    outputs = ROOT / "reproducers" / "upstream" / upstream.OUTPUTS
+    for control, gpu in [("", up.gpu)] + [(c.name, c.gpu) for c in up.controls]:
+        command = f"python {upstream.PROGRAM_NAME}" + (f" --control {control}" if control else "")
+        out = upstream.read_output(outputs / upstream.output_name(rep.id, control))
+        if out is not None and (out.on_gpu or not gpu):
+            assert f"`{command}` (" in text and out.text.rstrip("\n") in text, command
+            assert f"Exit status {out.status}." in text
+        else:
+            assert gpu, f"{command}: no output captured, and it needs no GPU"
+            assert f"<!-- GAP: {command} -->" in text
+
+
+# ----------------------------------------------------------------------------- reports from recorded words
+PROGRAM = '''"""A program for the tests."""
+import sys
+
+control = sys.argv[2] if len(sys.argv) > 2 else ""
+if control == "fine":
+    print("compiles")
+    sys.exit(0)
+print("REPRODUCED: InternalError: Layout Layout((32, 64, 1) -> (6, 384)) has errors")
+sys.exit(1)
+'''
+WORDS = Upstream(title="[BUG][ice-on-valid-code] a fill at 384 threads", expected="it compiles",
+                 observed="the fill is planned over 384 threads", cause="Read in the source: Fill::Lower.",
+                 fix="predicate the tail", workaround="Use 128 threads.",
+                 controls=(record.Variant("fine", "threads=128", workaround=True),
+                           record.Variant("numbers", "run it on a GPU", gpu=True)))
+
+
+def _worded(tmp_path, **facts):
+    rep = _save(tmp_path, upstream=facts.pop("upstream", WORDS), **facts)
+    filed = tmp_path / "reproducers" / "upstream"
+    filed.mkdir(parents=True, exist_ok=True)
+    (filed / f"{rep.id}.min.py").write_text(PROGRAM)
+    return rep
+
+
+def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_path, exported, monkeypatch):
+    monkeypatch.setattr(upstream, "where_here", lambda arch="sm_90a": f"no GPU (compile-only, {arch})")
+    rep = _worded(tmp_path)
+    out = _report(rep, tmp_path)
+    text = out.text
+    assert text.startswith("# [BUG][ice-on-valid-code] a fill at 384 threads\n")
+    assert "```python\n" + PROGRAM.rstrip("\n") + "\n```" in text  # the program, as the file holds it
+    output = _section(text, "Output")
+    assert output.startswith("`python repro.py` (on a machine without a GPU, compile-only, sm_90a, TileLang ")
+    assert "REPRODUCED: InternalError: Layout Layout((32, 64, 1) -> (6, 384))" in output and "Exit status 1." in output
+    controls = _section(text, "Controls")
+    assert "**fine**: threads=128\n\n`python repro.py --control fine` (" in controls and "compiles\n```" in controls
+    assert "<!-- GAP: python repro.py --control numbers -->" in controls and "needs an sm_90 GPU" in controls
+    assert out.gaps == ["python repro.py --control numbers"]
+    assert _section(text, "Workaround") == "Use 128 threads. Shown by **fine** above."
+    assert _section(text, "Root cause") == "Read in the source: Fill::Lower." and "## Suggested fix" in text
+    assert text.rstrip("\n").splitlines()[-1] == f"Reproducer id: {rep.id}"
+    assert "harness" not in text.lower() and "```json" not in text
+    # What it ran is saved, so the next report pastes the same text without running anything.
+    saved = tmp_path / "reproducers" / "upstream" / "outputs" / f"{rep.id}.fine.txt"
+    assert upstream.read_output(saved).text == "compiles"
+    assert _report(rep, tmp_path, run=False).text == text
+    # An output from a GPU machine (--outputs) fills the gap; one from a machine without a GPU does not.
+    gpu_dir = tmp_path / "gpu"
+    gpu_dir.mkdir()
+    (gpu_dir / f"{rep.id}.numbers.txt").write_text(
+        upstream.Output("no GPU here", 125, "no GPU (compile-only, sm_90a)", "0.1.15").dumps())
+    assert "<!-- GAP: python repro.py --control numbers -->" in _report(rep, tmp_path, outputs=gpu_dir, run=False).text
+    (gpu_dir / f"{rep.id}.numbers.txt").write_text(
+        upstream.Output("max error 876\nREPRODUCED", 1, "NVIDIA H100 80GB HBM3", "0.1.15", "torch 2.9").dumps())
+    filled = _report(rep, tmp_path, outputs=gpu_dir, run=False)
+    assert filled.gaps == [] and "`python repro.py --control numbers` (NVIDIA H100 80GB HBM3, TileLang 0.1.15):" \
+        in filled.text and "max error 876\nREPRODUCED\n```" in filled.text
+    assert "NVIDIA H100 80GB HBM3 (torch 2.9)" in filled.text.splitlines()[2]
+
+
+def test_an_output_file_round_trips(tmp_path):
+    out = upstream.Output("line 1\n\nline 3", 1, "NVIDIA H100", "0.1.15", "torch 2.9, CUDA 12.8, Python 3.11")
+    (tmp_path / "x.txt").write_text(out.dumps())
+    assert upstream.read_output(tmp_path / "x.txt") == out
+    (tmp_path / "y.txt").write_text("no end line\n")
+    assert upstream.read_output(tmp_path / "y.txt") is None
+    assert out.dumps().endswith("# exit 1 on NVIDIA H100, TileLang 0.1.15, torch 2.9, CUDA 12.8, Python 3.11\n")
+
+
+def test_one_venue_from_the_typed_links(tmp_path, exported):
+    directory = tmp_path / "reproducers"
+    issue = Issue("tile-ai/tilelang", 2643, state="open")
+    pull = Issue("tile-ai/tilelang", 3180, kind="pull", state="open")
+    assert upstream.venue(_worded(tmp_path, id="aaaaaaaaaaaa"), directory).kind == "new issue"
+    commented = _worded(tmp_path, id="bbbbbbbbbbbb", links=Links(tracker_issue=(issue,)))
+    v = upstream.venue(commented, directory)
+    assert (v.kind, v.issue, v.words()) == ("comment", issue, "comment on #2643")
+    assert _report(commented, tmp_path).text.startswith(f"<!-- a comment for {issue.url} -->\n")
+    tested = _worded(tmp_path, id="cccccccccccc", links=Links(tracker_issue=(pull,)))
+    assert upstream.venue(tested, directory).words() == "test case for PR #3180"
+    closed = _worded(tmp_path, id="dddddddddddd", links=Links(tracker_issue=(dataclasses.replace(issue, state="closed"),)))
+    assert upstream.venue(closed, directory).kind == "new issue"
+    gone = _worded(tmp_path, id="eeeeeeeeeeee", upstream=Upstream(withdrawn="Reads shared memory before writing it. More."))
+    assert upstream.venue(gone, directory).words() == "withdrawn: Reads shared memory before writing it"
+    folded = _save(tmp_path, id="ffffffffffff", links=Links(same_root_cause_as=(Sibling("bbbbbbbbbbbb"),)))
+    assert upstream.venue(folded, directory).words() == "in bbbbbbbbbbbb's report"
+    # The index's "ready" column says the venue, and "not ready" while a GPU output is missing or it is on hold.
+    for rep in (commented, tested):
+        (directory / "upstream" / f"{rep.id}.md").write_text(_report(rep, tmp_path).text)
+    index = record.index(directory)
+    assert "| comment on #2643, not ready: GPU output missing |" in index
+    assert "| withdrawn: Reads shared memory before writing it |" in index
+    held = dataclasses.replace(commented, upstream=dataclasses.replace(WORDS, hold="read #1714 first"))
+    record.save(held, directory)
+    assert "not ready: GPU output missing; on hold: read #1714 first |" in record.index(directory)

@@ -1,6 +1,7 @@
 """harness upstream: a report ready to file on TileLang's tracker, from what the harness holds."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -33,6 +34,10 @@ def add(sub) -> None:
                     help="where `harness bisect` keeps its state files")
     up.add_argument("--state", type=in_file, action="append", help="a bisect state file of this reproducer (--state "
                     "of `harness bisect`); repeatable")
+    up.add_argument("--outputs", type=in_dir, help="a folder of captured outputs, <id>[.<control>].txt "
+                    "(scripts/run_report_programs.py on a GPU machine): pasted verbatim, before DIR/upstream/outputs/")
+    up.add_argument("--no-run", dest="run", action="store_false",
+                    help="paste only outputs already captured; run nothing (a missing one is a marked gap)")
     up.set_defaults(func=cmd_upstream)
 
 
@@ -40,7 +45,8 @@ def cmd_upstream(args) -> int:
     """A report ready to file on TileLang's tracker (harness.upstream): what the harness holds, no network."""
     from harness import upstream
 
-    rep, _ = load(args, "upstream")
+    # Loaded without --examples: a report whose words are recorded needs no outside kernel; the triage below says so
+    rep, _ = load(argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "examples"}), "upstream")
     if rep is None:
         return 2
     covering = upstream.primary(rep, Path(args.dir))  # one root cause, one report
@@ -59,7 +65,7 @@ def cmd_upstream(args) -> int:
         unavailable = str(e)
     try:
         out = upstream.write(rep, to, Path(args.dir), states=args.state or (), envs=Path(args.envs), arch=args.arch,
-                             unavailable=unavailable)
+                             unavailable=unavailable, outputs=args.outputs, run=args.run)
     except OSError as e:
         print(f"harness upstream: cannot write {to}: {e.strerror or e}", file=sys.stderr)
         return 2

@@ -1,53 +1,62 @@
-# 40c33f970701: a T.Pipelined loop with a manual schedule versions a shared tile that a scan reads in a later stage, and the scan refuses it (compile-only)
-"""40c33f970701: in one block of 256 threads, a loop T.Pipelined(1, order=[0, 1, 2], stage=[0, 0, 1]) clears a
-128 x 32 shared tile S and stores it in stage 0, and takes T.cummax(S, R, dim=1) in stage 1. The scan's lowering
-stops: 'CumMax currently supports only 1D or 2D buffers, got 3D.' S is 2-D as written; the third dimension is most
-likely the version per stage the pipeline gives a tile used across stages. T.cumsum fails the same way. Controls:
-the same loop with a T.copy of S in stage 1 in place of the scan compiles, and so does the scan with num_stages=2
-and no schedule. Recorded on TileLang 0.1.15 and 0.1.12 (compile-only, sm_90a); 0.1.10 has no T.cummax.
+"""A T.Pipelined loop with a manual schedule (order/stage) clears a 128 x 32 shared tile S and stores it in stage 0, and
+takes its T.cummax along dim 1 in stage 1. S is 2-D as written; TileLang fails to compile the scan, saying S is 3-D.
 
-    python THIS_FILE   # REPRODUCED (exit 1) or NOT REPRODUCED (exit 0); the controls are printed first
+    python repro.py                  # prints REPRODUCED and exits 1 while the bug is present; else exits 0
+    python repro.py --control NAME   # the same program with one change (the names: CONTROLS below)
 """
+
+import argparse
 import sys
 
 import tilelang
 import tilelang.language as T
 import torch
 
+BUG = 'currently supports only 1D or 2D buffers, got 3D'
+CONTROLS = {
+    'copy': 'T.copy(S, R) in stage 1 in place of the scan',
+    'no-schedule': 'T.Pipelined(1, num_stages=2) without order/stage',
+    'cumsum': 'T.cumsum in place of T.cummax',
+}
+CONFIGS = {}
 
-def program(later, schedule=True):
-    """`later(S, R)` is stage 1's statement; without `schedule`, T.Pipelined(1, num_stages=2)."""
-    pipelined = dict(order=[0, 1, 2], stage=[0, 0, 1]) if schedule else dict(num_stages=2)
+
+def build(control):
+    pipelined = dict(num_stages=2) if control == "no-schedule" else dict(order=[0, 1, 2], stage=[0, 0, 1])
 
     @T.prim_func
-    def scan_in_stage_1(O: T.Tensor((128, 32), "float16"), P: T.Tensor((128, 32), "float16")):
+    def program(O: T.Tensor((128, 32), "float16"), P: T.Tensor((128, 32), "float16")):
         with T.Kernel(1, threads=256):
             S = T.alloc_shared((128, 32), "float16")
             R = T.alloc_shared((128, 32), "float16")
             for _ in T.Pipelined(1, **pipelined):
                 T.clear(S)
                 T.copy(S, O)
-                later(S, R)  # stage 1
+                if control == "copy":
+                    T.copy(S, R)
+                elif control == "cumsum":
+                    T.cumsum(S, R, dim=1)
+                else:
+                    T.cummax(S, R, dim=1)
             T.copy(R, P)
-    return scan_in_stage_1
+
+    return program
 
 
-def compiles(func) -> str:
-    sm90 = tilelang.tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--control", choices=sorted(CONTROLS))
+    control = parser.parse_args().control
+    tilelang.set_log_level("WARNING")
+    target = "auto" if torch.cuda.is_available() else tilelang.tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
     try:
-        tilelang.compile(func, target="auto" if torch.cuda.is_available() else sm90)
-        return ""
+        tilelang.compile(build(control), target=target, pass_configs=CONFIGS.get(control, {}))
     except Exception as e:
-        return str(e).strip().splitlines()[-1]
+        error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"
+        print(("REPRODUCED: " if BUG in error else "another error: ") + error)
+        sys.exit(1 if BUG in error else 0)
+    print("compiles")
 
 
 if __name__ == "__main__":
-    for name, func in (("T.copy(S, R) in stage 1", program(lambda S, R: T.copy(S, R))),
-                       ("T.cummax with num_stages=2, no schedule", program(lambda S, R: T.cummax(S, R, dim=1), False)),
-                       ("T.cumsum in stage 1", program(lambda S, R: T.cumsum(S, R, dim=1)))):
-        said = compiles(func)
-        print(f"control, {name}:", "compiles" if not said else said[:160])
-    said = compiles(program(lambda S, R: T.cummax(S, R, dim=1)))
-    bug = "currently supports only 1D or 2D buffers, got 3D"
-    print("REPRODUCED:" if bug in said else "NOT REPRODUCED:", said[:200] if said else "it compiles")
-    sys.exit(1 if bug in said else 0)
+    main()

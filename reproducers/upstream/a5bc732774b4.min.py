@@ -1,53 +1,67 @@
-# a5bc732774b4: a shared tile that is both a T.gemm operand and a T.cumsum source fails layout inference
-"""A_s is an operand of T.gemm and the source of T.cumsum. Layout inference gives the gemm operand a swizzled
-layout and the scan asks for the plain row-major one: an internal check fails, 'CumSum requires linear layout
-for shared buffer A_s, but got non-linear layout' (scan after the gemm), or a layout conflict whose previous
-layout is the linear one (scan first). No layout was annotated. The cumsum alone, the gemm alone, and the
-cumsum of a T.copy of A_s all compile. Recorded on TileLang 0.1.15 (compile-only, sm_90a); found by a generated
-program (T.cummax of a gemm operand).
+"""S1, a 64 x 64 shared tile, is an operand of T.gemm and the source of T.cummax. Nothing is annotated. TileLang fails
+to compile it: the gemm operand gets a swizzled layout and the scan requires the plain one.
 
-    python THIS_FILE   # REPRODUCED (exit 1) or NOT REPRODUCED (exit 0)
+    python repro.py                  # prints REPRODUCED and exits 1 while the bug is present; else exits 0
+    python repro.py --control NAME   # the same program with one change (the names: CONTROLS below)
 """
+
+import argparse
 import sys
 
 import tilelang
 import tilelang.language as T
 import torch
 
+BUG = 'requires linear layout for shared buffer S1'
+CONTROLS = {
+    'no-gemm': 'without the T.gemm',
+    'scan-a-copy': 'the scan reads T.copy(S1, L) in place of S1',
+    'cumsum': 'T.cumsum in place of T.cummax',
+}
+CONFIGS = {}
 
-def make(gemm=True, scan_source="A_s"):
+
+def build(control):
     @T.prim_func
     def program(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32"),
                 D: T.Tensor((64, 64), "float16")):
         with T.Kernel(1, threads=128):
-            A_s = T.alloc_shared((64, 64), "float16")
-            B_s = T.alloc_shared((64, 64), "float16")
-            L_s = T.alloc_shared((64, 64), "float16")
-            D_s = T.alloc_shared((64, 64), "float16")
+            S1 = T.alloc_shared((64, 64), "float16")
+            S2 = T.alloc_shared((64, 64), "float16")
+            L = T.alloc_shared((64, 64), "float16")
+            R = T.alloc_shared((64, 64), "float16")
             C_f = T.alloc_fragment((64, 64), "float32")
-            T.copy(A, A_s)
-            T.copy(B, B_s)
-            if gemm:
-                T.gemm(A_s, B_s, C_f, transpose_B=True, clear_accum=True)
+            T.copy(A, S1)
+            T.copy(B, S2)
+            if control != "no-gemm":
+                T.gemm(S1, S2, C_f, transpose_B=True, clear_accum=True)
                 T.copy(C_f, C)
-            if scan_source == "copy":  # the workaround: scan a plain copy of the operand
-                T.copy(A_s, L_s)
-                T.cumsum(L_s, D_s, dim=1)
+            if control == "scan-a-copy":
+                T.copy(S1, L)
+                T.cummax(L, R, dim=1)
+            elif control == "cumsum":
+                T.cumsum(S1, R, dim=1)
             else:
-                T.cumsum(A_s, D_s, dim=1)
-            T.copy(D_s, D)
+                T.cummax(S1, R, dim=1)
+            T.copy(R, D)
+
     return program
 
 
-if __name__ == "__main__":
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--control", choices=sorted(CONTROLS))
+    control = parser.parse_args().control
+    tilelang.set_log_level("WARNING")
     target = "auto" if torch.cuda.is_available() else tilelang.tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    for label, kw in (("the cumsum alone", {"gemm": False}), ("the cumsum of a copy", {"scan_source": "copy"})):
-        tilelang.compile(make(**kw), target=target)
-        print(f"control, {label}: compiles")
-    said = "requires linear layout for shared buffer A_s"
     try:
-        tilelang.compile(make(), target=target)
+        tilelang.compile(build(control), target=target, pass_configs=CONFIGS.get(control, {}))
     except Exception as e:
-        print("REPRODUCED:" if said in str(e) else "NOT REPRODUCED, another error:", type(e).__name__, said)
-        sys.exit(1 if said in str(e) else 0)
-    print("NOT REPRODUCED: it compiles")
+        error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"
+        print(("REPRODUCED: " if BUG in error else "another error: ") + error)
+        sys.exit(1 if BUG in error else 0)
+    print("compiles")
+
+
+if __name__ == "__main__":
+    main()
