@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import campaign, cli, oracle, record
+from harness import campaign, cli, oracle, record, reproducer_index
 from harness.case import Case
 from harness.result import Finding, Result
 
@@ -280,7 +280,7 @@ def test_the_index_lists_every_reproducer_as_its_file_says():
     """reproducers/INDEX.md is `harness index`'s output for the files here: regenerate it when one changes."""
     root = ROOT / "reproducers"
     text = (root / "INDEX.md").read_text()
-    assert text == record.index(root), "reproducers/INDEX.md is stale: run `harness index`"
+    assert text == reproducer_index.render(root), "reproducers/INDEX.md is stale: run `harness index`"
     sections = text.split("\n## ")[1:]
     assert len(sections) == len(record.KINDS)
     for section, group in zip(sections, record.KINDS.values()):

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from packaging.version import Version
 
-from harness import cli, export, record, replay, triage, upstream, worker
+from harness import cli, export, record, replay, reproducer_index, triage, upstream, worker
 from harness.case import Case
 from harness.record import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
 from harness.result import Finding, Result
@@ -457,9 +457,9 @@ def test_one_venue_from_the_typed_links(tmp_path, exported):
     # The index's "ready" column says the venue, and "not ready" while a GPU output is missing or it is on hold.
     for rep in (commented, tested):
         (directory / "upstream" / f"{rep.id}.md").write_text(_report(rep, tmp_path).text)
-    index = record.index(directory)
+    index = reproducer_index.render(directory)
     assert "| comment on #2643, not ready: GPU output missing |" in index
     assert "| withdrawn: Reads shared memory before writing it |" in index
     held = dataclasses.replace(commented, upstream=dataclasses.replace(WORDS, hold="read #1714 first"))
     record.save(held, directory)
-    assert "not ready: GPU output missing; on hold: read #1714 first |" in record.index(directory)
+    assert "not ready: GPU output missing; on hold: read #1714 first |" in reproducer_index.render(directory)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import record
+from harness import reproducer_index
 from harness.commands.common import out_dir
 
 
@@ -16,6 +16,6 @@ def add(sub) -> None:
 def cmd_index(args) -> int:
     """reproducers/INDEX.md from the reproducer files."""
     path = Path(args.dir) / "INDEX.md"
-    path.write_text(record.index(args.dir))
+    path.write_text(reproducer_index.render(args.dir))
     print(f"wrote {path}")
     return 0
