@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.programs import loop, model, reduce, scan, stream, when
+from harness.programs import loop, model, overrun, reduce, scan, split, stream, thread, thread_atomic, when
 from harness.programs.gemm import M_BY_THREADS, POLICIES, K, N
 from harness.programs.model import INPUT_RANGE, Buffer, Program, ProgramError
 
@@ -379,9 +379,10 @@ def draw_when(c, b, at):
         _emit(b, [{"op": "when", "at": at, "test": test, "body": tuple(inner)}])
 
 
-UNDER_WHEN = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_scan, draw_fill, draw_atomic, draw_store)
+UNDER_WHEN = (draw_load, draw_load, draw_gemm, draw_gemm, draw_map, draw_reduce, draw_scan, draw_fill, draw_atomic, draw_store,
+              thread.draw, thread_atomic.draw)
 INNER = UNDER_WHEN + (draw_when,)
-OUTER = INNER + (draw_loop, draw_loop, draw_stream)
+OUTER = INNER + (draw_loop, draw_loop, draw_stream, split.draw, split.draw, split.draw, overrun.draw)
 
 
 # ------------------------------------------------------------------------------------ templates
