@@ -80,7 +80,7 @@ def torch(s, p, ind):
 
 def draw(c, b, at):
     """A thread-indexed write of a shared buffer from a defined one (loaded now if there is none)."""
-    from harness.programs.generate import EXACT, _emit, load
+    from harness.programs.generate import EXACT, LENGTH_BLOCKS, _emit, load
     if getattr(b, "first_thread", 0):   # the threads here are not numbered from 0 (split.py)
         return
     srcs = b.locals(scope="shared")
@@ -102,7 +102,7 @@ def draw(c, b, at):
     shift = 0 if in_place else c.one((0, 1, c.between((0, count - 1))))
     test = c.one(TESTS)
     bound = c.between((1, b.threads - 1)) if test == "below" else 0
-    mag = b.mag[src] + 1
+    mag = b.mag[src] + (LENGTH_BLOCKS if in_place and at == "k" else 1)   # in place, it adds once a trip
     if mag > EXACT[b.buffers[dst].dtype]:
         return
     stmt = {"op": "thread", "dst": dst, "src": src, "count": count, "shift": shift, "test": test, "bound": bound,
