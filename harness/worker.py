@@ -59,7 +59,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         cache[key] = (kernel, found, code)
     kernel, found, code = cache[key]
     why = oracle.invalid(case)
-    if why:  # compiled: wrong already; run, its only question is what it writes outside its buffers
+    if why:  # compiled: ACCEPTS_INVALID already; a run only counts what it writes outside its buffers
         ran = accepted_invalid(fam, case, kernel, why) if target == "auto" and not build_only else \
             oracle.accepts_invalid(case, why)
         return ran.replace(seconds=seconds, hazards=found, code=code)

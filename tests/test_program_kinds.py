@@ -298,3 +298,33 @@ def test_an_invalid_program_is_accepts_invalid_or_refused_never_a_compile_error(
     assert result.verdict in ("ACCEPTS_INVALID", "REFUSES_INVALID"), result.message
     assert oracle.invalid(result.case) in result.message
     assert result.verdict.failed == (result.verdict == "ACCEPTS_INVALID")
+
+
+def test_an_accepted_invalid_program_that_ran_reports_what_the_guard_bands_counted():
+    """The GPU path, on the host: a stand-in kernel that writes 3 elements past the end of Q, as a store past an
+    n-row global's last column does in its last row."""
+    from types import SimpleNamespace
+
+    from harness.kernels import program_family
+    p = _overrun(form="store", src="S", dst="Q", region=[0, 0, 64, 32])
+    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=64, seqlen_k=64)
+
+    def run(kernel, case, inputs):
+        q = inputs["Q"]
+        torch.as_strided(q, (q.numel() + 3,), (1,), q.storage_offset()).fill_(7)
+
+    fam = SimpleNamespace(make_inputs=program_family.make_inputs, run=run)
+    result = worker.accepted_invalid(fam, c, None, oracle.invalid(c))
+    assert result.verdict == "ACCEPTS_INVALID" and result.stage == "run" and result.extra["written_outside"] == 3
+    assert result.message == ("compiled an invalid program (store of Q[0:64, 0:32] reaches past ['n', 24]); "
+                              "the guard bands: Q: 3 elements written after the end (first at +0)")
+
+
+def test_a_compile_error_of_an_invalid_program_is_refuses_invalid_and_no_failure_while_a_valid_ones_stays():
+    from harness.result import Result
+    bad = case_mod.Case(family="program", program=model.to_json(_overrun()))
+    good = case_mod.Case(family="program", program=model.to_json(_program(OVER, [LOAD, STORE])))
+    refused = oracle.refused(bad, Result.of(bad, "COMPILE_ERROR", "compile", "InternalError: out of bounds"))
+    assert refused.verdict == "REFUSES_INVALID" and not refused.verdict.failed
+    assert refused.message == "refused (fill of S[48:80, 0:32] reaches past [64, 32]): InternalError: out of bounds"
+    assert oracle.refused(good, Result.of(good, "COMPILE_ERROR", "compile", "x")).verdict == "COMPILE_ERROR"
