@@ -93,10 +93,13 @@ def draw(c, b, at):
             return
         dst = c.one(shared)
         h, w = b.buffers[dst].shape
-        r, col = c.between((0, h - 1)), c.between((0, w - 1))
-        rows, cols = c.between((1, h + 8)), c.between((1, w + 8))
-        if r + rows <= h and col + cols <= w:
-            rows = h - r + c.between((1, 8))
+        if h > 1 and c.flip():  # the buffer's own shape, moved down: its elements spread over the threads as X's do
+            r, col, rows, cols = c.between((1, h - 1)), 0, h, w
+        else:
+            r, col = c.between((0, h - 1)), c.between((0, w - 1))
+            rows, cols = c.between((1, h + 8)), c.between((1, w + 8))
+            if r + rows <= h and col + cols <= w:
+                rows = h - r + c.between((1, 8))
         form = "fill"
     else:
         src = c.one(tiles)
