@@ -195,6 +195,35 @@ def as_predicted(result: Result, checks, limit: float) -> Result:
 
 
 # ----------------------------------------------------------------------------- results
+def invalid(case) -> str:
+    """Why the case's program is invalid on purpose (harness.programs.overrun), or "" (valid, or no program)."""
+    from harness import case as case_mod
+    from harness.programs import overrun
+    return overrun.reason(case_mod.program_of(case.program)) if case.program else ""
+
+
+def refused(case, result: Result) -> Result:
+    """A compile failure of an invalid program is REFUSES_INVALID, the right answer; other results stand."""
+    if result.verdict in ("COMPILE_ERROR", "REJECTED") and invalid(case):
+        return result.replace(verdict="REFUSES_INVALID", message=f"refused ({invalid(case)}): {result.message}")
+    return result
+
+
+def accepts_invalid(case, why: str, breaches=None, ran: Result | None = None) -> Result:
+    """ACCEPTS_INVALID: TileLang compiled an invalid program; what the guard bands counted if it ran (`breaches`),
+    or how the run ended (`ran`: a device fault, which keeps its `fatal`), or that it did not run."""
+    if ran is not None:
+        outcome = f"it ran to {ran.verdict}: {ran.message}"
+    elif breaches is None:
+        outcome = "compiled only, not run"
+    else:
+        outcome = "the guard bands: " + ("; ".join(b.describe() for b in breaches) or "nothing written outside a buffer")
+    extra = {"fatal": True} if ran is not None and ran.fatal else {}
+    return Result.of(case, "ACCEPTS_INVALID", "compile" if breaches is None and ran is None else "run",
+                     f"compiled an invalid program ({why}); {outcome}",
+                     written_outside=sum(b.count for b in breaches or ()), **extra)
+
+
 def out_of_bounds(case, breaches) -> Result | None:
     """OOB_WRITE for guard bands a run changed (harness.bands), judged before any value: the first
     breach names tensor and side (the signature), the message every breach and its count."""

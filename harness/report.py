@@ -175,7 +175,7 @@ def write(out_dir, results: list[Result], known: dict | None = None, about: dict
 # Correct behaviour green, the compiler's failures warm, our own error black.
 COLORS = {"PASS": "#2ca02c", "COMPILED": "#98df8a", "UNSUPPORTED": "#c7c7c7", "MISMATCH": "#d62728",
           "NONFINITE": "#ff7f0e", "COMPILE_ERROR": "#9467bd", "CRASH": "#8c564b", "HANG": "#e377c2",
-          "HARNESS_ERROR": "#000000"}
+          "ACCEPTS_INVALID": "#bcbd22", "REFUSES_INVALID": "#dbdb8d", "HARNESS_ERROR": "#000000"}
 
 
 def _png(fig) -> str:

@@ -19,10 +19,13 @@ from harness import case as case_mod
 from harness.programs import model as programs
 
 VERDICTS = ("PASS", "COMPILED", "MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "REJECTED",
-            "UNSUPPORTED", "CRASH", "HANG", "HARNESS_ERROR")
+            "ACCEPTS_INVALID", "REFUSES_INVALID", "UNSUPPORTED", "CRASH", "HANG", "HARNESS_ERROR")
 # The compiler's, recordable. REJECTED: TileLang's frontend refused a well-formed generated program ("rejects
 # valid"), kept apart from COMPILE_ERROR (a lowering pass or nvcc failed) so that such findings are counted apart.
-FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "REJECTED", "CRASH", "HANG")
+# ACCEPTS_INVALID: it compiled a program invalid on purpose (harness.programs.overrun); refusing one is
+# REFUSES_INVALID, the right answer, as PASS is.
+FAILURES = ("MISMATCH", "NONFINITE", "OOB_WRITE", "OOB_READ", "COMPILE_ERROR", "REJECTED", "ACCEPTS_INVALID", "CRASH",
+            "HANG")
 
 # The exit status of a command whose harness failed itself (a HARNESS_ERROR verdict, an exception the
 # command did not expect): never 1, which says "a bug found"; harness repro and the bisect steps, which
@@ -41,6 +44,8 @@ class Verdict(str, Enum):
     OOB_READ = "OOB_READ"
     COMPILE_ERROR = "COMPILE_ERROR"
     REJECTED = "REJECTED"
+    ACCEPTS_INVALID = "ACCEPTS_INVALID"
+    REFUSES_INVALID = "REFUSES_INVALID"
     UNSUPPORTED = "UNSUPPORTED"
     CRASH = "CRASH"
     HANG = "HANG"

@@ -44,14 +44,14 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     key = kernels.kernel_key(case)
     seconds = {}
     if isinstance(cache.get(key), Exception):  # a kernel that failed to compile: the same error, not a second compile
-        return blame.failed(case, "compile", cache[key], fam, seconds={})
+        return oracle.refused(case, blame.failed(case, "compile", cache[key], fam, seconds={}))
     if key not in cache:
         t0 = time.perf_counter()
         try:
             kernel = build(fam, case, target)
         except Exception as e:
             cache[key] = e
-            return blame.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
+            return oracle.refused(case, blame.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0}))
         seconds["compile"] = time.perf_counter() - t0
         try:
             found, code = scan(fam, case, kernel)
@@ -59,6 +59,11 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
             return blame.failed(case, "hazards", e, seconds=seconds)
         cache[key] = (kernel, found, code)
     kernel, found, code = cache[key]
+    why = oracle.invalid(case)
+    if why:  # compiled: ACCEPTS_INVALID already; a run only counts what it writes outside its buffers
+        ran = accepted_invalid(fam, case, kernel, why) if target == "auto" and not build_only else \
+            oracle.accepts_invalid(case, why)
+        return ran.replace(seconds=seconds, hazards=found, code=code)
     base = control(fam, case) if target == "auto" else None
     if base is not None and kernels.kernel_key(base) not in cache:
         # The forms or twin check's kernel, built with the case's own (under the compile timeout, not in
@@ -107,6 +112,19 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         # launch's synchronize and hit the next torch call.
         return blame.failed(case, stage, e, fam, seconds=seconds).replace(hazards=found, code=code)
     return result.replace(hazards=found, code=code)
+
+
+def accepted_invalid(fam, case, kernel, why) -> Result:
+    """An invalid program TileLang compiled, run under the guard bands (no reference: it means nothing; with the
+    bands off, under compute-sanitizer, the tool sees what it writes)."""
+    from harness import bands
+    try:
+        with bands.guarding() if bands.enabled() else contextlib.nullcontext() as guard:
+            fam.run(kernel, case, device_inputs(fam, case, guard))
+            breaches = guard.breaches() if guard else []
+    except Exception as e:
+        return oracle.accepts_invalid(case, why, ran=blame.failed(case, "run", e, fam))
+    return oracle.accepts_invalid(case, why, breaches)
 
 
 def device_inputs(fam, case, guard=None, device=None) -> dict:

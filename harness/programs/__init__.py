@@ -15,8 +15,24 @@ by construction and a disagreement is the compiler's. Nothing here imports TileL
 emit.py writes source text, and the generator is handed Hypothesis's strategies module. A new kind is
 one module plus one line in KINDS.
 """
-from harness.programs import atomic, copy, fill, gemm, loop, parallel, reduce, scan, stream, when
+from harness.programs import (
+                              atomic,
+                              copy,
+                              fill,
+                              gemm,
+                              loop,
+                              overrun,
+                              parallel,
+                              reduce,
+                              scan,
+                              split,
+                              stream,
+                              thread,
+                              thread_atomic,
+                              when,
+)
 
 # op name -> its module.
 KINDS = {"copy": copy, "fill": fill, "gemm": gemm, "reduce": reduce, "map": parallel, "atomic": atomic,
-         "scan": scan, "loop": loop, "stream": stream, "when": when}
+         "scan": scan, "loop": loop, "stream": stream, "when": when,
+         "thread": thread, "thread_atomic": thread_atomic, "split": split, "overrun": overrun}
