@@ -202,6 +202,17 @@ def invalid(case) -> str:
     return overrun.reason(case_mod.program_of(case.program)) if case.program else ""
 
 
+def valid_twin(case):
+    """The case with its program's invalid statements left out (harness.programs.overrun.without), or None where the
+    program is valid, or would not be a program without them."""
+    if not invalid(case):
+        return None
+    from harness import case as case_mod
+    from harness.programs import model, overrun
+    kept = overrun.without(case_mod.program_of(case.program))
+    return kept and case.replace(program=model.to_json(kept))
+
+
 def refused(case, result: Result) -> Result:
     """A compile failure of an invalid program is REFUSES_INVALID, the right answer; other results stand."""
     if result.verdict in ("COMPILE_ERROR", "REJECTED") and invalid(case):

@@ -44,14 +44,15 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     key = kernels.kernel_key(case)
     seconds = {}
     if isinstance(cache.get(key), Exception):  # a kernel that failed to compile: the same error, not a second compile
-        return oracle.refused(case, blame.failed(case, "compile", cache[key], fam, seconds={}))
+        return _refusal(fam, case, target, cache, blame.failed(case, "compile", cache[key], fam, seconds={}))
     if key not in cache:
         t0 = time.perf_counter()
         try:
             kernel = build(fam, case, target)
         except Exception as e:
             cache[key] = e
-            return oracle.refused(case, blame.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0}))
+            failed = blame.failed(case, "compile", e, fam, seconds={"compile": time.perf_counter() - t0})
+            return _refusal(fam, case, target, cache, failed)
         seconds["compile"] = time.perf_counter() - t0
         try:
             found, code = scan(fam, case, kernel)
@@ -192,6 +193,20 @@ def unlike_control(fam, case, target, cache, inputs, mine: dict) -> Result | Non
     return Result.of(case, "MISMATCH", "judge", f"{name} differs from {what} on the same "
                      f"inputs in {int(differ.sum())} elements (max |difference| {float(gap):.3g}, "
                      f"first at {differ.nonzero()[0].tolist()})", tensor=name, region=region)
+
+
+def _refusal(fam, case, target, cache, failed: Result) -> Result:
+    """A compile failure of an invalid program: REFUSES_INVALID if the program without its invalid statements
+    compiles (the refusal was about them), else the failure stands, a valid program's (its known class or a new one)."""
+    twin = oracle.valid_twin(case)
+    if twin is None:
+        return failed
+    key = kernels.kernel_key(twin)
+    if key not in cache:
+        build_control(fam, twin, target, cache)
+    if isinstance(cache[key], Exception):
+        return failed.replace(message=f"{failed.message} (the program without its invalid statements fails too)")
+    return oracle.refused(case, failed)
 
 
 def build_control(fam, base, target, cache) -> None:

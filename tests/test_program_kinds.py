@@ -328,3 +328,23 @@ def test_a_compile_error_of_an_invalid_program_is_refuses_invalid_and_no_failure
     assert refused.verdict == "REFUSES_INVALID" and not refused.verdict.failed
     assert refused.message == "refused (fill of S[48:80, 0:32] reaches past [64, 32]): InternalError: out of bounds"
     assert oracle.refused(good, Result.of(good, "COMPILE_ERROR", "compile", "x")).verdict == "COMPILE_ERROR"
+
+
+def test_a_refusal_counts_as_refuses_invalid_only_if_the_program_compiles_without_its_overrun(monkeypatch):
+    """TileLang may refuse an invalid program for a reason that has nothing to do with its overrun (a known layout
+    failure elsewhere in it): the worker compiles the program without the overrun, and only if that compiles is the
+    refusal REFUSES_INVALID; otherwise the compile error stands, the valid part's."""
+    from harness import blame
+    bad = case_mod.Case(family="program", program=model.to_json(_overrun()))
+    twin = oracle.valid_twin(bad)
+    assert twin is not None and not oracle.invalid(twin) and "overrun" not in twin.program
+    monkeypatch.setattr(blame, "from_compiler", lambda e: True)   # the stand-in error below is TileLang's
+    for twin_compiles, verdict in ((True, "REFUSES_INVALID"), (False, "COMPILE_ERROR")):
+        def build(fam, case, target, twin_compiles=twin_compiles):
+            if oracle.invalid(case) or not twin_compiles:
+                raise RuntimeError("InternalError: no layout")
+            return object()
+        monkeypatch.setattr(worker, "build", build)
+        monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ((), "", ()))
+        result = worker.run_case(bad, "sm_90a", {})
+        assert result.verdict == verdict, result.message

@@ -50,6 +50,22 @@ def reason(p) -> str:
     return ""
 
 
+def without(p):
+    """`p` without its overruns (and buffers only they name), or None if that breaks a rule (no output left, say)."""
+    import dataclasses
+
+    from harness.programs.model import ProgramError, check, kind
+
+    def keep(body):
+        return tuple(dict(s, body=keep(s["body"])) if "body" in s else s for s in body if s["op"] != "overrun")
+    body = keep(p.body)
+    named = {n for s in walk(body) for n in kind(s).reads(s) + kind(s).writes(s)}
+    try:
+        return check(dataclasses.replace(p, body=body, buffers=tuple(b for b in p.buffers if b.name in named)))
+    except ProgramError:
+        return None
+
+
 def reads(s):
     return [s["src"]] if "src" in s else []
 
