@@ -116,10 +116,13 @@ def test_each_kernel_is_checked_alone():
         def contiguous(self, case):
             return {}
 
+        def fragments(self, case):
+            return {}
+
     main = WAIT_IN_FIRST_ITERATION.replace("void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n", "")
     other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].init(1);\n  mbarrier[8].arrive();\n" \
             "  mbarrier[8].wait(0);\n"
-    [found], code = scan(Family(), None, (Kernel(other), Kernel(main)))
+    [found], code, _ = scan(Family(), None, (Kernel(other), Kernel(main)))
     assert "mbarrier[8] waited on only inside a loop" in found.message and "shares" not in found.message
     assert code == scan(Family(), None, (Kernel(other), Kernel(main)))[1] != scan(Family(), None, (Kernel(main),))[1]
 
@@ -531,3 +534,70 @@ def test_registers_loaded_by_every_thread_and_read_inside_one_role_are_flagged()
     assert codegen.registers_across_roles(filled) == []
     assert codegen.registers_across_roles(ACROSS_ROLES.replace("  if (((int)threadIdx.x) < 128) {", "  if (n < 128) {")
                                           .replace("AFTER", "")) == []
+
+
+# Shared-memory races shown on one instance: a fill by one thread layout, then a copy in by another.
+FILL_THEN_COPY = """
+extern "C" __global__ void __launch_bounds__(128, 1) program_kernel(const half_t* __restrict__ G2, int n) {
+  extern __shared__ __align__(1024) half_t S1[];
+  #pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    S1[((i * 128) + ((int)threadIdx.x))] = half_t(0x0p+0f/*0.000000e+00*/);
+  }
+  BARRIER
+  *(uint4*)(S1 + (((int)threadIdx.x) * 8)) = *(uint4*)(G2 + (((int)threadIdx.x) * 8));
+}
+"""
+
+
+def test_two_writes_of_one_shared_address_by_two_warps_with_no_barrier_between_race():
+    [f] = codegen.check(FILL_THEN_COPY.replace("BARRIER", ""))
+    assert f.check == "racing_shared_writes" and f.line == 9 and "S1 written here and S1 at line 6" in f.message
+
+
+def test_writes_ordered_by_a_barrier_or_each_threads_own_do_not_race():
+    assert codegen.check(FILL_THEN_COPY.replace("BARRIER", "__syncthreads();")) == []
+    own = FILL_THEN_COPY.replace("BARRIER", "").replace("(i * 128) + ((int)threadIdx.x)", "(((int)threadIdx.x) * 8) + i")
+    assert codegen.check(own) == []
+
+
+# A pipelined loop's stage read from shared memory (another thread's element), then the next tile written over it.
+READ_THEN_REFILL = """
+extern "C" __global__ void __launch_bounds__(128, 1) program_kernel(const half_t* __restrict__ G2, float* __restrict__ G3, int n) {
+  extern __shared__ __align__(1024) uchar buf_dyn_shmem[];
+  void* S1 = ((void*)((char*)buf_dyn_shmem + 0));
+  void* S4 = ((void*)((char*)buf_dyn_shmem + 256));
+  float F2[1];
+  for (int k = 0; k < ((n + 127) >> 7); ++k) {
+    F2[0] = ((float)((half_t*)S1)[(127 - ((int)threadIdx.x))]);
+    BARRIER
+    ((half_t*)S1)[((int)threadIdx.x)] = G2[((k * 128) + ((int)threadIdx.x))];
+    ((half_t*)S4)[((int)threadIdx.x)] = G2[((k * 128) + ((int)threadIdx.x))];
+    G3[((k * 128) + ((int)threadIdx.x))] = F2[0];
+  }
+}
+"""
+
+
+def test_a_tile_overwritten_in_the_trip_that_another_warp_reads_it_is_flagged():
+    [f] = codegen.check(READ_THEN_REFILL.replace("BARRIER", ""))
+    assert f.check == "overwritten_while_read" and f.line == 10
+    assert "loop over k (line 7)" in f.message and "S1, line 8" in f.message
+
+
+def test_a_refill_after_a_barrier_or_into_the_readers_own_element_or_another_buffer_is_fine():
+    assert codegen.check(READ_THEN_REFILL.replace("BARRIER", "__syncthreads();")) == []
+    own = READ_THEN_REFILL.replace("BARRIER", "").replace("(127 - ((int)threadIdx.x))", "((int)threadIdx.x)")
+    assert codegen.check(own) == []
+
+
+def test_a_read_the_instance_cannot_evaluate_is_not_judged():
+    data = READ_THEN_REFILL.replace("BARRIER", "").replace("(127 - ((int)threadIdx.x))", "((int)F2[0])")
+    assert codegen.check(data) == []
+
+
+def test_a_register_array_shorter_than_its_fragments_elements_per_thread_is_flagged():
+    src = "  float F3[8];\n  float F4[2];\n"
+    [f] = codegen.check(src, fragments={"F3": 16, "F4": 1})
+    assert f.check == "short_register_arrays" and "F3[8]" in f.message and "16 elements" in f.message
+    assert codegen.check(src, fragments={"F3": 8, "F4": 2}) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import tempfile
@@ -95,6 +96,13 @@ def tensors(case) -> tuple:
     return tuple((name, "forward") for name in program(case).written())
 
 
+def fragments(case) -> dict:
+    """Each fragment's elements per thread, at least: every element lies in some thread's registers, and every
+    thread's array has one size (a stream's body spreads its fragments over fewer threads: more each)."""
+    p = program(case)
+    return {b.name: -(-math.prod(b.shape) // p.threads) for b in p.buffers if b.scope == "fragment"}
+
+
 def locate(case, inputs):
     """Region of an output element: the ragged last block's rows, an interior block's, or a buffer every block shares."""
     p = program(case)
@@ -120,6 +128,7 @@ FAMILY = Family(
     reference=reference,
     canonical=lambda case, outputs: outputs,
     locate=locate,
+    fragments=fragments,
     layouts=("bhsd",),
     dtypes=("float16",),
     gqa=False,
