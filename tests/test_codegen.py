@@ -563,7 +563,7 @@ def test_writes_ordered_by_a_barrier_or_each_threads_own_do_not_race():
 
 # A pipelined loop's stage read from shared memory (another thread's element), then the next tile written over it.
 READ_THEN_REFILL = """
-extern "C" __global__ void __launch_bounds__(128, 1) program_kernel(const half_t* __restrict__ G2, float* __restrict__ G3, int n) {
+extern "C" __global__ void __launch_bounds__(128, 1) k(const half_t* __restrict__ G2, float* __restrict__ G3, int n) {
   extern __shared__ __align__(1024) uchar buf_dyn_shmem[];
   void* S1 = ((void*)((char*)buf_dyn_shmem + 0));
   void* S4 = ((void*)((char*)buf_dyn_shmem + 256));
