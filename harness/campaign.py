@@ -143,10 +143,11 @@ def plan(opts: Options) -> list[case_mod.Case]:
     path = opts.out / "cases.jsonl"
     if path.exists():
         there = load_cases(path)
-        if [c.id for c in there[:len(cases)]] != [c.id for c in cases]:
+        # After the drawn cases, the mutants its corpus added (harness.corpus), if it mutates.
+        if [c.id for c in there[:len(cases) if mutants(opts) else None]] != [c.id for c in cases]:
             raise CampaignError(f"{opts.out} holds another campaign ({len(there)} cases in {path}): "
                                 f"resume it with --cases-from {path}, or choose another --out")
-        cases = there  # with the mutants its corpus added after the drawn cases (harness.corpus)
+        cases = there
     path, ids = opts.out / "results.jsonl", {c.id for c in cases}
     results = read_results(path, resume=False)[0]
     foreign = [r.case_id for r in results if r.case_id not in ids]

@@ -51,6 +51,21 @@ bytes from `&(Mask[off])`) needs its address to be a multiple of N. Named buffer
 mask and bias, whose rows may start anywhere): the check computes what the offset expression is
 provably a multiple of (literal factors and shifts, through sums and products; a symbolic length
 proves nothing) and flags an access whose width that does not divide.
+
+racing_shared_writes: two statements write one shared-memory address from threads of different warps with no
+barrier (nor mbarrier wait, named barrier or cp.async wait) between them in the text: which value stays depends on
+timing. Shown, not guessed: the offsets, vector widths and enclosing conditions are evaluated for every thread on one
+instance (the first trip of the loops around both, every trip of the other loops up to 64, one length and block
+index), buffers that share bytes of buf_dyn_shmem compared by address; an access the instance cannot evaluate (a
+data-dependent index or guard, a warp's ldmatrix/stmatrix, a descriptor, an atomic) is not judged.
+
+overwritten_while_read: inside a loop, threads read a shared address and, later in the same trip with nothing that
+orders threads between, threads of another warp write it: a pipelined loop loading the next tile into a buffer this
+stage still reads. Shown on one instance as racing_shared_writes.
+
+short_register_arrays: a fragment's register array (its name at the kernel's top level) with fewer elements than
+the fragment's elements per thread (the caller's `fragments`: elements over threads, rounded up). Every element lies
+in some thread's registers and every thread's array has one size, so a shorter array has lost elements.
 """
 from __future__ import annotations
 

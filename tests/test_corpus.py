@@ -1,6 +1,8 @@
 """A campaign's corpus (harness.corpus): what it keeps, and the rounds that add its mutants, with a fake pool."""
 import json
 
+import pytest
+
 from harness.case import Case
 from harness.corpus import Corpus, Feedback
 from harness.programs import model
@@ -70,3 +72,16 @@ def test_rounds_add_mutants_of_the_corpus_up_to_the_budget_the_same_for_a_seed(t
 def test_without_a_share_the_cases_run_as_one_round_and_nothing_is_added(tmp_path):
     results, appended, batches = _campaign(tmp_path, share=0, budget=0)
     assert appended == [] and len(batches) == 1 and len(results) == 6
+
+
+def test_a_mutating_campaign_resumes_with_the_mutants_its_cases_file_holds_after_the_drawn_ones(tmp_path):
+    from harness import campaign
+    opts = campaign.Options(out=tmp_path, families=("program",), cases=6, per_kernel=1, pairwise=False)
+    drawn = campaign.plan(opts)
+    assert len(drawn) == 6 - campaign.mutants(opts) == 4
+    campaign.write_cases(tmp_path / "cases.jsonl", drawn)
+    campaign.append_cases(tmp_path / "cases.jsonl", [_case()])
+    assert [c.id for c in campaign.plan(opts)] == [c.id for c in drawn] + [_case().id]
+    opts.mutate, opts.cases = 0, 4  # the same drawn cases; the extra one is now foreign
+    with pytest.raises(campaign.CampaignError, match="holds another campaign"):
+        campaign.plan(opts)
