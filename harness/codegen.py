@@ -819,10 +819,9 @@ def _line_accesses(line: str, layout: dict):
         if buf in layout:
             end = _closing(line, m.start() + len(f"*({vec}*)"), "(", ")")
             found.append((m.start(), buf, line[m.end():end], _bytes_of(elem), _bytes_of(vec)))
-    taken = {f[0] for f in found}
     for m in _SCALAR_AT.finditer(line):
         elem, buf = m.groups()
-        if buf in layout and not any(s <= m.start() < s + 12 + len(buf) + len(elem) for s in taken):
+        if buf in layout:
             end = _closing(line, m.end() - 1, "[", "]")
             found.append((m.start(), buf, line[m.end():end], _bytes_of(elem), _bytes_of(elem)))
     for name, (_, _, elem) in layout.items():

@@ -86,8 +86,9 @@ class Feedback:
 
     def run(self, pool, todo: list[Case], deadline=None):
         """Yield each case's result as pool.run does: `todo`'s, then the mutants drawn after each round."""
-        fresh, pending, round_ = list(todo), [], 0
+        fresh, round_ = list(todo), 0
         size = self.size if self.share else max(1, len(fresh))
+        pending = [] if fresh or not self.share else self._draw(min(size, self.left), round_)  # a resumed run's rest
         while fresh or pending:
             drawn, fresh = fresh[:size], fresh[size:]
             batch = pending + drawn

@@ -264,7 +264,7 @@ def features_plot(growth, path: Path) -> None:
     pairs = ax.twinx()
     pairs.plot(programs, [g[2] for g in growth], color="#ff7f0e", label="pairs of features")
     pairs.set_ylabel("distinct pairs")
-    fig.legend(loc="lower right", fontsize=8)
+    ax.legend(handles=ax.lines + pairs.lines, loc="upper left", fontsize=8)
     fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 

@@ -85,3 +85,12 @@ def test_a_mutating_campaign_resumes_with_the_mutants_its_cases_file_holds_after
     opts.mutate, opts.cases = 0, 4  # the same drawn cases; the extra one is now foreign
     with pytest.raises(campaign.CampaignError, match="holds another campaign"):
         campaign.plan(opts)
+
+
+def test_a_resumed_run_with_no_drawn_case_left_goes_on_mutating_its_corpus(tmp_path):
+    corpus = Corpus(tmp_path)
+    corpus.offer(_result(_case(), ["a"]))
+    appended = []
+    feedback = Feedback(corpus, 1 / 3, 2, seed=5, per_kernel=1, workers=1, taken={_case().id}, append=appended.extend)
+    results = list(feedback.run(FakePool(), []))
+    assert len(results) == len(appended) == 2 and feedback.left == 0
