@@ -1,7 +1,8 @@
 """A campaign: draw (or load) cases, run them through a pool, keep every result, record new bugs.
 
 The drawn cases are written to <out>/cases.jsonl before anything runs, so a campaign can be rerun
-exactly anywhere (`--cases-from`), whatever Hypothesis version draws there. Results are appended
+exactly anywhere (`--cases-from`), whatever Hypothesis version draws there; mutants of a program campaign's corpus
+(harness.corpus) are appended there as they are drawn, before they run. Results are appended
 to <out>/results.jsonl as each case ends: a killed run loses nothing and the same --out resumes.
 """
 from __future__ import annotations
