@@ -64,8 +64,8 @@ orders threads between, threads of another warp write it: a pipelined loop loadi
 stage still reads. Shown on one instance as racing_shared_writes.
 
 short_register_arrays: a fragment's register array (its name at the kernel's top level) with fewer elements than
-the fragment's elements per thread (the caller's `fragments`: elements over threads, rounded up). Every element lies
-in some thread's registers and every thread's array has one size, so a shorter array has lost elements.
+the fragment's elements (the caller's `fragments`) over the block's threads as launched, rounded up. Every element
+lies in some thread's registers and every thread's array has one size, so a shorter array has lost elements.
 """
 from __future__ import annotations
 
@@ -1015,15 +1015,16 @@ def overwritten_while_read(source: str) -> list[Finding]:
 
 
 def short_register_arrays(source: str, fragments: dict[str, int]) -> list[Finding]:
-    """A fragment's register array smaller than the elements each thread must hold of it (`fragments`): every element
-    lies in some thread's registers and every thread's array has one size, so the layout has lost elements."""
-    return [Finding("short_register_arrays", 0, f"register array {name}[{size}] holds fewer than the {fragments[name]} "
-                    f"elements per thread of fragment {name}")
-            for name, size in cuda_features.register_arrays(source).items() if size < fragments.get(name, 0)]
+    """A fragment's register array smaller than the elements each thread of the block must hold of it (`fragments`:
+    name -> elements; cuda_features.per_thread): the layout has lost elements."""
+    wanted = cuda_features.per_thread(source, fragments)
+    return [Finding("short_register_arrays", 0, f"register array {name}[{size}] holds fewer than the {wanted[name]} "
+                    f"elements per thread of fragment {name} ({fragments[name]} over the block's threads)")
+            for name, size in cuda_features.register_arrays(source).items() if size < wanted.get(name, 0)]
 
 
 def check(source: str, contiguous: dict[str, int] | None = None, aligned=(), fragments=None) -> list[Finding]:
-    """Every check on one kernel's source; `fragments`: fragment name -> elements each thread holds at least."""
+    """Every check on one kernel's source; `fragments`: fragment name -> its elements."""
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
             + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)
             + reads_after_release(source) + named_barrier_counts(source) + register_budget(source)

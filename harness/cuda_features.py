@@ -12,7 +12,8 @@
     syncthreads, named_barrier:<id>                          block barriers, named (bar.sync id, count) ones by id
     warp_specialized, setmaxnreg, elect                      a split into producer/consumer roles on threadIdx
     fragment_regs:<fewer|equal|2x|more>                      a register array against its fragment's elements per
-                                                             thread (`fragments`), when the caller knows them
+                                                             thread of the block, when the caller knows the
+                                                             fragments (`fragments`: name -> elements)
 
 Names only, no counts or offsets: two kernels share a feature when they use the same path, whatever their shapes.
 """
@@ -40,9 +41,20 @@ REGISTER_ARRAY = re.compile(r"^  (?:float|half_t|bfloat16_t|double|int|signed ch
                             re.M)
 
 
+_LAUNCH = re.compile(r"__launch_bounds__\((\d+)")
+
+
 def register_arrays(cuda: str) -> dict[str, int]:
     """The kernel's top-level register arrays: name -> elements."""
     return {name: int(size) for name, size in REGISTER_ARRAY.findall(cuda)}
+
+
+def per_thread(cuda: str, fragments: dict[str, int]) -> dict[str, int]:
+    """Fragment name -> the elements each thread of the kernel's block must hold at least: every element lies in some
+    thread's registers and every thread's array has one size (the block as launched: TileLang may add a producer
+    warp group to the program's threads)."""
+    m = _LAUNCH.search(cuda)
+    return {name: -(-elements // int(m.group(1))) for name, elements in fragments.items()} if m else {}
 
 
 def _atomics(cuda: str) -> set[str]:
@@ -58,9 +70,9 @@ def _atomics(cuda: str) -> set[str]:
 
 def _fragment_regs(cuda: str, fragments: dict[str, int]) -> set[str]:
     """Each fragment's register array against the elements each thread must hold of it."""
-    out = set()
+    out, wanted = set(), per_thread(cuda, fragments)
     for name, size in register_arrays(cuda).items():
-        want = fragments.get(name)
+        want = wanted.get(name)
         if want:
             out.add("fragment_regs:" + ("fewer" if size < want else "equal" if size == want else
                                         "2x" if size == 2 * want else "more"))
@@ -68,8 +80,8 @@ def _fragment_regs(cuda: str, fragments: dict[str, int]) -> set[str]:
 
 
 def features(cuda: str, fragments: dict[str, int] | None = None) -> frozenset[str]:
-    """The code features of one kernel's CUDA text; `fragments`: fragment name -> elements each thread holds at
-    least (a program's fragment buffers), for the fragment_regs features."""
+    """The code features of one kernel's CUDA text; `fragments`: fragment name -> its elements (a program's fragment
+    buffers), for the fragment_regs features."""
     found = set()
     for op, first in _TMA.findall(cuda):
         found.add(op if first.endswith("_desc") else op.replace("tma", "bulk"))

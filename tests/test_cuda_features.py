@@ -62,9 +62,9 @@ def test_an_ampere_kernel_shows_its_async_copies_atomics_by_space_and_a_plain_bu
 
 def test_register_arrays_are_weighed_against_their_fragments_elements_per_thread():
     assert register_arrays(PRODUCER_CONSUMER) == {"F1": 16}
-    assert "fragment_regs:equal" in features(PRODUCER_CONSUMER, {"F1": 16})
-    assert "fragment_regs:2x" in features(PRODUCER_CONSUMER, {"F1": 8})
-    assert "fragment_regs:fewer" in features(PRODUCER_CONSUMER, {"F1": 32})
+    assert "fragment_regs:equal" in features(PRODUCER_CONSUMER, {"F1": 16 * 256})  # 256 threads launched
+    assert "fragment_regs:2x" in features(PRODUCER_CONSUMER, {"F1": 8 * 256})
+    assert "fragment_regs:fewer" in features(PRODUCER_CONSUMER, {"F1": 16 * 256 + 1})
     assert not any(f.startswith("fragment_regs") for f in features(PRODUCER_CONSUMER, {"other": 4}))
 
 

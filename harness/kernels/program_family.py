@@ -97,10 +97,8 @@ def tensors(case) -> tuple:
 
 
 def fragments(case) -> dict:
-    """Each fragment's elements per thread, at least: every element lies in some thread's registers, and every
-    thread's array has one size (a stream's body spreads its fragments over fewer threads: more each)."""
-    p = program(case)
-    return {b.name: -(-math.prod(b.shape) // p.threads) for b in p.buffers if b.scope == "fragment"}
+    """Each fragment's elements: the code scan weighs its register array against them (harness.codegen)."""
+    return {b.name: math.prod(b.shape) for b in program(case).buffers if b.scope == "fragment"}
 
 
 def locate(case, inputs):
