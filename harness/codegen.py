@@ -63,12 +63,20 @@ overwritten_while_read: inside a loop, threads read a shared address and, later 
 orders threads between, threads of another warp write it: a pipelined loop loading the next tile into a buffer this
 stage still reads. Shown on one instance as racing_shared_writes.
 
+overwritten_before_read: a shared tile loaded by TMA, then loaded again (the same buffer and element offset) before
+any thread waited on the first load's barrier. The barrier replay of mbarrier_protocol runs the block's own code
+first, then each role ahead of the others as far as its waits let it: TileLang 0.1.15's warp-specialized pipeline of a
+loop that reads a tile and then loads the next one into it (the tile loaded before the loop) has its producer's first
+wait on an empty slot pass at once, so the loop's first load lands on the tile loaded before the loop, unread; with
+num_stages 2 or 3 every slot of the ring loads into the same buffer.
+
 short_register_arrays: a fragment's register array (its name at the kernel's top level) with fewer elements than
 the fragment's elements (the caller's `fragments`) over the block's threads as launched, rounded up. Every element
 lies in some thread's registers and every thread's array has one size, so a shorter array has lost elements.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -327,7 +335,7 @@ def _run(nodes, env, threads, elect, trips):
             _, kind, name, index, arg, line = node
             try:
                 slot = _eval(index, env, fixed=True)
-                value = _eval(arg, env, fixed=True) if kind == "wait" else (elect or threads)
+                value = _eval(arg, env, fixed=True) if kind in ("wait", "fill") else (elect or threads)
             except Exception as e:
                 raise _Unknown(f"{name}[{index}]") from e
             yield kind, name, slot, value, line
@@ -1014,6 +1022,72 @@ def overwritten_while_read(source: str) -> list[Finding]:
     return found
 
 
+# A TMA load as an operation on the barrier it completes, its argument the destination's element offset.
+_FILL = ("fill", re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], \(&\((?:\(\(\w+\*\)\w+\)|\w+)\[(.*?)\]\)\)"))
+_FILL_INTO = re.compile(r"tl::tma_load\(\w+, \w+\[[^\]]+\], \(&\((?:\(\(\w+\*\)(\w+)\)|(\w+))\[")
+
+
+def _fills(roles, inits, trips, dests) -> Finding | None:
+    """Replay the roles in program order (the block's own code, then each role as far as its barriers let it run
+    ahead): a TMA load into a tile that an earlier load filled, issued before any thread waited for that earlier
+    load's barrier, overwrites data nobody has read."""
+    procs = [_run(nodes, {}, count, None, trips) for _, count, nodes in roles]
+    phases, pending = {key: 0 for key in inits}, dict(inits)
+    unread: dict = {}  # (buffer, offset) -> (barrier, line) of the load whose data no wait has reached yet
+    current = [next(gen, None) for gen in procs]
+    while any(op is not None for op in current):
+        progressed = False
+        for i, op in enumerate(current):
+            while op is not None:
+                kind, name, slot, value, line = op
+                key = (name, slot)
+                if key not in inits:
+                    return None  # mbarrier_protocol reports it
+                if kind == "wait":
+                    if phases[key] % 2 == value:
+                        break
+                    unread = {tile: load for tile, load in unread.items() if load[0] != key}
+                elif kind == "fill":
+                    tile = (dests[line], value)
+                    if tile in unread:
+                        return Finding("overwritten_before_read", line, f"TMA load into {tile[0]} (element {value}) "
+                                       f"on {name}[{slot}] while the load at line {unread[tile][1]} into it (on "
+                                       f"{unread[tile][0][0]}[{unread[tile][0][1]}]) is still waited for by no thread: "
+                                       "its data is overwritten before anyone reads it")
+                    unread[tile] = (key, line)
+                elif kind == "arrive":
+                    pending[key] -= value
+                    if pending[key] <= 0:
+                        phases[key] += 1
+                        pending[key] = inits[key]
+                progressed = True
+                op = current[i] = next(procs[i], None)
+        if not progressed:
+            return None
+    return None
+
+
+def overwritten_before_read(source: str) -> list[Finding]:
+    """A shared tile loaded by TMA, then loaded again before any thread waited for the first load: a pipelined loop
+    whose producer refills, in its first trip (its wait on an empty slot passing at once), a buffer that the code
+    before the loop filled for the loop to read."""
+    dests = {n: a or b for n, line in enumerate(source.splitlines(), 1) for a, b in _FILL_INTO.findall(line)}
+    if len(dests) < 2:
+        return []
+    inits = {(name, int(slot)): int(count) for name, slot, count in _INIT.findall(source)}
+    roles = _roles_with(source, _OPS[:3] + (_FILL,))
+    first = roles[:1] if roles and roles[0][0] == "all threads" else []  # the block's own code comes first
+    for trips in TRIPS[1:4]:
+        for rest in itertools.permutations(roles[len(first):]):  # each role once running ahead of the others
+            try:
+                found = _fills(first + list(rest), inits, trips, dests)
+            except _Unknown:
+                return []
+            if found:
+                return [found]
+    return []
+
+
 def short_register_arrays(source: str, fragments: dict[str, int]) -> list[Finding]:
     """A fragment's register array smaller than the elements each thread of the block must hold of it (`fragments`:
     name -> elements; cuda_features.per_thread): the layout has lost elements."""
@@ -1029,4 +1103,4 @@ def check(source: str, contiguous: dict[str, int] | None = None, aligned=(), fra
             + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)
             + reads_after_release(source) + named_barrier_counts(source) + register_budget(source)
             + barriers_in_skipped_loops(source) + registers_across_roles(source) + racing_shared_writes(source)
-            + overwritten_while_read(source) + short_register_arrays(source, fragments or {}))
+            + overwritten_while_read(source) + overwritten_before_read(source) + short_register_arrays(source, fragments or {}))

@@ -602,3 +602,63 @@ def test_a_register_array_shorter_than_its_fragments_elements_per_thread_of_the_
     assert f.check == "short_register_arrays" and "F3[8]" in f.message and "16 elements" in f.message
     # TileLang's producer warp group doubles a 128-thread program's block: 8 of its 2048 elements each is right.
     assert codegen.check(src, fragments={"F3": 2048, "F4": 512}) == []
+
+
+# 0.1.15's warp-specialized T.Pipelined(3, num_stages=1) loop that reads S, then loads the next tile into it (S loaded
+# before the loop): the producer's first wait on the empty slot passes at once, so its first load lands on the tile
+# the code before the loop loaded, before any consumer waited for that one.
+PRELOADED = """
+extern "C" __global__ void __launch_bounds__(256, 1) program_kernel(__grid_constant__ const CUtensorMap A_desc, half_t* __restrict__ O, int n) {
+  __shared__ __align__(16) uint64_t mbarrier_mem[3];
+  auto mbarrier = reinterpret_cast<Barrier*>(mbarrier_mem);
+  extern __shared__ __align__(1024) half_t S[];
+  half_t R[16];
+  if (tl::tl_shuffle_elect<0>()) {
+    mbarrier[0].init(1);
+    mbarrier[1].init(128);
+    mbarrier[2].init(1);
+  }
+  tl::fence_barrier_init();
+  __syncthreads();
+  if (tl::tl_shuffle_elect<256>()) {
+    mbarrier[2].arrive_and_expect_tx(4096);
+    tl::tma_load(A_desc, mbarrier[2], (&(S[0])), 0, (((int)blockIdx.x) * 32));
+  }
+  __syncthreads();
+  if (((int)threadIdx.x) < 128) {
+    for (int k = 0; k < 3; ++k) {
+      mbarrier[1].wait(((k & 1) ^ 1));
+      if (tl::tl_shuffle_elect<128>()) {
+        mbarrier[0].arrive_and_expect_tx(4096);
+        tl::tma_load(A_desc, mbarrier[0], (&(S[0])), 0, (k * 32));
+      }
+    }
+  } else {
+    for (int k_1 = 0; k_1 < 3; ++k_1) {
+      if (k_1 == 0) {
+        mbarrier[2].wait(0);
+      }
+      mbarrier[0].wait((k_1 & 1));
+      #pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        *(uint4*)(R + (i * 8)) = *(uint4*)(S + (((i * 1024) + (((int)threadIdx.x) * 8)) - 1024));
+      }
+      mbarrier[1].arrive();
+    }
+  }
+}
+"""
+
+
+def test_a_tile_loaded_again_before_anyone_waited_for_its_first_load_is_flagged():
+    found = [f for f in codegen.check(PRELOADED) if f.check == "overwritten_before_read"]
+    assert [f.line for f in found] == [27] and "load at line 19 into it (on mbarrier[2])" in found[0].message
+
+
+def test_a_refill_after_the_readers_release_or_into_another_slot_is_fine():
+    # The producer's first wait needs the consumers' release, which follows their wait for the first load.
+    released = PRELOADED.replace("mbarrier[1].wait(((k & 1) ^ 1));", "mbarrier[1].wait((k & 1));") \
+        .replace("      mbarrier[0].wait((k_1 & 1));", "      mbarrier[1].arrive();\n      mbarrier[0].wait((k_1 & 1));")
+    assert not [f for f in codegen.check(released) if f.check == "overwritten_before_read"]
+    other_slot = PRELOADED.replace("mbarrier[0], (&(S[0]))", "mbarrier[0], (&(S[(((k & 1) + 1) * 2048)]))")
+    assert not [f for f in codegen.check(other_slot) if f.check == "overwritten_before_read"]
