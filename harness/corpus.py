@@ -32,7 +32,6 @@ class Corpus:
         self.features: set[str] = set()
         self.pairs: set[tuple[str, str]] = set()
         self.entries: dict[str, list[Case]] = {}  # kept program's text -> its cases run so far, in order
-        self.programs = 0                          # distinct programs offered
 
     def offer(self, result: Result) -> bool:
         """Take in a program case's result; True if its program joins the corpus (a feature or pair not seen yet)."""
@@ -47,7 +46,6 @@ class Corpus:
         new = bool(features - self.features or pairs - self.pairs)
         self.features |= features
         self.pairs |= pairs
-        self.programs += 1
         if new:
             self.entries[text] = [result.case]
             self.folder.mkdir(parents=True, exist_ok=True)
