@@ -1,7 +1,8 @@
 """A campaign: draw (or load) cases, run them through a pool, keep every result, record new bugs.
 
 The drawn cases are written to <out>/cases.jsonl before anything runs, so a campaign can be rerun
-exactly anywhere (`--cases-from`), whatever Hypothesis version draws there. Results are appended
+exactly anywhere (`--cases-from`), whatever Hypothesis version draws there; mutants of a program campaign's corpus
+(harness.corpus) are appended there as they are drawn, before they run. Results are appended
 to <out>/results.jsonl as each case ends: a killed run loses nothing and the same --out resumes.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from harness import case as case_mod
-from harness import kernels, oracle, record, report, untrusted
+from harness import corpus, kernels, oracle, record, report, untrusted
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
@@ -56,6 +57,7 @@ class Options:
     peer: bool = False               # the kernels' own test shapes (Family.peer) instead of drawn cases
     max_worker_restarts: int | None = None  # dead or hung workers replaced, then the run stops (None: 4 per worker)
     server: Path | None = None       # the socket of a `harness serve` whose workers run the cases (None: its own)
+    mutate: float = corpus.SHARE     # of drawn program campaigns' cases: mutants of their corpus (harness.corpus)
 
 
 def _err(*lines):
@@ -76,6 +78,18 @@ def draw(families, n, seed, per_kernel, cover=True, per_row=1) -> list[case_mod.
 
 def write_cases(path: Path, cases) -> None:
     path.write_text("".join(case_mod.to_json(c) + "\n" for c in cases))
+
+
+def append_cases(path: Path, cases) -> None:
+    with open(path, "a") as f:
+        f.write("".join(case_mod.to_json(c) + "\n" for c in cases))
+
+
+def mutants(opts: Options) -> int:
+    """How many of the campaign's cases are to be mutants of its corpus (harness.corpus): a share of a fresh,
+    unsharded draw that holds generated programs."""
+    drawn = not (opts.cases_from or opts.peer) and opts.shard == (1, 1) and "program" in opts.families
+    return int(opts.cases * opts.mutate) if drawn else 0
 
 
 def load_cases(path: Path) -> list[case_mod.Case]:
@@ -122,17 +136,19 @@ def plan(opts: Options) -> list[case_mod.Case]:
 
         cases = [c for f in opts.families for c in strategies.peer(f)]
     else:
-        cases = draw(opts.families, opts.cases, opts.seed, opts.per_kernel, opts.pairwise, opts.per_row)
+        cases = draw(opts.families, opts.cases - mutants(opts), opts.seed, opts.per_kernel, opts.pairwise, opts.per_row)
     i, n = opts.shard
     cases = [c for c in cases if shard_of(c, n) == i]
     if not cases:
         raise CampaignError(f"shard {i}/{n} holds none of the cases")
     path = opts.out / "cases.jsonl"
     if path.exists():
-        there = [c.id for c in load_cases(path)]
-        if there != [c.id for c in cases]:
+        there = load_cases(path)
+        # After the drawn cases, the mutants its corpus added (harness.corpus), if it mutates.
+        if [c.id for c in there[:len(cases) if mutants(opts) else None]] != [c.id for c in cases]:
             raise CampaignError(f"{opts.out} holds another campaign ({len(there)} cases in {path}): "
                                 f"resume it with --cases-from {path}, or choose another --out")
+        cases = there
     path, ids = opts.out / "results.jsonl", {c.id for c in cases}
     results = read_results(path, resume=False)[0]
     foreign = [r.case_id for r in results if r.case_id not in ids]
@@ -216,7 +232,8 @@ def run(opts: Options) -> int:
         try:
             deadline = t0 + opts.time if opts.time else None
             in_background(report.plotting)  # for the report, while the cases run
-            results, known = _run_cases(pool, todo, probed, opts, results_path, deadline)
+            feedback = _feedback(opts, cases, previous, workers)
+            results, known = _run_cases(pool, todo, probed, opts, results_path, deadline, feedback)
         except Untestable as e:  # every case would fail the same way: not a finding about kernels
             _err(f"harness run: cannot test here: tilelang {e}")
             return 125
@@ -288,8 +305,20 @@ def _tested_on(probe: Future) -> dict:
     return env
 
 
+def _feedback(opts: Options, cases, previous, workers: int) -> corpus.Feedback:
+    """The rounds that feed <out>/corpus and draw mutants from it, with the results already in <out> offered first."""
+    kept = corpus.Corpus(opts.out / "corpus")
+    done = {r.case_id: r for r in previous}
+    for c in cases:
+        if c.id in done:
+            kept.offer(done[c.id])
+    budget = max(0, opts.cases - len(cases)) if mutants(opts) else 0
+    return corpus.Feedback(kept, opts.mutate if mutants(opts) else 0, budget, opts.seed, opts.per_kernel, workers,
+                           {c.id for c in cases}, partial(append_cases, opts.out / "cases.jsonl"))
+
+
 def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Path,
-               deadline: float | None) -> tuple[list[Result], dict]:
+               deadline: float | None, feedback: corpus.Feedback) -> tuple[list[Result], dict]:
     """Run `todo`, appending each result to `results_path` and recording each new failure
     signature as it comes (a run killed midway keeps its reproducers): (results, known).
     Untestable, with nothing written, if the environment `probe` finds no TileLang."""
@@ -304,9 +333,9 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
     every = 0.2 if sys.stderr.isatty() else 30
     recorded, sink = set(), None
     with contextlib.ExitStack() as stack:
-        bar = stack.enter_context(tqdm(total=len(todo), unit="case", file=sys.stderr, mininterval=every,
+        bar = stack.enter_context(tqdm(total=len(todo) + feedback.left, unit="case", file=sys.stderr, mininterval=every,
                                        maxinterval=max(every, 10)))
-        for r in pool.run(todo, deadline):
+        for r in feedback.run(pool, todo, deadline):
             if sink is None:  # the first result: the probe, run meanwhile, must have found TileLang
                 env = _tested_on(probe)
                 known = _read(known_bugs, opts, broken)

@@ -142,10 +142,35 @@ def describe(about: dict | None) -> str:
             f"families {', '.join(about.get('families') or ())}")
 
 
+def feature_growth(results: list[Result]) -> list[tuple[int, int, int]]:
+    """(programs, distinct CUDA features, distinct pairs of them) after each new generated program, in the order the
+    results came (harness.cuda_features: a result's `features`; the corpus keeps programs for new ones)."""
+    programs, features, pairs, out = set(), set(), set(), []
+    for r in results:
+        if r.case.program and r.features is not None and r.case.program not in programs:
+            programs.add(r.case.program)
+            features |= set(r.features)
+            pairs |= {(a, b) for a in r.features for b in r.features if a < b}
+            out.append((len(programs), len(features), len(pairs)))
+    return out
+
+
+FEATURES_PLOT = "features.png"  # beside summary.md: CUDA features seen against programs run
+
+
+def _features_line(growth) -> list[str]:
+    if not growth:
+        return []
+    programs, features, pairs = growth[-1]
+    return [f"CUDA features seen: {features} (pairs: {pairs}) in {programs} programs\n",
+            f"![CUDA features and pairs seen against programs run]({FEATURES_PLOT})\n"]
+
+
 def summary(results: list[Result], known: dict | None = None, about: dict | None = None, titled=None) -> str:
     """The markdown report; `titled`: tables(results, known), if the caller has them."""
     titled = tables(results, known) if titled is None else titled
-    return "\n".join([f"{describe(about)}\n", *(f"## {title}\n\n{markdown(t)}" for title, t in titled)])
+    return "\n".join([f"{describe(about)}\n", *_features_line(feature_growth(results)),
+                      *(f"## {title}\n\n{markdown(t)}" for title, t in titled)])
 
 
 RUN = "run.json"  # in a run's directory: campaign.about, the report's first line (harness report reads it again)
@@ -167,6 +192,9 @@ def write(out_dir, results: list[Result], known: dict | None = None, about: dict
     titled = tables(results, known, df)  # once for the markdown and the page: the coverage table takes seconds
     text = summary(results, known, about, titled)
     (out_dir / "summary.md").write_text(text)
+    growth = feature_growth(results)
+    if growth:
+        features_plot(growth, out_dir / FEATURES_PLOT)
     df.to_csv(out_dir / "results.csv", index=False)
     (out_dir / "report.html").write_text(html(df, titled, about))
     return text
@@ -237,6 +265,22 @@ def plots(df: pd.DataFrame) -> list[str]:
         out.append(_png(fig))
         plt.close(fig)
     return out
+
+
+def features_plot(growth, path: Path) -> None:
+    """Distinct CUDA features and pairs of them against the generated programs run (feature_growth), to `path`."""
+    plt = plotting()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    programs = [g[0] for g in growth]
+    ax.plot(programs, [g[1] for g in growth], label="features")
+    ax.set_xlabel("generated programs run")
+    ax.set_ylabel("distinct CUDA features")
+    pairs = ax.twinx()
+    pairs.plot(programs, [g[2] for g in growth], color="#ff7f0e", label="pairs of features")
+    pairs.set_ylabel("distinct pairs")
+    ax.legend(handles=ax.lines + pairs.lines, loc="upper left", fontsize=8)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
 
 
 def html(df: pd.DataFrame, titled, about: dict | None = None) -> str:

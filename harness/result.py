@@ -106,6 +106,7 @@ class Result:
     checks: list | None = None      # each judged tensor (oracle.Check as a dict)
     hazards: tuple | None = None    # the code scan's findings (Finding)
     code: str | None = None         # digest of the generated code
+    features: tuple | None = None   # its code features (harness.cuda_features), sorted: what the corpus keeps programs for
     fatal: bool = False             # the worker must exit (a poisoned CUDA context); on the pipe only
     gpu: str | None = None          # the GPU it ran on, when the pool spreads over several
     # A HANG's cause as the code scan predicts it: the checks (oracle.DEADLOCKS) among its findings. Its message
@@ -188,9 +189,10 @@ _FIELDS = frozenset(f.name for f in fields(Result)) - {"extra", "keys"}
 # How a field is written (to_dict) and read (from_dict), where JSON does not hold it as it is.
 _WRITE = {"case": case_mod.to_dict, "verdict": lambda v: v.value,
           "hazards": lambda found: None if found is None else [f.to_json() for f in found],
-          "predicted": lambda checks: None if checks is None else list(checks)}
+          "predicted": lambda checks: None if checks is None else list(checks),
+          "features": lambda names: None if names is None else sorted(names)}
 _READ = {"case": case_mod.from_dict, "hazards": lambda found: tuple(Finding.from_json(f) for f in found),
-         "predicted": tuple}
+         "predicted": tuple, "features": tuple}
 
 
 def _copy(r: Result, **values) -> Result:

@@ -287,7 +287,7 @@ def run(fam, case, target: str) -> tuple[list[str], str, bool]:
         return lines, account, True
     if not t.passes:
         return ["compiled without running a pass (a kernel cache hit?): nothing traced"], "not traced", False
-    hazards, _ = worker.scan(fam, case, t.result)
+    hazards = worker.scan(fam, case, t.result)[0]
     made = hazards_made(t, hazards, script)
     named = [m for m in made if m.made_by]
     account = ("; ".join(f"{m.hazard.check} made by {m.made_by}" for m in named)

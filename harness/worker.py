@@ -55,16 +55,16 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
             return _refusal(fam, case, target, cache, failed)
         seconds["compile"] = time.perf_counter() - t0
         try:
-            found, code = scan(fam, case, kernel)
+            found, code, features = scan(fam, case, kernel)
         except Exception as e:
             return blame.failed(case, "hazards", e, seconds=seconds)
-        cache[key] = (kernel, found, code)
-    kernel, found, code = cache[key]
+        cache[key] = (kernel, found, code, features)
+    kernel, found, code, features = cache[key]
     why = oracle.invalid(case)
     if why:  # compiled: ACCEPTS_INVALID already; a run only counts what it writes outside its buffers
         ran = accepted_invalid(fam, case, kernel, why) if target == "auto" and not build_only else \
             oracle.accepts_invalid(case, why)
-        return ran.replace(seconds=seconds, hazards=found, code=code)
+        return ran.replace(seconds=seconds, hazards=found, code=code, features=features)
     base = control(fam, case) if target == "auto" else None
     if base is not None and kernels.kernel_key(base) not in cache:
         # The forms or twin check's kernel, built with the case's own (under the compile timeout, not in
@@ -73,10 +73,10 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         try:
             build_control(fam, base, target, cache)
         except Exception as e:  # its code scan broke (a compile error is cached): judged as in the twin stage
-            return blame.failed(case, "twin", e, fam, seconds=seconds).replace(hazards=found, code=code)
+            return blame.failed(case, "twin", e, fam, seconds=seconds).replace(hazards=found, code=code, features=features)
         seconds["control"] = time.perf_counter() - t0
     if target != "auto" or build_only:
-        return Result.of(case, "COMPILED", "compile", seconds=seconds, hazards=found, code=code)
+        return Result.of(case, "COMPILED", "compile", seconds=seconds, hazards=found, code=code, features=features)
     on_stage("run", hazards=found, code=code)
     stage = "inputs"
     try:
@@ -111,8 +111,8 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     except Exception as e:
         # A device fault is the kernel's wherever it surfaces: a sticky fault can escape the
         # launch's synchronize and hit the next torch call.
-        return blame.failed(case, stage, e, fam, seconds=seconds).replace(hazards=found, code=code)
-    return result.replace(hazards=found, code=code)
+        return blame.failed(case, stage, e, fam, seconds=seconds).replace(hazards=found, code=code, features=features)
+    return result.replace(hazards=found, code=code, features=features)
 
 
 def accepted_invalid(fam, case, kernel, why) -> Result:
@@ -300,14 +300,18 @@ def _text(out) -> str:
     return out.read()
 
 
-def scan(fam, case, kernel) -> tuple[tuple[Finding, ...], str]:
-    """What the compile-only checks see in the generated code (harness.codegen), and a digest of
-    that code: the same program compiled twice must give the same digest (harness.determinism)."""
-    from harness import codegen, compat
+def scan(fam, case, kernel) -> tuple[tuple[Finding, ...], str, tuple[str, ...]]:
+    """What the compile-only checks see in the generated code (harness.codegen), a digest of
+    that code (the same program compiled twice must give the same digest: harness.determinism), and its
+    code features (harness.cuda_features), sorted."""
+    from harness import codegen, compat, cuda_features
     sources = compat.kernel_sources(kernel)
+    fragments = fam.fragments(case)
     # One kernel at a time: buffer names, offsets and barrier numbers mean nothing across kernels.
-    found = [f for source in sources for f in codegen.check(source, fam.contiguous(case), fam.aligned)]
-    return tuple(Finding(f.check, f.message) for f in found), hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16]
+    found = [f for source in sources for f in codegen.check(source, fam.contiguous(case), fam.aligned, fragments)]
+    features = sorted(set().union(*(cuda_features.features(source, fragments) for source in sources)))
+    return (tuple(Finding(f.check, f.message) for f in found), hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16],
+            tuple(features))
 
 
 def warm_up(target: str) -> None:

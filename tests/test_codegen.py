@@ -116,10 +116,13 @@ def test_each_kernel_is_checked_alone():
         def contiguous(self, case):
             return {}
 
+        def fragments(self, case):
+            return {}
+
     main = WAIT_IN_FIRST_ITERATION.replace("void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n", "")
     other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].init(1);\n  mbarrier[8].arrive();\n" \
             "  mbarrier[8].wait(0);\n"
-    [found], code = scan(Family(), None, (Kernel(other), Kernel(main)))
+    [found], code, _ = scan(Family(), None, (Kernel(other), Kernel(main)))
     assert "mbarrier[8] waited on only inside a loop" in found.message and "shares" not in found.message
     assert code == scan(Family(), None, (Kernel(other), Kernel(main)))[1] != scan(Family(), None, (Kernel(main),))[1]
 
@@ -531,3 +534,131 @@ def test_registers_loaded_by_every_thread_and_read_inside_one_role_are_flagged()
     assert codegen.registers_across_roles(filled) == []
     assert codegen.registers_across_roles(ACROSS_ROLES.replace("  if (((int)threadIdx.x) < 128) {", "  if (n < 128) {")
                                           .replace("AFTER", "")) == []
+
+
+# Shared-memory races shown on one instance: a fill by one thread layout, then a copy in by another.
+FILL_THEN_COPY = """
+extern "C" __global__ void __launch_bounds__(128, 1) program_kernel(const half_t* __restrict__ G2, int n) {
+  extern __shared__ __align__(1024) half_t S1[];
+  #pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    S1[((i * 128) + ((int)threadIdx.x))] = half_t(0x0p+0f/*0.000000e+00*/);
+  }
+  BARRIER
+  *(uint4*)(S1 + (((int)threadIdx.x) * 8)) = *(uint4*)(G2 + (((int)threadIdx.x) * 8));
+}
+"""
+
+
+def test_two_writes_of_one_shared_address_by_two_warps_with_no_barrier_between_race():
+    [f] = codegen.check(FILL_THEN_COPY.replace("BARRIER", ""))
+    assert f.check == "racing_shared_writes" and f.line == 9 and "S1 written here and S1 at line 6" in f.message
+
+
+def test_writes_ordered_by_a_barrier_or_each_threads_own_do_not_race():
+    assert codegen.check(FILL_THEN_COPY.replace("BARRIER", "__syncthreads();")) == []
+    own = FILL_THEN_COPY.replace("BARRIER", "").replace("(i * 128) + ((int)threadIdx.x)", "(((int)threadIdx.x) * 8) + i")
+    assert codegen.check(own) == []
+
+
+# A pipelined loop's stage read from shared memory (another thread's element), then the next tile written over it.
+READ_THEN_REFILL = """
+extern "C" __global__ void __launch_bounds__(128, 1) k(const half_t* __restrict__ G2, float* __restrict__ G3, int n) {
+  extern __shared__ __align__(1024) uchar buf_dyn_shmem[];
+  void* S1 = ((void*)((char*)buf_dyn_shmem + 0));
+  void* S4 = ((void*)((char*)buf_dyn_shmem + 256));
+  float F2[1];
+  for (int k = 0; k < ((n + 127) >> 7); ++k) {
+    F2[0] = ((float)((half_t*)S1)[(127 - ((int)threadIdx.x))]);
+    BARRIER
+    ((half_t*)S1)[((int)threadIdx.x)] = G2[((k * 128) + ((int)threadIdx.x))];
+    ((half_t*)S4)[((int)threadIdx.x)] = G2[((k * 128) + ((int)threadIdx.x))];
+    G3[((k * 128) + ((int)threadIdx.x))] = F2[0];
+  }
+}
+"""
+
+
+def test_a_tile_overwritten_in_the_trip_that_another_warp_reads_it_is_flagged():
+    [f] = codegen.check(READ_THEN_REFILL.replace("BARRIER", ""))
+    assert f.check == "overwritten_while_read" and f.line == 10
+    assert "loop over k (line 7)" in f.message and "S1, line 8" in f.message
+
+
+def test_a_refill_after_a_barrier_or_into_the_readers_own_element_or_another_buffer_is_fine():
+    assert codegen.check(READ_THEN_REFILL.replace("BARRIER", "__syncthreads();")) == []
+    own = READ_THEN_REFILL.replace("BARRIER", "").replace("(127 - ((int)threadIdx.x))", "((int)threadIdx.x)")
+    assert codegen.check(own) == []
+
+
+def test_a_read_the_instance_cannot_evaluate_is_not_judged():
+    data = READ_THEN_REFILL.replace("BARRIER", "").replace("(127 - ((int)threadIdx.x))", "((int)F2[0])")
+    assert codegen.check(data) == []
+
+
+def test_a_register_array_shorter_than_its_fragments_elements_per_thread_of_the_block_is_flagged():
+    src = "__global__ void __launch_bounds__(256, 1) k() {\n  float F3[8];\n  float F4[2];\n}\n"
+    [f] = codegen.check(src, fragments={"F3": 16 * 256, "F4": 128})
+    assert f.check == "short_register_arrays" and "F3[8]" in f.message and "16 elements" in f.message
+    # TileLang's producer warp group doubles a 128-thread program's block: 8 of its 2048 elements each is right.
+    assert codegen.check(src, fragments={"F3": 2048, "F4": 512}) == []
+
+
+# 0.1.15's warp-specialized T.Pipelined(3, num_stages=1) loop that reads S, then loads the next tile into it (S loaded
+# before the loop): the producer's first wait on the empty slot passes at once, so its first load lands on the tile
+# the code before the loop loaded, before any consumer waited for that one.
+PRELOADED = """
+extern "C" __global__ void __launch_bounds__(256, 1) k(__grid_constant__ const CUtensorMap A_desc, int n) {
+  __shared__ __align__(16) uint64_t mbarrier_mem[3];
+  auto mbarrier = reinterpret_cast<Barrier*>(mbarrier_mem);
+  extern __shared__ __align__(1024) half_t S[];
+  half_t R[16];
+  if (tl::tl_shuffle_elect<0>()) {
+    mbarrier[0].init(1);
+    mbarrier[1].init(128);
+    mbarrier[2].init(1);
+  }
+  tl::fence_barrier_init();
+  __syncthreads();
+  if (tl::tl_shuffle_elect<256>()) {
+    mbarrier[2].arrive_and_expect_tx(4096);
+    tl::tma_load(A_desc, mbarrier[2], (&(S[0])), 0, (((int)blockIdx.x) * 32));
+  }
+  __syncthreads();
+  if (((int)threadIdx.x) < 128) {
+    for (int k = 0; k < 3; ++k) {
+      mbarrier[1].wait(((k & 1) ^ 1));
+      if (tl::tl_shuffle_elect<128>()) {
+        mbarrier[0].arrive_and_expect_tx(4096);
+        tl::tma_load(A_desc, mbarrier[0], (&(S[0])), 0, (k * 32));
+      }
+    }
+  } else {
+    for (int k_1 = 0; k_1 < 3; ++k_1) {
+      if (k_1 == 0) {
+        mbarrier[2].wait(0);
+      }
+      mbarrier[0].wait((k_1 & 1));
+      #pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        *(uint4*)(R + (i * 8)) = *(uint4*)(S + (((i * 1024) + (((int)threadIdx.x) * 8)) - 1024));
+      }
+      mbarrier[1].arrive();
+    }
+  }
+}
+"""
+
+
+def test_a_tile_loaded_again_before_anyone_waited_for_its_first_load_is_flagged():
+    found = [f for f in codegen.check(PRELOADED) if f.check == "overwritten_before_read"]
+    assert [f.line for f in found] == [24] and "load at line 16 into it (on mbarrier[2])" in found[0].message
+
+
+def test_a_refill_after_the_readers_release_or_into_another_slot_is_fine():
+    # The producer's first wait needs the consumers' release, which follows their wait for the first load.
+    released = PRELOADED.replace("mbarrier[1].wait(((k & 1) ^ 1));", "mbarrier[1].wait((k & 1));") \
+        .replace("      mbarrier[0].wait((k_1 & 1));", "      mbarrier[1].arrive();\n      mbarrier[0].wait((k_1 & 1));")
+    assert not [f for f in codegen.check(released) if f.check == "overwritten_before_read"]
+    other_slot = PRELOADED.replace("mbarrier[0], (&(S[0]))", "mbarrier[0], (&(S[(((k & 1) + 1) * 2048)]))")
+    assert not [f for f in codegen.check(other_slot) if f.check == "overwritten_before_read"]

@@ -67,14 +67,14 @@ def test_the_minimizer_drops_one_form_at_a_time():
 @pytest.fixture(autouse=True)
 def _no_code_scan(monkeypatch):
     """The fakes' kernels have no generated code to scan."""
-    monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ([], "digest"))
+    monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ([], "digest", ()))
 
 
 def test_the_default_kernel_is_cached_scanned_for_the_default_case_itself():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0])})
     cache = {}
     worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", cache, {}, {"O": torch.tensor([1.0])})
-    assert cache[kernels.kernel_key(Case())] == ((), [], "digest")
+    assert cache[kernels.kernel_key(Case())] == ((), [], "digest", ())
 
 
 def _fake(outputs_of):
@@ -120,7 +120,7 @@ def test_a_forms_case_on_a_gpu_builds_its_default_kernel_with_its_own(monkeypatc
     cache = {}
     r = worker.run_case(Case(forms=("q_load=loop",)), "auto", cache, build_only=True)
     assert r.verdict == "COMPILED" and built == [("q_load=loop",), ()] and "control" in r.seconds
-    assert cache[kernels.kernel_key(Case())] == ((), [], "digest")
+    assert cache[kernels.kernel_key(Case())] == ((), [], "digest", ())
     built.clear()
     r = worker.run_case(Case(forms=("kv_load=loop",)), "sm_90a", {})
     assert built == [("kv_load=loop",)] and "control" not in (r.seconds or {})

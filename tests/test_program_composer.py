@@ -78,3 +78,16 @@ def test_the_composer_names_no_statement_kind():
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not hasattr(builtins, n.id)} | \
             {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     assert not (literals | names) & set(KINDS), sorted((literals | names) & set(KINDS))
+
+
+def test_a_corpus_mutant_can_take_a_statement_the_composer_draws():
+    """mutate's insert is the composer's own draw (generate.insert), into any body, kept only if the mutant is valid."""
+    import random
+
+    from harness.programs import mutate
+    p = generate.template("attention")
+    grown = [q for q in (mutate.mutate(p, random.Random(seed), generate.insert) for seed in range(60))
+             if q and len(list(model.walk(q.body))) > len(list(model.walk(p.body)))]
+    assert grown, "no insert was kept"
+    for q in grown:
+        assert model.from_json(model.to_json(q)) == q      # valid: model.check ran in from_json

@@ -276,7 +276,7 @@ def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported,
                      "zero times")
     monkeypatch.setattr(replay, "gpu_count", lambda: 0)
     monkeypatch.setattr(triage, "trace", lambda build: trace)
-    monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ((hazard,), "digest"))
+    monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ((hazard,), "digest", ()))
     out = _report(rep, tmp_path, env={"tilelang": "0.1.15"})
     cause = _section(out.text, "Root cause")
     assert f"hazard: {hazard}" in cause and "unwaited_async_loads: made by pass tl.ProducerConsumerWarpSpecialized" in cause

@@ -74,12 +74,22 @@ def run_campaign(args, families) -> int:
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
                             shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures,
                             peer=args.peer, max_worker_restarts=args.max_worker_restarts,
-                            server=args.server)
+                            server=args.server, mutate=args.mutate)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
         print(f"harness {args.command}: {e}", file=sys.stderr)
         return 2
+
+
+def _share(text):
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1
+    if not 0 <= share <= 0.9:
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to 0.9, got {text!r}")
+    return share
 
 
 def _shard(text):
@@ -114,6 +124,9 @@ def campaign_args(p):
                         "command continues it; default: 4 per worker)")
     p.add_argument("--no-pairwise", action="store_true",
                    help="draw every kernel at random (default: first a covering array of static feature pairs)")
+    p.add_argument("--mutate", type=_share, default=1 / 3, metavar="SHARE",
+                   help="of a drawn campaign of generated programs, the share of cases that mutate programs of its "
+                        "corpus (<out>/corpus: those that showed new CUDA features; 0: none) (default: 1/3)")
     p.add_argument("--out", type=out_dir, default="reports/run", help="results directory (the same one resumes)")
     p.add_argument("--workers", type=positive(int, MAX_WORKERS), default=0,
                    help=f"worker processes (default: CPU cores - 1; at most {MAX_WORKERS})")

@@ -155,6 +155,9 @@ class Family:
     floors: Callable = _nothing
     # contiguous(case) -> {atomic destination: consecutive loop elements on consecutive addresses}.
     contiguous: Callable = _nothing
+    # fragments(case) -> {fragment (register array) name: its elements}
+    # (harness.codegen.short_register_arrays, harness.cuda_features).
+    fragments: Callable = _nothing
     # Kernels whose code no variant changes, and which kernel alone produces a tensor: a failure
     # pinned there is one bug whatever the variant (one signature, one reproducer).
     shared_kernels: frozenset = field(default_factory=frozenset)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -109,6 +110,11 @@ def tensors(case) -> tuple:
     return tuple((name, "forward") for name in program(case).written())
 
 
+def fragments(case) -> dict:
+    """Each fragment's elements: the code scan weighs its register array against them (harness.codegen)."""
+    return {b.name: math.prod(b.shape) for b in program(case).buffers if b.scope == "fragment"}
+
+
 def locate(case, inputs):
     """Region of an output element: the ragged last block's rows, an interior block's, or a buffer every block shares."""
     p = program(case)
@@ -134,6 +140,7 @@ FAMILY = Family(
     reference=reference,
     canonical=lambda case, outputs: outputs,
     locate=locate,
+    fragments=fragments,
     layouts=("bhsd",),
     dtypes=("float16",),
     gqa=False,

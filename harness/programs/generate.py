@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.programs import KINDS, model, templates
-from harness.programs.builder import PLAIN_THREADS, Builder, Drawn, First
+from harness.programs.builder import EXACT, PLAIN_THREADS, Builder, Drawn, First
 from harness.programs.model import Program, ProgramError
 from harness.programs.templates import TEMPLATES
 
@@ -100,6 +100,26 @@ def programs(st):
     def program(draw):
         return write(Drawn(draw, st))
     return program().filter(lambda p: p is not None)
+
+
+def insert(p: Program, c, at) -> tuple | None:
+    """A fresh statement for a mutant of `p` (harness.programs.mutate): drawn with choices `c` where `at` ("bx", or
+    "k" in a loop) indexes tiles, as (statements, new buffers) in JSON form; None if nothing was drawn. Every local
+    of `p` counts as defined (model.check refuses the mutant where it is not) and as large as its dtype holds
+    exactly, so no value the insert computes leaves the exact integers."""
+    import json
+    b = Builder(p.block, p.threads, statement=statement)
+    for x in p.buffers:
+        b.buffers[x.name] = x
+        b.mag[x.name] = EXACT[x.dtype] if x.local else model.INPUT_RANGE
+    b.defined = {x.name for x in p.buffers if x.local}
+    b.count = max((int(x.name[1:]) for x in p.buffers if x.name[1:].isdigit()), default=0)
+    statement(c, b, at, "trip" if at == "k" else "top")
+    if not b.body:
+        return None
+    added = [x for name, x in b.buffers.items() if name not in {y.name for y in p.buffers}]
+    doc = model.to_dict(Program(p.block, p.threads, tuple(added), tuple(b.body)))
+    return json.loads(json.dumps(doc["body"])), doc["buffers"]
 
 
 def template(name: str) -> Program:
