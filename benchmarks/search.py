@@ -32,7 +32,7 @@ def measure(run: Path, known: dict, wall=None) -> dict:
            "failure classes": len(classes), "classes no reproducer covers": len(new)}
     try:
         from harness.programs import relations
-        held = Counter(name for text in programs for name in relations.of(model.from_json(text)))
+        held = Counter(name for text in programs for name in relations.held(model.from_json(text)))
         out["relations held"] = len(held)
     except ImportError:
         pass

@@ -14,6 +14,7 @@ resumed campaign offers the results it holds first, and draws its later mutants 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -83,24 +84,24 @@ class Feedback:
         self.size = max(1, ROUND_PROGRAMS * workers * per_kernel)
 
     def run(self, pool, todo: list[Case], deadline=None):
-        """Yield each case's result as pool.run does: `todo`'s, then the mutants drawn after each round."""
-        fresh, round_ = list(todo), 0
+        """Yield each case's result as pool.run does: `todo`'s in rounds of `size`, each round after the first led by
+        its share of mutants of the corpus, handed to the pool whenever its queue runs low (no worker waits for a
+        round's last case); each result is offered to the corpus as it comes."""
+        fresh, rounds, last = list(todo), itertools.count(), [0]
         size = self.size if self.share else max(1, len(fresh))
-        pending = [] if fresh or not self.share else self._draw(min(size, self.left), round_)  # a resumed run's rest
-        while fresh or pending:
-            drawn, fresh = fresh[:size], fresh[size:]
-            batch = pending + drawn
-            got = {}
-            for r in pool.run(batch, deadline):
-                got[r.case_id] = r
-                yield r
-            if len(got) < len(batch):  # the deadline cut the round short
-                return
-            for c in batch:
-                self.corpus.offer(got[c.id])
-            round_ += 1
-            want = round(len(drawn) * self.share / (1 - self.share)) if fresh else size
-            pending = self._draw(min(want, self.left), round_) if self.share else []
+
+        def more() -> list[Case]:
+            """The share of mutants the previous round's drawn cases call for (`size` once none is left), then the
+            next round's drawn cases."""
+            want = round(last[0] * self.share / (1 - self.share)) if fresh else size
+            mutants = self._draw(min(want, self.left), next(rounds)) if self.share else []
+            drawn, fresh[:] = fresh[:size], fresh[size:]
+            last[0] = len(drawn)
+            return mutants + drawn
+
+        for r in pool.run(more(), deadline, more=more):
+            self.corpus.offer(r)
+            yield r
 
     def _draw(self, count: int, round_: int) -> list[Case]:
         rng = random.Random(f"{self.seed}/{round_}")

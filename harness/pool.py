@@ -264,17 +264,25 @@ class Pool:
     def run_one(self, case) -> Result:
         return next(iter(self.run([case])))
 
-    def run(self, cases, deadline=None):
+    def run(self, cases, deadline=None, more=None):
         """Yield one Result per case, in completion order, until `deadline` (time.monotonic()):
         then the cases not yet answered are not run, and those in flight are abandoned (a cold
         compile can outlast a time box by minutes). RestartsExhausted ends it the same way when the
-        next job would need a replacement past max_restarts (every result so far was yielded)."""
+        next job would need a replacement past max_restarts (every result so far was yielded).
+        `more()`, asked whenever fewer cases wait than there are workers, gives cases to add (a
+        campaign's next round: no worker waits for the last case of the one before)."""
         self._budget([])
         groups = self.sched.group(cases)
+        wanted = len(cases)
         mine = set()  # slots running a case of this run
         try:
             while deadline is None or time.monotonic() < deadline:
-                mine |= self._dispatch(groups, len(cases))
+                if more is not None and sum(map(len, groups.values())) < self.sched.n:
+                    extra = more()
+                    for key, group in self.sched.group(extra).items():
+                        groups.setdefault(key, []).extend(group)
+                    wanted += len(extra)
+                mine |= self._dispatch(groups, wanted)
                 if not mine and not groups:
                     return
                 for slot, r in self._events(deadline):

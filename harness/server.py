@@ -269,7 +269,13 @@ class Remote:
         done.set_result(self.environment)
         return done
 
-    def run(self, cases, deadline=None):
+    def run(self, cases, deadline=None, more=None):
+        """As Pool.run; `more()` is asked once each batch has ended (the server runs one batch at a time)."""
+        while cases:
+            yield from self._batch(cases, deadline)
+            cases = more() if more is not None and (deadline is None or time.monotonic() < deadline) else []
+
+    def _batch(self, cases, deadline):
         seconds = None if deadline is None else max(0.0, deadline - time.monotonic())
         _send(self.stream, run={"cases": [case_mod.to_dict(c) for c in cases], "timeouts": asdict(self.timeouts),
                                 "max_restarts": self.max_restarts, "seconds": seconds})

@@ -40,11 +40,14 @@ class FakePool:
     def __init__(self):
         self.batches = []
 
-    def run(self, cases, deadline=None):
-        self.batches.append([c.id for c in cases])
-        for c in reversed(cases):
-            ops = [s["op"] + str(i) for i, s in enumerate(json.loads(c.program)["body"])]
-            yield _result(c, ops)
+    def run(self, cases, deadline=None, more=None):
+        """Each batch to its end, then `more()`: a pool whose queue runs low only once a batch is done."""
+        while cases:
+            self.batches.append([c.id for c in cases])
+            for c in reversed(cases):
+                ops = [s["op"] + str(i) for i, s in enumerate(json.loads(c.program)["body"])]
+                yield _result(c, ops)
+            cases = more() if more else []
 
 
 def _campaign(tmp_path, share=1 / 3, budget=6):
