@@ -114,8 +114,8 @@ def test_a_forms_case_on_a_gpu_builds_its_default_kernel_with_its_own(monkeypatc
     """Built in the compile stage (under the compile timeout, counted in seconds["control"]), a build-only job
     too; compiling for another target builds no control (nothing runs to compare)."""
     built = []
-    fam = types.SimpleNamespace(unsupported=lambda case: None, arch=None, needs=(), compiled=(), twins=False,
-                                build=lambda case, target: built.append(case.forms) or case.forms)
+    fam = types.SimpleNamespace(unsupported=lambda case: None, lacks=lambda case: None, arch=None, needs=(), compiled=(),
+                                twins=False, build=lambda case, target: built.append(case.forms) or case.forms)
     monkeypatch.setattr(kernels, "family", lambda name: fam)
     cache = {}
     r = worker.run_case(Case(forms=("q_load=loop",)), "auto", cache, build_only=True)
