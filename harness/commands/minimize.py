@@ -1,4 +1,5 @@
-"""harness minimize: shrink a reproducer's case while its failure signature stays the same."""
+"""harness minimize: shrink a reproducer's case while its failure signature stays the same.
+Exit 0 minimized (or already minimal), 125 nothing to minimize here: not reproduced, or cannot test."""
 from __future__ import annotations
 
 import sys
@@ -9,9 +10,9 @@ from harness.commands.common import (
     MAX_SECONDS,
     cannot_write_file,
     load,
-    nonnegative_int,
     positive,
     replay_args,
+    runs_or_none,
     timeouts,
 )
 
@@ -22,7 +23,8 @@ def add(sub) -> None:
                    help=f"seconds to spend shrinking (at most {MAX_SECONDS:g})")
     m.add_argument("--confirm", type=positive(int, MAX_RUNS), default=2,
                    help=f"a step is kept only if it reproduces this many times in a row (at most {MAX_RUNS})")
-    m.add_argument("--runs", type=nonnegative_int, default=3, help="runs of the minimized case to triage flakiness (0: none)")
+    m.add_argument("--runs", type=runs_or_none, default=3,
+                   help=f"runs of the minimized case to triage flakiness (0: none; at most {MAX_RUNS})")
     replay_args(m)
     m.set_defaults(func=cmd_minimize)
 
