@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         for text in args.register:
-            kernels.register(*kernels.spec(text))
+            _register(*kernels.spec(text))
         return args.func(args)
     except kernels.FamilyError as e:  # a family that cannot be registered or drawn: bad input, one line
         print(f"harness {args.command}: {e}", file=sys.stderr)
@@ -100,6 +100,19 @@ def main(argv=None) -> int:
         print(f"harness {args.command}: HARNESS_ERROR, the harness's own failure, not TileLang's: "
               f"{type(e).__name__}: {first} ({_keep_traceback(args.command, argv, e)})", file=sys.stderr)
         return 125 if step else HARNESS_ERROR_STATUS
+
+
+def _register(name: str, where: str) -> None:
+    """`--register name=where`, its module imported and its Family checked now, as Hypothesis's registries check
+    at registration: a family that cannot load is bad input before the command starts, not a failure once used."""
+    kernels.register(name, where)
+    try:
+        kernels.family(name)
+    except kernels.FamilyError:
+        raise
+    except (Exception, SystemExit) as e:  # the user's module ran: what it raised is its error, not the harness's
+        first = next(iter(str(e).splitlines()), "")
+        raise kernels.FamilyError(f"family {name!r}: {where} does not load: {type(e).__name__}: {first}") from None
 
 
 ERROR_LOGS = "~/.cache/harness/errors"  # where a HARNESS_ERROR's traceback goes

@@ -164,6 +164,14 @@ def inside_sources(out, reproducers) -> str | None:
     return None
 
 
+def is_file(path: Path) -> bool:
+    """path.is_file(), False where the check itself fails (EACCES on the way, say)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _path(text) -> Path:
     why = bad_path(text)
     if why:
@@ -247,7 +255,7 @@ def use_examples(args, families) -> None:
 
 def reproducer_args(p, dir_help="where reproducers live"):
     """The recorded reproducer a command reads: a file, or an id (or unique prefix) in --dir."""
-    p.add_argument("reproducer", help="a reproducer file, or an id (or unique id prefix) in --dir")
+    p.add_argument("reproducer", type=any_path, help="a reproducer file, or an id (or unique id prefix) in --dir")
     p.add_argument("--dir", type=maybe_dir, default="reproducers", help=dir_help)
 
 

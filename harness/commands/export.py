@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness.commands.common import cannot_write_file, load, out_file, reproducer_args
+from harness.commands.common import cannot_write_any, cannot_write_file, load, out_file, reproducer_args
 
 
 def add(sub) -> None:
@@ -26,7 +26,7 @@ def cmd_export(args) -> int:
     if rep is None:
         return 2
     to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{rep.id}.standalone.py"
-    why = cannot_write_file(to)
+    why = cannot_write_any(lambda: cannot_write_file(to))
     if why:
         print(f"harness export: {why}", file=sys.stderr)
         return 2

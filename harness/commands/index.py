@@ -1,10 +1,11 @@
 """harness index: reproducers/INDEX.md from the reproducer files."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from harness import record
-from harness.commands.common import out_dir
+from harness.commands.common import cannot_write_any, cannot_write_file, out_dir
 
 
 def add(sub) -> None:
@@ -16,6 +17,15 @@ def add(sub) -> None:
 def cmd_index(args) -> int:
     """reproducers/INDEX.md from the reproducer files."""
     path = Path(args.dir) / "INDEX.md"
-    path.write_text(record.index(args.dir))
+    why = cannot_write_any(lambda: cannot_write_file(path))
+    if why:
+        print(f"harness index: {why}", file=sys.stderr)
+        return 2
+    try:
+        text = record.index(args.dir)
+    except record.RecordError as e:  # the index lists every reproducer: one it cannot read is not left out silently
+        print(f"harness index: {e}", file=sys.stderr)
+        return 2
+    path.write_text(text)
     print(f"wrote {path}")
     return 0

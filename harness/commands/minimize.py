@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.commands.common import (
     MAX_RUNS,
     MAX_SECONDS,
+    cannot_write_any,
     cannot_write_file,
     load,
     positive,
@@ -35,7 +36,7 @@ def cmd_minimize(args) -> int:
     rep, path = load(args, "minimize")
     if rep is None:
         return 2
-    why = cannot_write_file(path)  # the minimized reproducer replaces it
+    why = cannot_write_any(lambda: cannot_write_file(path))  # the minimized reproducer replaces it
     if why:
         print(f"harness minimize: {why}", file=sys.stderr)
         return 2
