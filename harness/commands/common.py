@@ -22,6 +22,13 @@ MAX_SECONDS = 7 * 86_400.0    # --time, --budget, --minimize-budget: a week
 MIN_START_TIMEOUT = 5.0
 
 
+# Exit statuses every command shares; each command's module declares its own in EXITS (the README's table is
+# cli.exit_table(), a test keeps the two the same). 130, Ctrl-C, is cli.main's for every command.
+BAD_INPUT = "bad input"
+HARNESS_ERROR = "HARNESS_ERROR"
+DONE = {0: "done", 2: BAD_INPUT, 4: HARNESS_ERROR}
+
+
 def positive(kind, most=None, least=None):
     def parse(text):
         try:

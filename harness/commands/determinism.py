@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
     MAX_WORKERS,
     arch,
     cannot_write_any,
@@ -18,6 +20,9 @@ from harness.commands.common import (
 from harness.worker import ARCHES
 
 MAX_HASH_SEED = 4_294_967_295  # PYTHONHASHSEED's range is [0, 2**32 - 1]
+
+
+EXITS = {0: "the same code every compile", 1: "some kernel's code differs", 2: BAD_INPUT, 4: HARNESS_ERROR}
 
 
 def add(sub) -> None:

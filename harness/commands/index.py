@@ -5,7 +5,9 @@ import sys
 from pathlib import Path
 
 from harness import record
-from harness.commands.common import cannot_write_any, cannot_write_file, out_dir
+from harness.commands.common import DONE, cannot_write_any, cannot_write_file, out_dir
+
+EXITS = DONE
 
 
 def add(sub) -> None:

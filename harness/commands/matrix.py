@@ -8,6 +8,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness import kernels, record
 from harness.commands.common import (
+    DONE,
     MAX_RUNS,
     MAX_WORKERS,
     cannot_write_any,
@@ -18,6 +19,8 @@ from harness.commands.common import (
     out_dir,
     positive,
 )
+
+EXITS = DONE
 
 
 def add(sub) -> None:

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
     MAX_RUNS,
     MAX_SECONDS,
     cannot_write_any,
@@ -16,6 +18,9 @@ from harness.commands.common import (
     runs_or_none,
     timeouts,
 )
+
+EXITS = {0: "minimized, or already minimal", 2: BAD_INPUT, 4: HARNESS_ERROR,
+         125: "nothing minimized: not reproduced here, or cannot test here"}
 
 
 def add(sub) -> None:

@@ -1,6 +1,10 @@
 """harness programs: the vocabulary of generated programs: statement kinds, chains, twins."""
 from __future__ import annotations
 
+from harness.commands.common import DONE
+
+EXITS = DONE
+
 
 def add(sub) -> None:
     pg = sub.add_parser("programs", help="generated programs' vocabulary: statement kinds, the chains they start from, the twins")

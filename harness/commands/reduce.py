@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
     MAX_SECONDS,
     MAX_TIMEOUT,
     MAX_WORKERS,
@@ -19,6 +21,8 @@ from harness.commands.common import (
     out_file,
     positive,
 )
+
+EXITS = {0: "reduced", 2: BAD_INPUT, 4: HARNESS_ERROR, 125: "the file does not reproduce here"}
 
 
 def add(sub) -> None:

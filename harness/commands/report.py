@@ -5,9 +5,12 @@ import sys
 from pathlib import Path
 
 from harness import record
-from harness.commands.common import cannot_write_any, cannot_write_files, in_dir, maybe_dir
+from harness.commands.common import DONE, cannot_write_any, cannot_write_files, in_dir, maybe_dir
 
 REPORT_FILES = ("summary.md", "results.csv", "report.html")  # what it writes, each checked first
+
+
+EXITS = DONE
 
 
 def add(sub) -> None:

@@ -6,8 +6,10 @@ import json
 import sys
 
 from harness import record, sanitizer
-from harness.commands.common import MAX_RUNS, in_dir, load, positive, replay_args, timeouts
+from harness.commands.common import BAD_INPUT, MAX_RUNS, in_dir, load, positive, replay_args, timeouts
 from harness.environment import environment
+
+EXITS = {0: "not reproduced", 1: "reproduced", 2: BAD_INPUT, 125: "cannot test here, or HARNESS_ERROR"}
 
 
 def add(sub) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 from harness import case as case_mod
 from harness import kernels, record, sanitizer
 from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
     MAX_SECONDS,
     MAX_WORKERS,
     any_path,
@@ -34,6 +36,10 @@ RUN_FILES = ("cases.jsonl", "results.jsonl", "run.json", "summary.md", "results.
 MAX_CASES = 100_000
 DEFAULT_CASES = 100           # --cases: left unset so that --cases-from can refuse a count given with it
 MAX_PER_KERNEL = 256          # --per-kernel, --per-row
+
+
+EXITS = {0: "nothing new failed", 1: "a new failure (or workers died past --max-worker-restarts)", 2: BAD_INPUT,
+         4: HARNESS_ERROR, 125: "TileLang does not import"}
 
 
 def add(sub) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from harness import server
 from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
     MAX_SECONDS,
     MAX_WORKERS,
     any_path,
@@ -19,6 +21,9 @@ from harness.commands.common import (
 )
 from harness.environment import gpu_count
 from harness.pool import default_size
+
+EXITS = {0: "ended (idle, --stop, Ctrl-C, SIGTERM), or listening (--detach)", 2: BAD_INPUT, 4: HARNESS_ERROR,
+         130: "Ctrl-C before it listens"}
 
 
 def add(sub) -> None:

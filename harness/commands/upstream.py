@@ -6,6 +6,8 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
     arch,
     cannot_write_any,
     cannot_write_file,
@@ -18,6 +20,8 @@ from harness.commands.common import (
     use_examples,
 )
 from harness.worker import ARCHES
+
+EXITS = {0: "written", 2: BAD_INPUT, 4: HARNESS_ERROR}
 
 
 def add(sub) -> None:
