@@ -14,7 +14,6 @@ import pytest
 
 from harness import campaign, cli, record
 from harness.case import Case
-from harness.commands import forms
 from harness.result import Result
 
 REPRODUCERS = Path(__file__).resolve().parent.parent / "reproducers"
@@ -288,12 +287,60 @@ def test_an_exception_in_any_command_is_one_line_never_1(tmp_path, home, monkeyp
         assert log.parent == home / ".cache" / "harness" / "errors" and "second line" in log.read_text()
 
 
-def test_ctrl_c_in_a_command_body_is_130(capsys, monkeypatch):
+def test_ctrl_c_in_any_command_body_is_130(tmp_path, home, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(home))
+
     def interrupted(args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(forms, "cmd_forms", interrupted)
-    assert cli.main(["forms"]) == 130
-    assert capsys.readouterr().err == "harness forms: interrupted; what was written so far is kept\n"
+    for command in cli.COMMANDS:
+        for name in {a for a in dir(command) if a.startswith("cmd_")}:
+            monkeypatch.setattr(command, name, interrupted)
+    for command, argv in _argv(tmp_path).items():
+        assert cli.main([command, *argv]) == 130, command
+        assert capsys.readouterr().err == f"harness {command}: interrupted; what was written so far is kept\n"
+
+
+# ----------------------------------------------------------------------------- one exit table (#55)
+def _name(command) -> str:
+    return command.__name__.rsplit(".", 1)[1]
+
+
+def test_the_readmes_exit_table_is_what_the_commands_declare():
+    readme = (REPRODUCERS.parent / "README.md").read_text()
+    assert cli.exit_table() in readme
+    named = [n for line in cli.exit_table().splitlines()[2:] for n in line.split(" | ")[0].strip("| ").split(", ")]
+    assert sorted(named) == sorted(f"`harness {_name(c)}`" for c in cli.COMMANDS)  # each command, once
+
+
+@pytest.mark.parametrize("command", cli.COMMANDS, ids=_name)
+def test_a_command_returns_no_status_its_row_does_not_give(command):
+    """Every status a command's code returns as a number is in its row (a status it passes on from the library,
+    replay's or reduce's, is named in the row's words)."""
+    import ast
+    tree = ast.parse(Path(command.__file__).read_text())
+    returned = {c.value for r in ast.walk(tree) if isinstance(r, ast.Return) and r.value is not None
+                for c in ast.walk(r.value) if isinstance(c, ast.Constant) and type(c.value) is int}
+    assert returned <= set(command.EXITS), (returned, command.EXITS)
+    assert command.EXITS[2] == "bad input" and any("HARNESS_ERROR" in w for w in command.EXITS.values())
+
+
+@pytest.mark.parametrize("command", cli.COMMANDS, ids=_name)
+def test_every_command_gives_its_rows_bad_input_and_harness_error(command, tmp_path, home, monkeypatch, capsys):
+    """2 for an option it does not have (before anything runs); its row's HARNESS_ERROR status for an exception."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(home))
+    name, argv = _name(command), _argv(tmp_path)[_name(command)]
+    with pytest.raises(SystemExit) as e:
+        cli.main([name, *argv, "--no-such-option"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "unrecognized arguments: --no-such-option" in err, err
+
+    def boom(args):
+        raise RuntimeError("injected")
+    monkeypatch.setattr(command, f"cmd_{name}", boom)
+    status = cli.main([name, *argv])
+    assert "HARNESS_ERROR" in command.EXITS[status], (name, status)
 
 
 # ----------------------------------------------------------------------------- runs (worker processes)
@@ -379,7 +426,7 @@ LONG = "a" * 300  # one path component over NAME_MAX (255 bytes): every call on 
     (["index", "--dir", LONG], "argument --dir: a path component of 300 bytes"),
     (["serve", LONG], "argument socket: a path component of 300 bytes"),
     (["run", "--out", "/".join(["b" * 200] * 25), "--cases", "1"], "argument --out: a path of 5024 bytes (at most 4095)"),
-    (["run", "--out", "~nosuchuser_55/x", "--cases", "1"], "argument --out: '~nosuchuser_55/x': Could not determine home directory"),
+    (["run", "--out", "~nosuchuser_55/x", "--cases", "1"], "'~nosuchuser_55/x': Could not determine home directory"),
 ], ids=["run-out", "cases-from", "repro-logs", "export-to", "report", "index", "serve", "path-max", "unknown-user"])
 def test_n1_a_path_that_cannot_be_one_is_refused_by_the_parser(argv, contains, run, reproducer):
     refused(*run(*[str(reproducer) if a == "R" else a for a in argv]), contains=contains)
