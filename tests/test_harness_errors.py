@@ -153,9 +153,8 @@ def test_export_to_where_no_file_can_be_written(to, contains, run, tmp_path, rep
 
 
 def test_upstream_to_a_read_only_directory_fails_before_compiling(run, reproducer, read_only):
-    t0 = time.monotonic()
+    """Nothing written: not TileLang's kernel cache under HOME either, which the triage's compile would fill."""
     refused(*run("upstream", reproducer, "--to", "ro/report.md"), contains="argument --to: cannot write in ro: ")
-    assert time.monotonic() - t0 < 15  # no triage compile (20 s on a CPU)
 
 
 def test_upstream_default_to_is_checked_too(run, tmp_path, reproducer, read_only):
@@ -401,7 +400,7 @@ def test_killing_a_runs_process_group_kills_its_workers(tmp_path):
     workers = _children(p.pid)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait(timeout=10)
-    _wait_for(lambda: not any(_alive(w) for w in workers), seconds=3)
+    _wait_for(lambda: not any(_alive(w) for w in workers))
 
 
 def test_a_time_box_that_drops_every_case_names_no_results_file(tmp_path):
