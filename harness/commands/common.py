@@ -27,6 +27,9 @@ MIN_START_TIMEOUT = 5.0
 BAD_INPUT = "bad input"
 HARNESS_ERROR = "HARNESS_ERROR"
 DONE = {0: "done", 2: BAD_INPUT, 4: HARNESS_ERROR}
+FOUND = {**DONE, 1: "found: `triage` a culprit pass, `export --check-program` a prim_func that differs"}
+# reduce and minimize change nothing where the bug is not here: not 1, which repro says for "reproduced"
+NOT_HERE = {**DONE, 125: "nothing changed: not reproduced here, or cannot test here"}
 
 
 def positive(kind, most=None, least=None):

@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness.commands.common import BAD_INPUT, HARNESS_ERROR, cannot_write_any, cannot_write_file, load, out_file, reproducer_args
+from harness.commands.common import FOUND, cannot_write_any, cannot_write_file, load, out_file, reproducer_args
 
-EXITS = {0: "written", 1: "--check-program: a prim_func differs", 2: BAD_INPUT, 4: HARNESS_ERROR}
+EXITS = FOUND
 
 
 def add(sub) -> None:

@@ -6,10 +6,9 @@ import sys
 from pathlib import Path
 
 from harness.commands.common import (
-    BAD_INPUT,
-    HARNESS_ERROR,
     MAX_RUNS,
     MAX_SECONDS,
+    NOT_HERE,
     cannot_write_any,
     cannot_write_file,
     load,
@@ -19,8 +18,7 @@ from harness.commands.common import (
     timeouts,
 )
 
-EXITS = {0: "minimized, or already minimal", 2: BAD_INPUT, 4: HARNESS_ERROR,
-         125: "nothing minimized: not reproduced here, or cannot test here"}
+EXITS = NOT_HERE
 
 
 def add(sub) -> None:

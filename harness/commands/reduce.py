@@ -5,12 +5,11 @@ import sys
 from pathlib import Path
 
 from harness.commands.common import (
-    BAD_INPUT,
-    HARNESS_ERROR,
     MAX_SECONDS,
     MAX_TIMEOUT,
     MAX_WORKERS,
     MIN_START_TIMEOUT,
+    NOT_HERE,
     any_path,
     cannot_write_any,
     cannot_write_file,
@@ -22,7 +21,7 @@ from harness.commands.common import (
     positive,
 )
 
-EXITS = {0: "reduced", 2: BAD_INPUT, 4: HARNESS_ERROR, 125: "the file does not reproduce here"}
+EXITS = NOT_HERE
 
 
 def add(sub) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import sys
 
 from harness import kernels
-from harness.commands.common import BAD_INPUT, HARNESS_ERROR, arch, in_dir, load, reproducer_args
+from harness.commands.common import FOUND, arch, in_dir, load, reproducer_args
 from harness.environment import environment
 from harness.worker import ARCHES
 
-EXITS = {0: "no culprit pass found", 1: "a culprit pass found", 2: BAD_INPUT, 4: HARNESS_ERROR}
+EXITS = FOUND
 
 
 def add(sub) -> None:

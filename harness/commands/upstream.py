@@ -6,8 +6,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness.commands.common import (
-    BAD_INPUT,
-    HARNESS_ERROR,
+    DONE,
     arch,
     cannot_write_any,
     cannot_write_file,
@@ -21,7 +20,7 @@ from harness.commands.common import (
 )
 from harness.worker import ARCHES
 
-EXITS = {0: "written", 2: BAD_INPUT, 4: HARNESS_ERROR}
+EXITS = DONE
 
 
 def add(sub) -> None:
