@@ -211,6 +211,7 @@ maybe_dir = _checked(lambda p: f"{p} is a file, not a directory" if p.exists() a
 in_dir = _checked(lambda p: None if p.is_dir() else f"{p} is a file, not a directory" if p.exists() else
                    _dangling(p) or f"no directory {p}")
 in_file = _checked(lambda p: None if p.is_file() else f"{p} is a directory, not a file" if p.is_dir() else
+                    f"{p} is not a regular file (a FIFO, a socket or a device)" if p.exists() else
                     _dangling(p) or f"no file {p}")
 any_path = _checked(lambda p: None)              # a path the command checks itself (a socket, a file or an id)
 

@@ -37,6 +37,9 @@ def cmd_export(args) -> int:
     except (export.ExportError, case_mod.CaseError) as e:
         print(f"harness export: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # where access(2) said yes and the write says no: /proc, a full disk
+        print(f"harness export: cannot write {to}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"wrote {written} ({', '.join(c.kernel for c in calls) or 'a generated program'})")
     if not args.check_program:
         return 0

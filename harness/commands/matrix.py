@@ -63,7 +63,10 @@ def cmd_matrix(args) -> int:
             if not paths:
                 raise record.RecordError(f"--dir {args.dir}: no reproducers (*.json) in it")
             families = {record.load(p).case.family for p in paths}
-        wanted = [Version(v) for v in args.releases.split(",")]
+        try:
+            wanted = [Version(v) for v in args.releases.split(",")]
+        except InvalidVersion as e:
+            raise bisect.BisectError(f"--releases {args.releases!r}: {e}") from None
         twice = sorted({str(v) for v in wanted if wanted.count(v) > 1})
         if twice:
             raise bisect.BisectError(f"--releases lists {', '.join(twice)} twice")
