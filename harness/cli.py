@@ -82,7 +82,13 @@ def main(argv=None) -> int:
     if not argv:  # a bare `harness`: what it can do
         p.print_help()
         return 0
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except Exception as e:  # an argument check that raised instead of saying why: still one line, never 1
+        command = next((a for a in argv if a in {c.__name__.rsplit(".", 1)[1] for c in COMMANDS}), "harness")
+        print(f"harness {command}: HARNESS_ERROR, the harness's own failure, not TileLang's: {type(e).__name__}: "
+              f"{next(iter(str(e).splitlines()), '')} ({_keep_traceback(command, argv, e)})", file=sys.stderr)
+        return 125 if command == "repro" or command == "bisect" and "--at" in " ".join(argv) else HARNESS_ERROR_STATUS
     try:
         for text in args.register:
             _register(*kernels.spec(text))

@@ -621,3 +621,17 @@ def test_o15_a_run_writes_neither_into_reproducers_nor_into_the_project(out, run
     project = str(REPRODUCERS.parent)
     refused(*run("run", "--cases", "1", "--out", out.replace("PROJECT", project), "--reproducers", "r"),
             contains="a run writes elsewhere")
+
+
+@pytest.mark.parametrize("argv, status", [(["index", "--dir", "d"], 4), (["repro", "x", "--logs", "l"], 125)])
+def test_an_argument_check_that_raises_is_still_inside_the_boundary(argv, status, home, monkeypatch, capsys):
+    """A path check's own bug (an OSError, not an ArgumentTypeError) is the harness's failure: one line, never 1."""
+    from harness.commands import common
+
+    def broken(text):
+        raise OSError(5, "Input/output error", text)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(common, "bad_path", broken)
+    assert cli.main(argv) == status
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"harness {argv[0]}: HARNESS_ERROR") and "OSError" in err, err
