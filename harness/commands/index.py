@@ -28,6 +28,10 @@ def cmd_index(args) -> int:
     except record.RecordError as e:  # the index lists every reproducer: one it cannot read is not left out silently
         print(f"harness index: {e}", file=sys.stderr)
         return 2
-    path.write_text(text)
+    try:
+        path.write_text(text)
+    except OSError as e:  # where access(2) said yes and the write says no: /proc, a full disk
+        print(f"harness index: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"wrote {path}")
     return 0
