@@ -138,7 +138,8 @@ def cannot_write_files(directory: Path, files=(), dirs=()) -> str | None:
     directory = directory.expanduser()
     for name in dirs:
         d = directory / name
-        why = _dangling(d) or (f"{d} is a file, not a directory" if d.exists() and not d.is_dir() else None)
+        why = _dangling(d) or (f"{d} is a file, not a directory" if d.exists() and not d.is_dir() else
+                               cannot_write(d) if d.is_dir() else None)
         if why:
             return why
     return cannot_write(directory) or next(filter(None, (cannot_write_file(directory / f) for f in files)), None)
@@ -157,7 +158,7 @@ def cannot_write_any(*checks) -> str | None:
 
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding the harness package: a checkout, or site-packages
-# The checkout's own folders: a run's files written there would be read as sources (a results.json as a reproducer).
+# The checkout's own folders: a run's files written there would be read as sources (its run.json as a reproducer).
 SOURCES = ("harness", "cases", "tests", "docs", "findings", "reproducers", "benchmarks", "scripts", ".ci", ".github", ".git")
 
 
