@@ -1,10 +1,10 @@
 """The `harness` command: a small parser, one module per command (harness.commands), one boundary.
 
-Exit statuses: run 0 nothing new failed, 1 a new failure, 125 TileLang does not import; repro
-follows `git bisect run` (0 good, 1 bug reproduced, 125 cannot test); any command 2 for bad input
-(a family that `--register` or a command cannot register or draw, kernels.FamilyError, among it),
-with one line on stderr and nothing recorded. The harness's own failure (HARNESS_ERROR) is never 1:
-125 for repro and a bisect step, 4 for the others; Ctrl-C is 130 (main).
+Exit statuses: each command module's EXITS, the README's table (exit_table). Run 0 nothing new failed,
+1 a new failure, 125 TileLang does not import; repro follows `git bisect run` (0 good, 1 bug reproduced,
+125 cannot test); any command 2 for bad input (a family that `--register` or a command cannot register or
+draw, kernels.FamilyError, among it), with one line on stderr and nothing recorded. The harness's own
+failure (HARNESS_ERROR) is never 1: 125 for repro and a bisect step, 4 for the others; Ctrl-C is 130 (main).
 """
 from __future__ import annotations
 
@@ -82,10 +82,16 @@ def main(argv=None) -> int:
     if not argv:  # a bare `harness`: what it can do
         p.print_help()
         return 0
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except Exception as e:  # an argument check that raised instead of saying why: still one line, never 1
+        command = next((a for a in argv if a in {c.__name__.rsplit(".", 1)[1] for c in COMMANDS}), "harness")
+        print(f"harness {command}: HARNESS_ERROR, the harness's own failure, not TileLang's: {type(e).__name__}: "
+              f"{next(iter(str(e).splitlines()), '')} ({_keep_traceback(command, argv, e)})", file=sys.stderr)
+        return 125 if command == "repro" or command == "bisect" and "--at" in " ".join(argv) else HARNESS_ERROR_STATUS
     try:
         for text in args.register:
-            kernels.register(*kernels.spec(text))
+            _register(*kernels.spec(text))
         return args.func(args)
     except kernels.FamilyError as e:  # a family that cannot be registered or drawn: bad input, one line
         print(f"harness {args.command}: {e}", file=sys.stderr)
@@ -100,6 +106,35 @@ def main(argv=None) -> int:
         print(f"harness {args.command}: HARNESS_ERROR, the harness's own failure, not TileLang's: "
               f"{type(e).__name__}: {first} ({_keep_traceback(args.command, argv, e)})", file=sys.stderr)
         return 125 if step else HARNESS_ERROR_STATUS
+
+
+def _register(name: str, where: str) -> None:
+    """`--register name=where`, its module imported and its Family checked now, as Hypothesis's registries check
+    at registration: a family that cannot load is bad input before the command starts, not a failure once used."""
+    kernels.register(name, where)
+    try:
+        kernels.family(name)
+    except kernels.FamilyError:
+        raise
+    except (Exception, SystemExit) as e:  # the user's module ran: what it raised is its error, not the harness's
+        first = next(iter(str(e).splitlines()), "")
+        raise kernels.FamilyError(f"family {name!r}: {where} does not load: {type(e).__name__}: {first}") from None
+
+
+CTRL_C = "Ctrl-C"
+COLUMNS = (0, 1, 2, 3, 4, 125, 130)
+
+
+def exit_table() -> str:
+    """The README's table of exit statuses, from each command's EXITS: one row per set of statuses, the
+    commands that share it named in it."""
+    rows: dict[tuple, list[str]] = {}
+    for command in COMMANDS:
+        exits = {130: CTRL_C, **command.EXITS}
+        rows.setdefault(tuple(exits.get(c, "") for c in COLUMNS), []).append(command.__name__.rsplit(".", 1)[1])
+    head = "| command | " + " | ".join(map(str, COLUMNS)) + " |\n|---|" + "---|" * len(COLUMNS) + "\n"
+    return head + "".join(f"| {', '.join(f'`harness {n}`' for n in names)} | {' | '.join(cells)} |\n"
+                          for cells, names in rows.items())
 
 
 ERROR_LOGS = "~/.cache/harness/errors"  # where a HARNESS_ERROR's traceback goes

@@ -31,7 +31,7 @@ from harness.programs.model import fingerprint
 from harness.result import Result
 
 SCHEMA = 3  # 3: `kind`, a required field
-_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch only: `$` would let a final newline through
 MATRIX = ("reproduced", "not reproduced", "fails differently", "cannot test")  # a release's result for a case
 # A reproducer's kind -> its group, the folder of reproducers/ that holds it. compiler: TileLang's bug; example: a
 # bug of the example program itself (TileLang does what the program says); candidate: not yet confirmed as either.
@@ -387,10 +387,16 @@ def skipped_line(root, broken: list) -> str:
 def find(id_or_path, root="reproducers") -> Path:
     """A path to an existing file, an id under `root` (in any group), or a unique prefix of one."""
     p = Path(id_or_path)
-    if p.is_file():
-        return p
-    if not _ID.match(str(id_or_path)):  # a path (loop.json, dir/x), not an id: no <dir>/loop.json.json to name
-        raise RecordError(f"no reproducer file {str(id_or_path)!r}" + (f": {p} is a directory" if p.is_dir() else ""))
+    try:
+        if p.is_file():
+            return p
+        folder = p.is_dir()
+    except OSError as e:  # a name too long for a file, say
+        raise RecordError(f"no reproducer file {str(id_or_path)[:60]!r}: {e.strerror or e}") from None
+    if not _ID.fullmatch(str(id_or_path)):  # a path (loop.json, dir/x), not an id: no <dir>/loop.json.json to name
+        raise RecordError(f"no reproducer file {str(id_or_path)[:80]!r}" + (f": {p} is a directory" if folder else "")
+                          + ("" if folder or "/" in str(id_or_path) else
+                             "; an id is 1 to 64 letters, digits, '_' or '-'"))
     matches = [m for m in paths(root) if m.stem.startswith(str(id_or_path))]
     exact = [m for m in matches if m.stem == str(id_or_path)]
     if exact or len(matches) == 1:
@@ -539,8 +545,9 @@ def from_dict(d) -> Reproducer:
     if d["schema"] != SCHEMA or type(d["schema"]) is not int:
         raise RecordError(f"field 'schema' is {json.dumps(d['schema'])}; this harness reads schema {SCHEMA}")
     _fields(d, _TOP, "")
-    if not _ID.match(d["id"]):
-        raise RecordError(f"field 'id' must be letters, digits, '_' or '-', got {d['id']!r}")
+    _encodable(d, "")
+    if not _ID.fullmatch(d["id"]):
+        raise RecordError(f"field 'id' must be 1 to 64 letters, digits, '_' or '-', got {d['id'][:80]!r}")
     if d["kind"] not in KINDS:
         raise RecordError(f"field 'kind' must be one of {', '.join(KINDS)}, got {d['kind'][:60]!r}")
     obs = d["observed"]
@@ -568,6 +575,24 @@ def from_dict(d) -> Reproducer:
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
     return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"],
                       links, original, releases, _triage(d.get("triage")), upstream, d["kind"])
+
+
+def _encodable(value, name) -> None:
+    """RecordError naming the first string under `value` that UTF-8 cannot encode (a lone surrogate, which JSON's
+    \\ud800 makes): every field ends up in a file, a title, a terminal."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise RecordError(f"field {name or 'key'!r} holds {value[e.start]!r} at {e.start}, which is not text "
+                              "(a lone surrogate)") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _encodable(k, name)
+            _encodable(v, f"{name}.{k}" if name else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _encodable(v, f"{name}[{i}]")
 
 
 def load(path) -> Reproducer:

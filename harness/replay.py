@@ -163,7 +163,8 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
              log=print) -> tuple[int, str]:
     """Shrink `rep`'s case while its signature stays (harness.minimize) and save the smaller reproducer
     over `path`, keeping its id, links and a title written by hand: (status, the line to print).
-    SKIP where it cannot be tested here; BAD when the bug no longer reproduces (nothing to shrink)."""
+    SKIP where it cannot be tested here, or where the bug does not reproduce (nothing to shrink here: BAD would
+    read as "reproduced" to a caller that knows repro's statuses)."""
     import dataclasses
 
     from harness.minimize import Evaluator, shrink
@@ -177,7 +178,7 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
         evaluate = Evaluator(pool, confirm, rep.signature, view)
         first = evaluate(rep.case)
         if first.signature != rep.signature:
-            return BAD, f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}"
+            return SKIP, f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}"
         small, result, flaky = shrink(first, evaluate, budget, runs, log=log)
     if small == rep.case:
         return GOOD, f"already minimal: {path}"

@@ -1,5 +1,4 @@
 """minimize() keeps the failure signature while shrinking; triage() counts reproductions."""
-import time
 
 from harness.case import Case
 from harness.kernels.fwd_family import FAMILY
@@ -57,19 +56,24 @@ def test_keeps_the_gqa_group_and_the_length_difference():
     assert (small.heads, small.kv_heads, small.seqlen_q, small.seqlen_k) == (4, 1, 11, 48)
 
 
-def test_budget_is_respected():
+def test_budget_is_respected(monkeypatch):
+    """On a clock that only evaluations move (1/16 s each), so that a loaded machine changes nothing: a budget
+    of 6 evaluations stops the search after the one that spends it, the seventh."""
+    clock = [0.0]
+
     def slow(c):
-        time.sleep(0.05)
+        clock[0] += 1 / 16
         return evaluate(c)
+    monkeypatch.setattr("harness.minimize.time.monotonic", lambda: clock[0])
     evaluate = fake(lambda c: c.seqlen_q > 100)
     target = evaluate(BIG).signature
     evaluate.calls.clear()
-    t0 = time.monotonic()
-    small, steps = minimize(BIG, target, slow, 0.3)
-    assert time.monotonic() - t0 < 0.3 + 0.2  # at most one evaluation past the budget
-    assert 1 <= len(evaluate.calls) <= 8
+    small, steps = minimize(BIG, target, slow, 6 / 16)
+    assert len(evaluate.calls) == 7  # at most one evaluation past the budget
     assert small != BIG and evaluate(small).signature == target
-    assert minimize(BIG, target, slow, 0) == (BIG, [])
+    evaluate.calls.clear()
+    minimize(BIG, target, slow, 0)
+    assert len(evaluate.calls) <= 1  # a spent budget: the one evaluation past it at most
 
 
 def test_triage():

@@ -67,3 +67,31 @@ def test_relative_links_resolve(doc):
         elif anchor and target.suffix == ".md" and anchor not in anchors(target):
             broken.append(f"{link} (no heading #{anchor} in {target.relative_to(ROOT)})")
     assert not broken, f"{doc.relative_to(ROOT)}: broken relative links: {broken}"
+
+
+def _sample(text):
+    """(headings, {(family, variant)}, {hazard kind}) of a summary.md text (or the README's indented sample of one)."""
+    lines = [line.strip() for line in text.splitlines()]
+    headings = [line for line in lines if line.startswith("## ")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")]
+    pairs = {(r[0], r[1]) for r in rows if len(r) == 4 and r[0] != "family" and r[3].isdigit()}
+    hazards = {r[0].split(":", 1)[0] for r in rows if len(r) == 3 and ":" in r[0]}
+    return headings, pairs, hazards
+
+
+@pytest.mark.compile
+def test_the_readmes_sample_summary_is_what_the_main_job_writes(tmp_path):
+    """The README's main job run afresh (compile-only here): its summary.md has the sample's headings in the same
+    order, its families and variants and its hazards. Not the counts: the draw moves them."""
+    import os
+    import subprocess
+    import sys
+    main_job = re.search(r"^    pip install -e '\.\[test\]' && harness (run [^#]+?)\s+#", README.read_text(), re.M).group(1)
+    subprocess.run([sys.executable, "-m", "harness.cli", *main_job.split()], cwd=tmp_path, check=True,
+                   capture_output=True, env={**os.environ, "HARNESS_SERVER": ""})
+    section = README.read_text().split("\n## What a run writes\n", 1)[1].split("\n## ", 1)[0]
+    sample = "\n".join(line[4:] for line in section.splitlines() if line.startswith("    "))
+    want, run = _sample(sample), _sample((tmp_path / "reports" / "run" / "summary.md").read_text())
+    assert [h for h in run[0] if h in want[0]] == want[0], run[0]
+    assert {f for f, _ in want[1]} == {f for f, _ in run[1]} and want[1] <= run[1], run[1]
+    assert want[2] and want[2] <= run[2], run[2]

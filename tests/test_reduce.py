@@ -252,8 +252,8 @@ def test_a_budget_stops_the_passes_and_leaves_the_smallest_reproducing_file(tmp_
     best = tmp_path / "out" / "best.py"
     big = STAND_IN.replace("x = 1  # noise\n", "x = 1\n" + "".join(f"noise_{i} = {i}\n" for i in range(300)))
     r = red.reduce(big, timeout=30, cache=tmp_path / "cache", python=slow, budget=3, best=best)
-    assert r.stopped and "stopped at the budget" in r.summary("s")
-    assert r.seconds < 3 + 3  # no candidate starts past the budget, one running then is cut, and the passes end
+    assert r.stopped and "stopped at the budget" in r.summary("s")  # it stopped, and not 1-minimal yet:
+    assert any(line.startswith("noise_") for line in r.after.splitlines())
     assert [p.name for p in best.parent.iterdir()] == ["best.py"]  # nothing else beside it
     assert interesting(r.after, tmp_path) and interesting(best.read_text(), tmp_path)
     assert len(best.read_text()) <= len(r.after) <= len(big)

@@ -259,9 +259,10 @@ def test_repro_under_a_sanitizer_refuses_bad_input_in_one_line(monkeypatch, caps
     from harness import cli, record
 
     rep = str(record.find("59a003a61bcc", Path(__file__).parent.parent / "reproducers"))
-    assert cli.main(["repro", rep, "--sanitize", "leakcheck", "--logs", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as e:  # refused by the parser, before the reproducer is read
+        cli.main(["repro", rep, "--sanitize", "leakcheck", "--logs", str(tmp_path)])
     err = capsys.readouterr().err
-    assert "unknown sanitizer tool 'leakcheck'" in err and len(err.strip().splitlines()) == 1
+    assert e.value.code == 2 and "unknown sanitizer tool 'leakcheck'" in err and len(err.strip().splitlines()) == 1
     monkeypatch.setattr(sanitizer.shutil, "which", lambda name: None)
     monkeypatch.setattr(sanitizer, "DEFAULT_PATH", str(tmp_path / "no-compute-sanitizer"))
     assert cli.main(["repro", rep, "--sanitize", "memcheck", "--logs", str(tmp_path)]) == 2

@@ -6,7 +6,10 @@ import sys
 from pathlib import Path
 
 from harness import kernels
-from harness.commands.common import MAX_RUNS, in_dir, load, out_dir, out_file, positive, reproducer_args
+from harness.commands.common import BAD_INPUT, HARNESS_ERROR, MAX_RUNS, in_dir, load, out_dir, out_file, positive, reproducer_args
+
+EXITS = {0: "report written", 1: "--at: reproduced", 2: BAD_INPUT, 3: "paused: a step must run elsewhere",
+         4: HARNESS_ERROR, 125: "--at: cannot test here, or HARNESS_ERROR"}
 
 
 def add(sub) -> None:

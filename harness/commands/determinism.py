@@ -5,10 +5,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.common import MAX_WORKERS, arch, in_file, out_dir, positive
+from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
+    MAX_WORKERS,
+    arch,
+    cannot_write_any,
+    cannot_write_files,
+    in_file,
+    inside_sources,
+    out_dir,
+    positive,
+)
 from harness.worker import ARCHES
 
 MAX_HASH_SEED = 4_294_967_295  # PYTHONHASHSEED's range is [0, 2**32 - 1]
+
+
+EXITS = {0: "the same code every compile", 1: "some kernel's code differs", 2: BAD_INPUT, 4: HARNESS_ERROR}
 
 
 def add(sub) -> None:
@@ -45,6 +59,15 @@ def cmd_determinism(args) -> int:
         cases = campaign.load_cases(args.cases_from)
     except campaign.CampaignError as e:
         print(f"harness determinism: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    why = cannot_write_any(lambda: inside_sources(out, "reproducers"),
+                           lambda: cannot_write_files(out, files=("determinism.md",),
+                                                      dirs=[f"{d}-{s}" for s in args.hash_seeds for d in ("seed", "cache")]),
+                           *(lambda s=s: cannot_write_files(out / f"seed-{s}", files=("results.jsonl",), dirs=("logs",))
+                             for s in args.hash_seeds))
+    if why:
+        print(f"harness determinism: {why}", file=sys.stderr)
         return 2
     text, found = determinism.check(cases, args.hash_seeds, Path(args.out), args.arch, args.workers)
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,10 @@
 """harness env: what TileLang, torch, CUDA and GPU this machine has."""
 from __future__ import annotations
 
+from harness.commands.common import DONE
 from harness.environment import environment
+
+EXITS = DONE
 
 
 def add(sub) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.commands.common import out_dir
+from harness.commands.common import DONE, out_dir
+
+EXITS = DONE
 
 
 def add(sub) -> None:

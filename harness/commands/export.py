@@ -5,7 +5,9 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness.commands.common import cannot_write_file, load, out_file, reproducer_args
+from harness.commands.common import FOUND, cannot_write_any, cannot_write_file, load, out_file, reproducer_args
+
+EXITS = FOUND
 
 
 def add(sub) -> None:
@@ -26,7 +28,7 @@ def cmd_export(args) -> int:
     if rep is None:
         return 2
     to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{rep.id}.standalone.py"
-    why = cannot_write_file(to)
+    why = cannot_write_any(lambda: cannot_write_file(to))
     if why:
         print(f"harness export: {why}", file=sys.stderr)
         return 2
@@ -34,6 +36,9 @@ def cmd_export(args) -> int:
         written, calls = export.export(rep, to, flat=args.flat)
     except (export.ExportError, case_mod.CaseError) as e:
         print(f"harness export: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # where access(2) said yes and the write says no: /proc, a full disk
+        print(f"harness export: cannot write {to}: {e.strerror or e}", file=sys.stderr)
         return 2
     print(f"wrote {written} ({', '.join(c.kernel for c in calls) or 'a generated program'})")
     if not args.check_program:

@@ -7,7 +7,20 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from harness import kernels, record
-from harness.commands.common import MAX_RUNS, MAX_WORKERS, in_dir, in_file, maybe_dir, out_dir, positive
+from harness.commands.common import (
+    DONE,
+    MAX_RUNS,
+    MAX_WORKERS,
+    cannot_write_any,
+    in_dir,
+    in_file,
+    inside_sources,
+    maybe_dir,
+    out_dir,
+    positive,
+)
+
+EXITS = DONE
 
 
 def add(sub) -> None:
@@ -40,6 +53,9 @@ def cmd_matrix(args) -> int:
     releases = environments.Releases(Path(args.envs).expanduser(), args.wheels and Path(args.wheels))
     try:
         if args.cases_from:
+            why = cannot_write_any(lambda: inside_sources(args.out, args.dir))
+            if why:
+                raise campaign.CampaignError(why)
             families = {c.family for c in campaign.load_cases(args.cases_from)}
         else:
             if not Path(args.dir).is_dir():
@@ -47,7 +63,10 @@ def cmd_matrix(args) -> int:
             if not paths:
                 raise record.RecordError(f"--dir {args.dir}: no reproducers (*.json) in it")
             families = {record.load(p).case.family for p in paths}
-        wanted = [Version(v) for v in args.releases.split(",")]
+        try:
+            wanted = [Version(v) for v in args.releases.split(",")]
+        except InvalidVersion as e:
+            raise bisect.BisectError(f"--releases {args.releases!r}: {e}") from None
         twice = sorted({str(v) for v in wanted if wanted.count(v) > 1})
         if twice:
             raise bisect.BisectError(f"--releases lists {', '.join(twice)} twice")

@@ -1,4 +1,5 @@
-"""harness minimize: shrink a reproducer's case while its failure signature stays the same."""
+"""harness minimize: shrink a reproducer's case while its failure signature stays the same.
+Exit 0 minimized (or already minimal), 125 nothing to minimize here: not reproduced, or cannot test."""
 from __future__ import annotations
 
 import sys
@@ -7,13 +8,17 @@ from pathlib import Path
 from harness.commands.common import (
     MAX_RUNS,
     MAX_SECONDS,
+    NOT_HERE,
+    cannot_write_any,
     cannot_write_file,
     load,
-    nonnegative_int,
     positive,
     replay_args,
+    runs_or_none,
     timeouts,
 )
+
+EXITS = NOT_HERE
 
 
 def add(sub) -> None:
@@ -22,7 +27,8 @@ def add(sub) -> None:
                    help=f"seconds to spend shrinking (at most {MAX_SECONDS:g})")
     m.add_argument("--confirm", type=positive(int, MAX_RUNS), default=2,
                    help=f"a step is kept only if it reproduces this many times in a row (at most {MAX_RUNS})")
-    m.add_argument("--runs", type=nonnegative_int, default=3, help="runs of the minimized case to triage flakiness (0: none)")
+    m.add_argument("--runs", type=runs_or_none, default=3,
+                   help=f"runs of the minimized case to triage flakiness (0: none; at most {MAX_RUNS})")
     replay_args(m)
     m.set_defaults(func=cmd_minimize)
 
@@ -33,7 +39,7 @@ def cmd_minimize(args) -> int:
     rep, path = load(args, "minimize")
     if rep is None:
         return 2
-    why = cannot_write_file(path)  # the minimized reproducer replaces it
+    why = cannot_write_any(lambda: cannot_write_file(path))  # the minimized reproducer replaces it
     if why:
         print(f"harness minimize: {why}", file=sys.stderr)
         return 2

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from harness.commands.common import nonnegative_int, positive
+from harness.commands.common import DONE, nonnegative_int, positive
 
+EXITS = DONE
 MAX_DRAWN = 100_000
 
 

@@ -5,7 +5,12 @@ import sys
 from pathlib import Path
 
 from harness import record
-from harness.commands.common import cannot_write, in_dir, maybe_dir
+from harness.commands.common import DONE, cannot_write_any, cannot_write_files, in_dir, maybe_dir
+
+REPORT_FILES = ("summary.md", "results.csv", "report.html")  # what it writes, each checked first
+
+
+EXITS = DONE
 
 
 def add(sub) -> None:
@@ -24,7 +29,7 @@ def cmd_report(args) -> int:
         return 2
     results, notes = campaign.read_results(path, resume=False)
     if results:
-        why = cannot_write(Path(args.dir))
+        why = cannot_write_any(lambda: cannot_write_files(Path(args.dir), files=REPORT_FILES))
     else:
         why = f"no line of {path} could be read as a result" if notes else f"{path} holds no results"
     if why:

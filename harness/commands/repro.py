@@ -1,12 +1,15 @@
 """harness repro: replay a reproducer; exit as `git bisect run` reads it: 0 good, 1 reproduced, 125 cannot test."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 from harness import record, sanitizer
-from harness.commands.common import MAX_RUNS, in_dir, load, positive, replay_args, timeouts
+from harness.commands.common import BAD_INPUT, MAX_RUNS, in_dir, load, positive, replay_args, timeouts
 from harness.environment import environment
+
+EXITS = {0: "not reproduced", 1: "reproduced", 2: BAD_INPUT, 125: "cannot test here, or HARNESS_ERROR"}
 
 
 def add(sub) -> None:
@@ -20,9 +23,15 @@ def add(sub) -> None:
                     help="a TileLang source tree (or its examples/), for an outside kernel's reproducer")
     rp.add_argument("--json", action="store_true", help="print one JSON object (status, verdict, evidence, the "
                     "environment) instead of the lines; the exit status is the same")
-    rp.add_argument("--sanitize", metavar="TOOL", help="run it under compute-sanitizer: memcheck, racecheck, "
-                    "synccheck or initcheck (slow; the caching allocator and guard bands off)")
+    rp.add_argument("--sanitize", metavar="TOOL", type=_tool, help="run it under compute-sanitizer: memcheck, "
+                    "racecheck, synccheck or initcheck (slow; the caching allocator and guard bands off)")
     rp.set_defaults(func=cmd_repro)
+
+
+def _tool(text):
+    if text not in sanitizer.TOOLS:  # '' too: no tool is not a plain replay
+        raise argparse.ArgumentTypeError(f"unknown sanitizer tool {text!r}: choose one of {', '.join(sanitizer.TOOLS)}")
+    return text
 
 
 def cmd_repro(args) -> int:
@@ -31,7 +40,7 @@ def cmd_repro(args) -> int:
     rep, path = load(args, "repro")
     if rep is None:
         return 2
-    if args.sanitize:
+    if args.sanitize is not None:
         return _sanitized(args, rep, path)
     env = environment()
     if not args.json:

@@ -8,13 +8,19 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import kernels, sanitizer
+from harness import kernels, record, sanitizer
 from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
     MAX_SECONDS,
     MAX_WORKERS,
+    any_path,
     arch,
+    cannot_write_any,
+    cannot_write_files,
     in_dir,
     in_file,
+    inside_sources,
     nonnegative_int,
     out_dir,
     positive,
@@ -24,10 +30,16 @@ from harness.commands.common import (
 )
 from harness.worker import ARCHES
 
+# What a run writes in --out (logs/ beside them), each checked writable before the first compile.
+RUN_FILES = ("cases.jsonl", "results.jsonl", "run.json", "summary.md", "results.csv", "report.html")
 # Upper bounds, as in harness.commands.common, for the options of a campaign alone.
 MAX_CASES = 100_000
 DEFAULT_CASES = 100           # --cases: left unset so that --cases-from can refuse a count given with it
 MAX_PER_KERNEL = 256          # --per-kernel, --per-row
+
+
+EXITS = {0: "nothing new failed", 1: "a new failure (or workers died past --max-worker-restarts)", 2: BAD_INPUT,
+         4: HARNESS_ERROR, 125: "TileLang does not import"}
 
 
 def add(sub) -> None:
@@ -66,6 +78,12 @@ def run_campaign(args, families) -> int:
         print(f"harness {args.command}: --cases does not go with {'--cases-from' if args.cases_from else '--peer'}, "
               "which runs every case it lists", file=sys.stderr)
         return 2
+    why = cannot_write_any(lambda: inside_sources(args.out, args.reproducers),
+                           lambda: cannot_write_files(Path(args.out), files=RUN_FILES, dirs=("logs",)),
+                           lambda: cannot_write_files(Path(args.reproducers), dirs=tuple(record.KINDS.values())))
+    if why:
+        print(f"harness {args.command}: {why}", file=sys.stderr)
+        return 2
     opts = campaign.Options(out=Path(args.out), families=families, cases=args.cases or DEFAULT_CASES, seed=args.seed,
                             per_kernel=args.per_kernel, per_row=args.per_row,
                             cases_from=args.cases_from and Path(args.cases_from),
@@ -74,7 +92,7 @@ def run_campaign(args, families) -> int:
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
                             shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures,
                             peer=args.peer, max_worker_restarts=args.max_worker_restarts,
-                            server=args.server, mutate=args.mutate)
+                            server=args.server and Path(args.server), mutate=args.mutate)
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:
@@ -130,7 +148,7 @@ def campaign_args(p):
     p.add_argument("--out", type=out_dir, default="reports/run", help="results directory (the same one resumes)")
     p.add_argument("--workers", type=positive(int, MAX_WORKERS), default=0,
                    help=f"worker processes (default: CPU cores - 1; at most {MAX_WORKERS})")
-    p.add_argument("--server", type=Path, default=os.environ.get("HARNESS_SERVER") or None, metavar="SOCKET",
+    p.add_argument("--server", type=any_path, default=os.environ.get("HARNESS_SERVER") or None, metavar="SOCKET",
                    help="run the cases on the workers of `harness serve SOCKET`, which outlive this command "
                         "(default: $HARNESS_SERVER, else a pool of its own)")
     p.add_argument("--arch", type=arch, default="sm_90a", help=f"compile target when there is no GPU: {', '.join(ARCHES)}")

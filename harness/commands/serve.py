@@ -5,14 +5,30 @@ import sys
 from pathlib import Path
 
 from harness import server
-from harness.commands.common import MAX_SECONDS, MAX_WORKERS, arch, cannot_write_file, nonnegative_int, out_dir, positive
+from harness.commands.common import (
+    BAD_INPUT,
+    HARNESS_ERROR,
+    MAX_SECONDS,
+    MAX_WORKERS,
+    any_path,
+    arch,
+    cannot_write_any,
+    cannot_write_file,
+    cannot_write_files,
+    nonnegative_int,
+    out_dir,
+    positive,
+)
 from harness.environment import gpu_count
 from harness.pool import default_size
+
+EXITS = {0: "ended (idle, --stop, Ctrl-C, SIGTERM), or listening (--detach)", 2: BAD_INPUT, 4: HARNESS_ERROR,
+         130: "Ctrl-C before it listens"}
 
 
 def add(sub) -> None:
     s = sub.add_parser("serve", help="keep workers (their imports, their kernels) for the runs that follow")
-    s.add_argument("socket", type=Path, help="the Unix socket to listen at (`harness run --server SOCKET`)")
+    s.add_argument("socket", type=any_path, help="the Unix socket to listen at (`harness run --server SOCKET`)")
     s.add_argument("--workers", type=positive(int, MAX_WORKERS), default=0,
                    help=f"worker processes (default: CPU cores - 1; at most {MAX_WORKERS})")
     s.add_argument("--arch", type=arch, default="sm_90a", help="compile target when there is no GPU")
@@ -25,11 +41,14 @@ def add(sub) -> None:
 
 
 def cmd_serve(args) -> int:
+    args.socket = Path(args.socket).expanduser()
     logs = Path(args.logs) if args.logs else args.socket.with_name(args.socket.name + ".logs")
     try:
         if args.idle > MAX_SECONDS:
             raise server.ServerError(f"--idle must be <= {MAX_SECONDS:g}, got {args.idle}")
-        reason = None if args.stop else cannot_write_file(args.socket)
+        reason = None if args.stop else cannot_write_any(
+            lambda: cannot_write_file(args.socket),
+            lambda: cannot_write_files(logs, files=("server.log", "worker-0.log")))
         if reason:
             raise server.ServerError(f"cannot listen at {args.socket}: {reason}")
         if args.stop:

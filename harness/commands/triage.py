@@ -4,9 +4,11 @@ from __future__ import annotations
 import sys
 
 from harness import kernels
-from harness.commands.common import arch, in_dir, load, reproducer_args
+from harness.commands.common import FOUND, arch, in_dir, load, reproducer_args
 from harness.environment import environment
 from harness.worker import ARCHES
+
+EXITS = FOUND
 
 
 def add(sub) -> None:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness.commands.common import (
+    DONE,
     arch,
+    cannot_write_any,
     cannot_write_file,
     in_dir,
     in_file,
@@ -18,6 +20,8 @@ from harness.commands.common import (
     use_examples,
 )
 from harness.worker import ARCHES
+
+EXITS = DONE
 
 
 def add(sub) -> None:
@@ -51,7 +55,10 @@ def cmd_upstream(args) -> int:
         return 2
     covering = upstream.primary(rep, Path(args.dir))  # one root cause, one report
     to = Path(args.to) if args.to else Path(args.dir) / "upstream" / f"{covering.id}.md"
-    why = cannot_write_file(to) or _not_states(args.state or (), {rep.id, covering.id})
+    beside = to.parent / f"{covering.id}.standalone.py"  # a generated program's export, made when missing
+    why = cannot_write_any(lambda: cannot_write_file(to),
+                           lambda: upstream.generated(covering) and not beside.exists() and cannot_write_file(beside),
+                           lambda: _not_states(args.state or (), {rep.id, covering.id}))
     if why:
         print(f"harness upstream: {why}", file=sys.stderr)
         return 2
