@@ -5,6 +5,9 @@ are drawn separately, so a campaign can run several lengths through one compiled
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -297,6 +300,7 @@ def _examples(keep, strategy, seed: int, count: int) -> None:
     """keep(example) for `count` examples of `strategy`, reproducible from `seed`."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
+    from hypothesis.configuration import set_hypothesis_home_dir
 
     @hypothesis_seed(seed)
     @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
@@ -305,7 +309,14 @@ def _examples(keep, strategy, seed: int, count: int) -> None:
     def collect(example):
         keep(example)
 
-    collect()
+    # Hypothesis keeps a cache of its own under its home (./.hypothesis by default): a draw for a command must not
+    # write in the user's working directory, so it goes under the harness's cache (unless the user names one).
+    if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        set_hypothesis_home_dir(Path("~/.cache/harness/hypothesis").expanduser())
+    try:
+        collect()
+    finally:
+        set_hypothesis_home_dir(None)
 
 
 def programs(n: int, seed: int, steer: bool = True) -> list:

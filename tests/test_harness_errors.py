@@ -635,3 +635,14 @@ def test_an_argument_check_that_raises_is_still_inside_the_boundary(argv, status
     assert cli.main(argv) == status
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"harness {argv[0]}: HARNESS_ERROR") and "OSError" in err, err
+
+
+def test_drawing_cases_writes_nothing_in_the_working_directory(tmp_path, monkeypatch):
+    """Hypothesis keeps a cache under its home, ./.hypothesis by default: a refused shard (known only once drawn) had
+    left it in the user's folder. A draw goes under the harness's cache instead."""
+    from harness import strategies
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert strategies.draw("fwd", 4, seed=1)
+    assert [p.name for p in tmp_path.iterdir()] == ["home"]
