@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.case import Case
-from harness.programs import generate, model, mutate
+from harness.programs import generate, interpret, model, mutate
 from harness.result import Result
 
 SHARE = 1 / 3          # of a campaign's program cases: mutants
@@ -66,6 +66,8 @@ class Corpus:
                 continue
             cases = self.entries[text]
             for c in [c for c in cases if c.knobs == cases[0].knobs][:per_kernel]:
+                if interpret.out_of_range(child, c.seqlen_q, c.seed):  # its values outgrew the bounds of a drawn one
+                    continue
                 m = c.replace(program=model.to_json(child)).validate()
                 if m.id not in taken and len(out) < count:
                     taken.add(m.id)

@@ -97,3 +97,16 @@ def test_a_resumed_run_with_no_drawn_case_left_goes_on_mutating_its_corpus(tmp_p
     feedback = Feedback(corpus, 1 / 3, 2, seed=5, per_kernel=1, workers=1, taken={_case().id}, append=appended.extend)
     results = list(feedback.run(FakePool(), []))
     assert len(results) == len(appended) == 2 and feedback.left == 0
+
+
+def test_a_mutant_whose_values_outgrow_a_drawn_programs_bounds_is_not_run(tmp_path, monkeypatch):
+    import random
+
+    from harness.programs import mutate
+    from tests.test_program_kinds import _mapped
+    corpus = Corpus(tmp_path)
+    corpus.offer(_result(_case(), ["a"]))
+    big = ["mul", ["mul", ["mul", ["mul", ["buf", "R"], ["num", 8]], ["num", 8]], ["num", 8]], ["num", 8]]
+    for child, kept in ((_mapped(["buf", "R"]), 1), (_mapped(big), 0)):
+        monkeypatch.setattr(mutate, "mutate", lambda p, rng, insert=None, child=child: child)
+        assert len(corpus.mutants(random.Random(0), 1, 1, set())) == kept

@@ -348,3 +348,32 @@ def test_a_refusal_counts_as_refuses_invalid_only_if_the_program_compiles_withou
         monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ((), "", ()))
         result = worker.run_case(bad, "sm_90a", {})
         assert result.verdict == verdict, result.message
+
+
+def _mapped(expr, dtype="float16"):
+    """Load A, set its fragment to `expr` of itself, store it (dtype: the output's)."""
+    return model.from_dict({"block": 64, "threads": 128, "buffers": [
+        {"name": "A", "scope": "global", "dtype": "float16", "shape": ["n", 32]},
+        {"name": "R", "scope": "fragment", "dtype": "float32", "shape": [64, 32]},
+        {"name": "O", "scope": "global", "dtype": dtype, "shape": ["n", 32]}], "body": [
+        {"op": "copy", "src": "A", "dst": "R", "at": "bx", "row": 0, "col": 0, "form": "tile"},
+        {"op": "map", "dst": "R", "rows": 64, "cols": 32, "expr": expr},
+        {"op": "copy", "src": "R", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}]})
+
+
+def test_a_program_whose_values_outgrow_the_generators_bounds_is_caught_before_it_judges_the_compiler():
+    """A mutant may change a field or insert a statement without the generator's bounds: the corpus checks its float64
+    meaning first (interpret.out_of_range); and a reference that is not finite is the harness's own error."""
+    from harness import blame
+    from harness.kernels import program_family
+    from harness.programs import interpret
+    assert interpret.out_of_range(_mapped(["mul", ["buf", "R"], ["num", 2]]), 100, 0) == ""
+    big = ["mul", ["mul", ["mul", ["mul", ["buf", "R"], ["num", 8]], ["num", 8]], ["num", 8]], ["num", 8]]
+    assert "past 2048" in interpret.out_of_range(_mapped(big), 100, 0)   # 2 * 8**4 in float16
+    inf = ["exp2", ["exp2", ["exp2", ["num", 8]]]]                      # 2 ** (2 ** 256)
+    p = _mapped(inf, "float32")
+    assert interpret.out_of_range(p, 100, 0) == "O is not finite"
+    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=100, seqlen_k=100)
+    with pytest.raises(program_family.OutOfRange) as e:
+        program_family.reference(c, interpret.initial(p, 100, 0), torch.float64)
+    assert blame.classify(e.value, "judge")[0] == "HARNESS_ERROR"

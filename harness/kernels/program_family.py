@@ -30,6 +30,10 @@ from harness.programs import emit, interpret, model
 TWINS = ("no_smem_reuse", "no_tma", "no_vectorize_256", "no_warp_specialize")
 
 
+class OutOfRange(RuntimeError):
+    """A program whose reference overflowed: it judges nothing of the compiler (blame: HARNESS_ERROR)."""
+
+
 class Rejected(RuntimeError):
     """TileLang's frontend refused a well-formed program (its parser or tracer raised): "rejects valid"."""
 
@@ -82,6 +86,10 @@ def reference(case, inputs, dtype) -> dict:
     """The interpreter (harness.programs.interpret): float64, or float32 (the kernel's arithmetic) for the baseline."""
     device = next(iter(inputs.values())).device
     out = interpret.run(program(case), case.seqlen_q, inputs, torch.float64 if dtype == torch.float64 else torch.float32)
+    broken = [name for name, t in out.items() if dtype == torch.float64 and not bool(torch.isfinite(t).all())]
+    if broken:  # small integer inputs and bounded statements never overflow float64: the program broke its bounds
+        raise OutOfRange(f"the program's float64 meaning is not finite in {', '.join(broken)}: its values outgrew "
+                         "the generator's bounds (a test of nothing: the harness's own error)")
     return {name: t.to(device) for name, t in out.items()}
 
 

@@ -35,3 +35,20 @@ def run(p: Program, n: int, initial: dict, dtype=None) -> dict:
     dtype = dtype or torch.float64
     inputs = [initial[b.name].detach().cpu() for b in p.globals]
     return _expected(to_json(p))(n, *inputs, F=dtype)
+
+
+def out_of_range(p: Program, n: int, seed: int) -> str:
+    """Why `p`'s float64 meaning at length `n` on the inputs of `seed` leaves what the generator promises (every
+    written global finite and within its dtype's exactly representable integers), or "". A drawn program keeps to
+    it by construction; a mutant (harness.programs.mutate) changes a field or inserts a statement without the
+    generator's bounds, so the campaign checks it here before it runs."""
+    import torch
+
+    from harness.programs.builder import EXACT
+    for name, t in run(p, n, initial(p, n, seed)).items():
+        bound = EXACT[p.buffer(name).dtype]
+        if not bool(torch.isfinite(t).all()):
+            return f"{name} is not finite"
+        if float(t.abs().max()) > bound:
+            return f"{name} reaches {float(t.abs().max()):.4g}, past {bound}"
+    return ""
