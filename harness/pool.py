@@ -269,15 +269,15 @@ class Pool:
         then the cases not yet answered are not run, and those in flight are abandoned (a cold
         compile can outlast a time box by minutes). RestartsExhausted ends it the same way when the
         next job would need a replacement past max_restarts (every result so far was yielded).
-        `more()`, asked whenever fewer cases wait than there are workers, gives cases to add (a
-        campaign's next round: no worker waits for the last case of the one before)."""
+        `more()`, asked whenever an idle worker could find too few cases to take (Scheduler.starved), gives cases
+        to add (a campaign's next round: no worker waits for the last case of the one before)."""
         self._budget([])
         groups = self.sched.group(cases)
         wanted = len(cases)
         mine = set()  # slots running a case of this run
         try:
             while deadline is None or time.monotonic() < deadline:
-                if more is not None and sum(map(len, groups.values())) < self.sched.n:
+                if more is not None and self.sched.starved(groups):
                     extra = more()
                     for key, group in self.sched.group(extra).items():
                         groups.setdefault(key, []).extend(group)

@@ -94,6 +94,12 @@ class Scheduler:
             groups.setdefault(self.key(c), []).append(c)
         return groups
 
+    def starved(self, groups: OrderedDict) -> bool:
+        """Whether a run should add cases now: fewer wait than there are slots, counting only the groups no slot
+        holds. The rest wait for the slot that holds their kernel, so an idle slot cannot take them: counting them
+        left slots idle while every waiting case was a busy slot's (a compile at a time, `per_kernel` cases each)."""
+        return sum(len(cases) for k, cases in groups.items() if not self.holders.get(k)) < self.n
+
     def queue_builds(self, cases) -> None:
         """Queue the kernels of `cases` to build ahead, in order: each once, and none that a slot
         owns or that is compiled already."""

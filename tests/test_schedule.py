@@ -227,3 +227,15 @@ def test_every_case_is_handed_out_once_with_partners(slots, steal_at):
         if jobs:
             s.finished(jobs[0].case)
     assert sorted(out) == sorted(cases)
+
+
+def test_a_run_adds_cases_when_the_waiting_ones_are_all_held_by_busy_slots():
+    s = sched(3)
+    groups = s.group(["A.1", "A.2", "A.3", "B.1", "B.2", "B.3", "C.1", "C.2", "C.3"])
+    assert not s.starved(groups)  # nine cases no slot holds, three slots
+    s.dispatch(groups, 9, busy=set(), alive=set())  # A, B, C owned by 0, 1, 2
+    # Six cases wait, more than the slots, but each is its busy owner's: a slot that finishes its own
+    # has nothing to take, so the run must add cases now.
+    assert sum(map(len, groups.values())) == 6 and s.starved(groups)
+    groups.update(s.group(["D.1", "E.1", "F.1"]))
+    assert not s.starved(groups)

@@ -122,6 +122,9 @@ def operand(c, b: Builder, scope, dtype, shape, at) -> str:
     return stmts[0]["dst"]
 
 
+_RANGES: dict = {}  # (low, high) -> st.integers(low, high)
+
+
 class Drawn:
     """Choices drawn by Hypothesis (so that it shrinks them)."""
 
@@ -129,13 +132,18 @@ class Drawn:
         self.draw, self.st = draw, st
 
     def one(self, options):
-        return self.draw(self.st.sampled_from(tuple(options)))
+        options = tuple(options)
+        return options[self.between((0, len(options) - 1))]
 
     def between(self, bounds):
-        return self.draw(self.st.integers(*bounds))
+        # One strategy per range, built once: a program draws hundreds of choices, and building (and
+        # validating) a strategy for each cost more than the draw itself.
+        if bounds not in _RANGES:
+            _RANGES[bounds] = self.st.integers(*bounds)
+        return self.draw(_RANGES[bounds])
 
     def flip(self) -> bool:
-        return self.draw(self.st.booleans())
+        return self.between((0, 1)) == 1
 
 
 class First:
