@@ -113,17 +113,24 @@ def _last_line(e) -> str:
 # an outside kernel's tile at head_dim 128 on an H100: 239,616 bytes).
 _OUT_OF_SHARED_MEMORY = re.compile(r"Failed to set the allowed dynamic shared memory size")
 _OUT_OF_REGISTERS = re.compile(r"ptxas: .*Insufficient registers")
-_NVCC_SAYS = re.compile(r"\.cu\((\d+)\): error: (.+)|ptxas (?:fatal|error)\s*: (.+)")
+_NVCC_SAYS = re.compile(r"\.cu\((\d+)\): error: (.+)|ptxas (?:fatal|error)\s*: (.+)|([\w.-]+\.(?:h|hpp|cuh))\((\d+)\): error: (.+)")
+# Where a template's static_assert fired: 'instantiation of class "tl::InclusiveScan2D<Reducer, threads, ...'.
+_INSTANTIATED = re.compile(r'instantiation of (?:class )?"(?:[\w:<>, ]+ )?([\w:]+)<')
 
 
 def _nvcc_error(e) -> str:
     """nvcc's (or ptxas's) first error, from the exception or from what the compile printed
     (harness.worker.build): TileLang 0.1.6.post2 raises only the source (`}`), 0.1.15 ends with
     the command line, neither of which says what went wrong."""
-    m = _NVCC_SAYS.search(getattr(e, "compiler_output", "") + "\n" + str(e))
+    text = getattr(e, "compiler_output", "") + "\n" + str(e)
+    m = _NVCC_SAYS.search(text)
     if not m:
         return ""
-    said = f"line {m[1]}: {m[2].strip()}" if m[1] else f"ptxas: {m[3].strip()}"
+    if m[4]:  # in one of TileLang's headers (a static_assert the generated code's arguments failed): say which
+        within = _INSTANTIATED.search(text, m.end())
+        said = f"{m[4]} line {m[5]}: {m[6].strip()}" + (f" in {within[1]}" if within else "")
+    else:
+        said = f"line {m[1]}: {m[2].strip()}" if m[1] else f"ptxas: {m[3].strip()}"
     return f"{type(e).__name__}: nvcc rejected the generated CUDA: {said}"[:500]
 
 

@@ -91,6 +91,15 @@ def test_blame_follows_the_innermost_frame(monkeypatch, tmp_path):
     syntax = _raise_in("<unknown>", RuntimeError("x.cu(63): error: too many arguments in function call\nCommand: nvcc"))
     assert blame.classify(syntax, "compile") == (
         "COMPILE_ERROR", "RuntimeError: nvcc rejected the generated CUDA: line 63: too many arguments in function call")
+    # 0.1.15's scan at 192 threads: the error is in TileLang's header, the template says which operation.
+    header_assert = _raise_in("<unknown>", RuntimeError(
+        "/site/tilelang/src/tl_templates/cuda/scan.h(122): error: static assertion failed\n"
+        "    static_assert(threads == 1024 or threads == 512 or threads == 256 or\n          detected during:\n"
+        '            instantiation of class "tl::InclusiveScan2D<Reducer, threads, Axis, reverse> [with threads=192]" '
+        "at line 169\n1 error detected in the compilation of \"/tmp/x/tvm_kernels.cu\".\nCommand: nvcc"))
+    assert blame.classify(header_assert, "compile") == (
+        "COMPILE_ERROR", "RuntimeError: nvcc rejected the generated CUDA: scan.h line 122: static assertion failed "
+        "in tl::InclusiveScan2D")
     fault = RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with TORCH_USE_CUDA_DSA")
     assert blame.classify(fault, "judge") == ("CRASH", "RuntimeError: CUDA error: an illegal memory access was encountered")
     assert blame.classify(ValueError("illegal shape"), "run")[0] == "HARNESS_ERROR"
