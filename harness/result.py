@@ -205,14 +205,10 @@ _NOISE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"), (re.compile(r"(/[\w.+-]+)+"), 
 
 
 def unscoped(signature) -> tuple:
-    """A signature without a generated program's statement kinds, nor its buffers' numbers: what stays while the
-    minimizer drops statements (the recorded signature then names the kinds that remain), and what another program
-    failing alike shows (its buffers are numbered in the order drawn: G12 in one program is G14 in the next)."""
+    """A signature without a generated program's statement kinds: what stays while the minimizer drops statements
+    (the recorded signature then names the kinds that remain)."""
     signature = tuple(signature)
-    if not str(signature[1]).startswith("program:"):
-        return signature
-    family, _, verdict, stage, tensor, *rest = signature
-    return (family, "program", verdict, stage, re.sub(r"\d+", "N", tensor), *rest)
+    return signature[:1] + ("program",) + signature[2:] if str(signature[1]).startswith("program:") else signature
 
 
 def alike(signature, known: dict):
