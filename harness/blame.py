@@ -113,7 +113,8 @@ def _last_line(e) -> str:
 # an outside kernel's tile at head_dim 128 on an H100: 239,616 bytes).
 _OUT_OF_SHARED_MEMORY = re.compile(r"Failed to set the allowed dynamic shared memory size")
 _OUT_OF_REGISTERS = re.compile(r"ptxas: .*Insufficient registers")
-_NVCC_SAYS = re.compile(r"\.cu\((\d+)\): error: (.+)|ptxas (?:fatal|error)\s*: (.+)|([\w.-]+\.(?:h|hpp|cuh))\((\d+)\): error: (.+)")
+_NVCC_SAYS = re.compile(r"\.cu\((\d+)\): error: (.+)|ptxas (?:fatal|error)\s*: (.+)"
+                        r"|([\w.-]+\.(?:h|hpp|cuh))\((\d+)\): error: (.+)")
 # Where a template's static_assert fired: 'instantiation of class "tl::InclusiveScan2D<Reducer, threads, ...'.
 _INSTANTIATED = re.compile(r'instantiation of (?:class )?"(?:[\w:<>, ]+ )?([\w:]+)<')
 

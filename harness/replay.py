@@ -1,4 +1,5 @@
-"""Replay a reproducer and answer as `git bisect run` wants: 0 good, 1 bad, 125 cannot test.
+"""Replay a reproducer and say what it shows of the recorded bug (harness.status.Status: its exit status is what
+`git bisect run` wants, 0 good, 1 bad, 125 cannot test).
 
 Used by `harness repro`, by reproducers/test_reproducers.py, by bisect, by
 `harness minimize` (`minimize`: shrink a recorded case and save it in place), and by a campaign that reruns
@@ -21,13 +22,12 @@ from harness import oracle, record, sanitizer
 from harness.environment import environment, gpu_count, importable
 from harness.pool import Pool, Timeouts
 from harness.result import Result
-
-GOOD, BAD, SKIP = 0, 1, 125
+from harness.status import SKIP, Status
 
 
 @dataclass
 class Replay:
-    status: int                   # GOOD, BAD or SKIP
+    status: Status
     verdict: str                  # REPRODUCED, NOT REPRODUCED or CANNOT TEST, with the reason
     evidence: list[str] = field(default_factory=list)  # one line per run
     results: list[Result] = field(default_factory=list)
@@ -52,15 +52,16 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
     shown = [r for r in results if oracle.shows(r, checks)]
     evidence = evidence + sorted({f"  scan:      {f}" for r in shown for f in r.hazards if f.check in checks})
     if shown:
-        return Replay(BAD, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, the recorded hang's "
-                      "cause (compile-only: predicted, not run)", evidence, results)
+        return Replay(Status.REPRODUCED, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, the "
+                      "recorded hang's cause (compile-only: predicted, not run)", evidence, results)
     failing = [r for r in results if r.failed]
     if failing:
-        return Replay(BAD, f"REPRODUCED: {len(failing)}/{n} compiles fail; signature differs", evidence, results)
+        return Replay(Status.FAILS_DIFFERENTLY, f"REPRODUCED: {len(failing)}/{n} compiles fail; signature differs",
+                      evidence, results)
     other = next((r for r in results if r.verdict != "COMPILED"), None)
     if other:
-        return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)
-    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(sorted(checks))} (recorded HANG; "
+        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {record.describe(other)}", evidence, results)
+    return Replay(Status.NOT_REPRODUCED, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(sorted(checks))} (recorded HANG; "
                   "compile-only)", evidence, results)
 
 
@@ -99,7 +100,7 @@ def replay(rep, logs, runs=1, arch="sm_90a", timeouts: Timeouts | None = None, e
     env = env or environment()
     tgt, reason = target(rep, env, arch)
     if tgt is None:
-        return Replay(SKIP, f"CANNOT TEST: {reason}")
+        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {reason}")
     return judged(rep, runs_of(rep.case, tgt, Path(logs) / rep.id, max(runs, 1), timeouts, fresh), tgt, env)
 
 
@@ -114,7 +115,7 @@ def sanitized(rep, tool: str, logs, arch="sm_90a", timeouts: Timeouts | None = N
     env = env or environment()
     tgt, reason = target(rep, env, arch)
     if tgt is None:
-        return Replay(SKIP, f"CANNOT TEST: {reason}"), None
+        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {reason}"), None
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     timeouts = timeouts or Timeouts()
@@ -140,11 +141,11 @@ def judged(rep, results: list[Result], tgt: str, env) -> Replay:
         if same < n:
             evidence.append(f"  recorded signature: {list(rep.signature)}")
             evidence += [f"  now:                {list(r.signature)}" for r in results]
-        return Replay(BAD, verdict, evidence, results)
+        return Replay(Status.REPRODUCED if same else Status.FAILS_DIFFERENTLY, verdict, evidence, results)
     other = next((r for r in results if r.verdict != good), None)
     if other:  # UNSUPPORTED here, or our own HARNESS_ERROR: no evidence either way
-        return Replay(SKIP, f"CANNOT TEST: {record.describe(other)}", evidence, results)
-    return Replay(GOOD, f"NOT REPRODUCED: {n}/{n} runs {good} (recorded {rep.result.verdict})",
+        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {record.describe(other)}", evidence, results)
+    return Replay(Status.NOT_REPRODUCED, f"NOT REPRODUCED: {n}/{n} runs {good} (recorded {rep.result.verdict})",
                   evidence, results)
 
 
@@ -154,17 +155,17 @@ def replay_test(json_path, tmp_path) -> None:
     import pytest
 
     out = replay(record.load(json_path), tmp_path)
-    if out.status == SKIP:
+    if out.status is Status.CANNOT_TEST:
         pytest.skip(out.verdict)
-    assert out.status == GOOD, "\n".join([out.verdict, *out.evidence])
+    assert out.status is Status.NOT_REPRODUCED, "\n".join([out.verdict, *out.evidence])
 
 
 def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", confirm=2, budget=600.0, runs=3,
              log=print) -> tuple[int, str]:
     """Shrink `rep`'s case while its signature stays (harness.minimize) and save the smaller reproducer
     over `path`, keeping its id, links and a title written by hand: (status, the line to print).
-    SKIP where it cannot be tested here, or where the bug does not reproduce (nothing to shrink here: BAD would
-    read as "reproduced" to a caller that knows repro's statuses)."""
+    The status is the command's exit: SKIP where it cannot be tested here, or where the bug does not reproduce
+    (nothing to shrink here: BAD would read as "reproduced" to a caller that knows repro's statuses), else 0."""
     import dataclasses
 
     from harness.minimize import Evaluator, shrink
@@ -181,10 +182,10 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
             return SKIP, f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}"
         small, result, flaky = shrink(first, evaluate, budget, runs, log=log)
     if small == rep.case:
-        return GOOD, f"already minimal: {path}"
+        return 0, f"already minimal: {path}"
     title = None if rep.title == record.default_title(rep.result) else rep.title
     new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
     # What was learned about the bug (links, release matrix, triage, the report's words) stays with it.
     kept = dataclasses.replace(new, links=rep.links, releases=rep.releases, triage=rep.triage, upstream=rep.upstream,
                                kind=rep.kind)
-    return GOOD, f"minimized: {record.save_as(kept, path)}"
+    return 0, f"minimized: {record.save_as(kept, path)}"

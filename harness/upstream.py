@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness import bisect, export, kernels, record, replay, triage, untrusted
+from harness import bisect, export, kernels, record, replay, status, triage, untrusted
 from harness import case as case_mod
 from harness.bisect.search import search
 from harness.environment import environment
@@ -104,7 +104,7 @@ def state_result(path: Path, rep_id: str) -> tuple[record.Bisect | None, str] | 
         return None
     order, steps = [str(v) for v in state.get("order") or []], state.get("steps") or {}
     kind = "release" if order and all(_version(v) for v in order) else "commit"
-    done = ", ".join(f"{v} {bisect.WORDS.get(s.get('status'), s.get('status'))}" for v, s in steps.items()) or "none"
+    done = ", ".join(f"{v} {status.WORDS.get(s.get('status'), s.get('status'))}" for v, s in steps.items()) or "none"
     where = f"state {path}: --good {state.get('good')} --bad {state.get('bad')}"
 
     def test(v):

@@ -11,9 +11,12 @@ import pytest
 from packaging.version import Version
 
 from harness import record
-from harness.bisect import BAD, GOOD, SKIP, BisectError, Pending, environments, matrix, steps
+from harness.bisect import BisectError, Pending, environments, matrix, steps
 from harness.case import Case, to_json
 from harness.result import Result
+from harness.status import GOOD, SKIP, Status
+
+REPRODUCED, NOT_REPRODUCED = Status.REPRODUCED, Status.NOT_REPRODUCED
 
 RELEASES = [Version(v) for v in ("0.1.6.post2", "0.1.7", "0.1.7.post3", "0.1.8", "0.1.10", "0.1.12", "0.1.15")]
 
@@ -75,7 +78,7 @@ def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer,
         if len(replays) == 3 and not getattr(replay_in, "resumed", False):
             raise KeyboardInterrupt  # killed in the middle of the third step
         bad = Version(version) >= Version("0.1.10")
-        return (BAD, "REPRODUCED: 1/1 runs fail") if bad else (GOOD, "NOT REPRODUCED: 1/1 runs COMPILED")
+        return (REPRODUCED, "REPRODUCED: 1/1 runs fail") if bad else (NOT_REPRODUCED, "NOT REPRODUCED: 1/1 runs COMPILED")
 
     monkeypatch.setattr(environments, "replay_in", replay_in)
     state = tmp_path / "state.json"
@@ -102,7 +105,8 @@ def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer,
 def test_a_fresh_bisect_compiles_afresh_in_every_step_and_says_so(tmp_path, reproducer, monkeypatch):
     seen = []
     monkeypatch.setattr(environments, "replay_in", lambda target, rep, runs, logs, fresh=False: (
-        seen.append(fresh) or ((BAD, "REPRODUCED") if target.name.endswith("0.1.6.post2") else (GOOD, "NOT REPRODUCED"))))
+        seen.append(fresh) or ((REPRODUCED, "REPRODUCED") if target.name.endswith("0.1.6.post2")
+                               else (NOT_REPRODUCED, "NOT REPRODUCED"))))
     text = steps.Bisect(reproducer, "0.1.15", "0.1.6.post2", FakeReleases(tmp_path / "envs"), tmp_path / "s.json", runs=4,
                         fresh=True, log=lambda line: None).run(environments.between(RELEASES, "0.1.6.post2", "0.1.15")[::-1])
     assert seen and all(seen)
@@ -112,9 +116,10 @@ def test_a_fresh_bisect_compiles_afresh_in_every_step_and_says_so(tmp_path, repr
     monkeypatch.undo()  # the real replay_in, over a fake subprocess.run
     monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
                         subprocess.CompletedProcess(cmd, GOOD, "a log line\n" + json.dumps(
-                            {"status": GOOD, "verdict": "NOT REPRODUCED: 4/4 runs COMPILED", "now": ["COMPILED"]}) + "\n", ""))
+                            {"status": "not reproduced", "verdict": "NOT REPRODUCED: 4/4 runs COMPILED",
+                             "now": ["COMPILED"]}) + "\n", ""))
     assert environments.replay_in(tmp_path, reproducer, 4, tmp_path / "logs", fresh=True) == (
-        GOOD, "NOT REPRODUCED: 4/4 runs COMPILED | COMPILED")
+        NOT_REPRODUCED, "NOT REPRODUCED: 4/4 runs COMPILED | COMPILED")
     assert calls[-1][-1] == "--fresh" and "--runs" in calls[-1] and "--json" in calls[-1]
     # A repro that printed no JSON (it died first) is a bisect error, not a verdict.
     monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, SKIP, "", "boom"))
@@ -124,7 +129,8 @@ def test_a_fresh_bisect_compiles_afresh_in_every_step_and_says_so(tmp_path, repr
 
 def test_a_fix_is_reported_as_a_fix(tmp_path, reproducer, monkeypatch):
     monkeypatch.setattr(environments, "replay_in", lambda target, rep, runs, logs, fresh=False: (
-        (GOOD, "NOT REPRODUCED") if Version(target.name.split("-", 1)[1]) >= Version("0.1.12") else (BAD, "REPRODUCED")))
+        (NOT_REPRODUCED, "NOT REPRODUCED") if Version(target.name.split("-", 1)[1]) >= Version("0.1.12")
+        else (REPRODUCED, "REPRODUCED")))
     b = steps.Bisect(reproducer, "0.1.15", "0.1.7", FakeReleases(tmp_path / "envs"), tmp_path / "s.json",
                       log=lambda line: None)
     text = b.run(environments.between(RELEASES, "0.1.15", "0.1.7"))
@@ -152,7 +158,7 @@ def test_a_bisect_continues_one_release_per_machine_from_its_state_file(tmp_path
     def replay_in(target, rep, runs, logs, fresh=False, examples=None):
         version = target.name.split("-", 1)[1]
         tested.append(version)
-        return (GOOD, "NOT REPRODUCED") if version == "0.1.15" else (BAD, "REPRODUCED")
+        return (NOT_REPRODUCED, "NOT REPRODUCED") if version == "0.1.15" else (REPRODUCED, "REPRODUCED")
 
     monkeypatch.setattr(environments, "replay_in", replay_in)
     state, releases = tmp_path / "state.json", OneRelease(tmp_path / "envs")
@@ -251,7 +257,7 @@ def repo(tmp_path):
 def by_build(target, rep, runs, logs, fresh=False):
     """Stands for `harness repro` in the built tree: bad where the built package has the bug."""
     text = (target / "tilelang" / "__init__.py").read_text()
-    return (BAD, "REPRODUCED: 1/1 runs fail") if "yes" in text else (GOOD, "NOT REPRODUCED: 1/1 runs COMPILED")
+    return (REPRODUCED, "REPRODUCED: 1/1 runs fail") if "yes" in text else (NOT_REPRODUCED, "NOT REPRODUCED: 1/1 runs COMPILED")
 
 
 def test_commit_bisect_builds_each_commit_once_and_skips_what_does_not_build(tmp_path, repo, reproducer, monkeypatch):
@@ -358,8 +364,10 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
     monkeypatch.setattr(environments, "available", lambda wheels: pytest.fail("the index was asked"))
     def replay_in(target, rep, runs, logs, fresh=False, examples=None):
         if target.name.endswith("0.1.15"):
-            return (BAD, "REPRODUCED: 1/1 runs fail; signature " + ("matches in 1/1 runs" if rep == reps[1] else "differs"))
-        return GOOD, "NOT REPRODUCED"
+            if rep == reps[1]:
+                return REPRODUCED, "REPRODUCED: 1/1 runs fail; signature matches in 1/1 runs"
+            return Status.FAILS_DIFFERENTLY, "REPRODUCED: 1/1 runs fail; signature differs"
+        return NOT_REPRODUCED, "NOT REPRODUCED"
 
     monkeypatch.setattr(environments, "replay_in", replay_in)
     assert cli.main(["matrix", "--releases", "0.1.15,0.1.12", "--jobs", "2", "--dir", str(tmp_path / "reproducers"),
@@ -386,7 +394,7 @@ def test_the_matrix_replays_the_reproducers_of_every_group(tmp_path, monkeypatch
     (tmp_path / "envs" / "tilelang-0.1.15").mkdir(parents=True)
     (tmp_path / "envs" / "tilelang-0.1.15" / ".complete").write_text("")
     monkeypatch.setattr(environments, "replay_in", lambda target, rep, runs, logs, fresh=False, examples=None:
-                        (GOOD, "NOT REPRODUCED"))
+                        (NOT_REPRODUCED, "NOT REPRODUCED"))
     assert cli.main(["matrix", "--releases", "0.1.15", "--dir", str(tmp_path / "reproducers"),
                      "--envs", str(tmp_path / "envs")]) == 0
     table = capsys.readouterr().out

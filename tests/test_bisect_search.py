@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.bisect import BAD, GOOD, SKIP, BisectError
+from harness.bisect import BisectError
 from harness.bisect.search import search
+from harness.status import BAD, GOOD, SKIP
 
 ORDER = ["0.1.6.post2", "0.1.7", "0.1.7.post3", "0.1.8", "0.1.10", "0.1.12", "0.1.15"]
 CHEAP = settings(max_examples=500)  # a pure function over lists: many examples cost well under a second

@@ -174,15 +174,16 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
     """A recorded HANG whose message names a code-scan check is judged compile-only by that check:
     what lets `harness bisect` place 0.1.10's setmaxnreg hang (835c5df46cb3) on a CPU machine."""
     from harness import oracle, record
-    from harness.replay import BAD, GOOD, replay
+    from harness.replay import replay
+    from harness.status import Status
     hang = oracle.hang(fake(15), 60, "run", [Finding("register_budget", "x")])
     rep = record.build(hang, {})
     bad = replay(rep, tmp_path / "bad", timeouts=timeouts)
-    assert bad.status == BAD and "1/1 compiles show register_budget" in bad.verdict, bad
+    assert bad.status is Status.REPRODUCED and "1/1 compiles show register_budget" in bad.verdict, bad
     assert any("95232 registers" in line for line in bad.evidence)
     monkeypatch.setenv("FAKE_SETMAXNREG", "160")  # the release that fixed it
     good = replay(rep, tmp_path / "good", timeouts=timeouts)
-    assert (good.status, good.verdict) == (GOOD, "NOT REPRODUCED: 1/1 compiles without register_budget "
+    assert (good.status, good.verdict) == (Status.NOT_REPRODUCED, "NOT REPRODUCED: 1/1 compiles without register_budget "
                                                  "(recorded HANG; compile-only)")
     plain = record.build(oracle.hang(fake(15), 60, "run"), {})
     assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"

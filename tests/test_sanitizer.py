@@ -7,6 +7,7 @@ import pytest
 
 from harness import sanitizer
 from harness.sanitizer import Hazard, SanitizerError
+from harness.status import Status
 
 # memcheck --padding 65536 --target-processes all on `harness repro`: the parent process launches no kernel,
 # the worker's atomic adds land past dQ_acc (three threads shown), and pytest-style program output is interleaved.
@@ -305,7 +306,7 @@ def test_a_sanitized_replay_runs_its_worker_under_the_tool_through_the_pool(monk
     failed = Result.of(rejected, "COMPILE_ERROR", "compile", "InternalError: rejected")
     rep = record.build(failed, {})
     out, report = replay.sanitized(rep, "memcheck", tmp_path / "logs", timeouts=Timeouts(compile=60, run=30))
-    assert out.status == replay.BAD and out.results[0].verdict == "COMPILE_ERROR", out
+    assert out.status is Status.FAILS_DIFFERENTLY and out.results[0].verdict == "COMPILE_ERROR", out
     assert report is not None and report.clean and report.describe() == "compute-sanitizer memcheck found no errors"
     log = (tmp_path / "logs" / rep.id / "compute-sanitizer-memcheck.log").read_text()
     assert "bands off caching 1" in log

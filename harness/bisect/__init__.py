@@ -8,12 +8,9 @@ One job per module:
 - `matrix`: every reproducer, or a campaign's cases, on every release listed.
 
 Every step's status follows `git bisect run`: 0 good, 1 bad, 125 skip (the release does not install or
-import, or cannot test the case). Here: those statuses and the errors the modules share.
+import, or cannot test the case), as harness.status declares them. Here: the errors the modules share.
 """
 from __future__ import annotations
-
-GOOD, BAD, SKIP = 0, 1, 125
-WORDS = {GOOD: "good", BAD: "bad", SKIP: "skip"}
 
 
 class BisectError(ValueError):

@@ -24,8 +24,9 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from harness import untrusted
-from harness.bisect import BAD, GOOD, SKIP, BisectError, Pending
+from harness.bisect import BisectError, Pending
 from harness.result import Result
+from harness.status import Status
 
 # Linked by TileLang's libraries through relative rpaths (0.1.10: "libz3.so.4.15: cannot open
 # shared object file" with z3 elsewhere on the path), so they are installed into each release's tree.
@@ -254,20 +255,21 @@ def _env_of(target: Path) -> dict:
 
 
 def replay_in(target: Path, reproducer: Path, runs: int, logs: Path, fresh=False, examples: Path | None = None
-              ) -> tuple[int, str]:
+              ) -> tuple[Status, str]:
     """`harness repro` with the release in `target` (`fresh`: a compile per run; `examples`: its outside
-    kernel's examples tree): (status, its evidence in one line)."""
+    kernel's examples tree): (its status, its evidence in one line)."""
     env = _env_of(target)
     cmd = [sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs), "--logs", str(logs),
            "--json", *(["--fresh"] if fresh else []), *(["--examples", str(examples)] if examples else [])]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    if p.returncode not in (GOOD, BAD, SKIP):
+    if p.returncode not in {s.exit for s in Status}:
         raise BisectError(f"harness repro exited {p.returncode} in {target.name}: {_last(p.stderr)}")
     try:
         out = json.loads(p.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+        status = Status(out["status"])
+    except (IndexError, KeyError, ValueError):  # json.JSONDecodeError is a ValueError
         raise BisectError(f"harness repro in {target.name} printed no JSON result: {_last(p.stderr)}") from None
-    return p.returncode, out["verdict"] + (f" | {out['now'][0]}" if out["now"] else "")
+    return status, out["verdict"] + (f" | {out['now'][0]}" if out["now"] else "")
 
 
 def campaign_in(target: Path, cases: Path, out: Path, examples: Path | None = None) -> str:

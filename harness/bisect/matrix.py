@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.bisect import BAD, GOOD, SKIP, environments
+from harness.bisect import environments
+from harness.status import Status
 
 
 def examples_tree(examples: Path, version) -> Path | None:
@@ -32,7 +33,9 @@ def matrix(reproducers: list[Path], versions: list, releases: environments.Relea
 
     from harness import kernels, record
 
-    words = {GOOD: "not reproduced", BAD: "**REPRODUCED**", SKIP: "cannot test"}
+    # A failure with another signature is another bug (known or new), not this one.
+    words = {Status.REPRODUCED: "**REPRODUCED**", Status.FAILS_DIFFERENTLY: "fails differently",
+             Status.NOT_REPRODUCED: "not reproduced", Status.CANNOT_TEST: "cannot test"}
     reps = [record.load(p) for p in reproducers]
     outside = {p for p, rep in zip(reproducers, reps) if kernels.family(rep.case.family).module}
     rows = ["| reproducer | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
@@ -43,18 +46,15 @@ def matrix(reproducers: list[Path], versions: list, releases: environments.Relea
         def cell(path, v=v, target=target, why=why):
             tree = examples_tree(examples, v) if path in outside else None
             if target is None:
-                return SKIP, why
+                return Status.CANNOT_TEST, why
             return environments.replay_in(target, path, runs, releases.root / "logs" / f"matrix-{v}", fresh, tree)
 
         with ThreadPoolExecutor(jobs) as pool:
             for rep, out in zip(reps, pool.map(cell, reproducers)):
                 cells[rep.id, v] = out
                 log(f"  {v} {rep.id}: {out[1]}")
-    def word(status, evidence):  # a failure with another signature is another bug (known or new), not this one
-        return "fails differently" if status == BAD and "signature differs" in evidence else words[status]
-
     for rep in reps:
-        rows.append(f"| {rep.id} | " + " | ".join(word(*cells[rep.id, v]) for v in versions) + " |")
+        rows.append(f"| {rep.id} | " + " | ".join(words[cells[rep.id, v][0]] for v in versions) + " |")
     return "\n".join(rows) + "\n"
 
 

@@ -6,7 +6,8 @@ search is tested with plain lists (tests/test_bisect_search.py: a property over 
 """
 from __future__ import annotations
 
-from harness.bisect import BAD, GOOD, BisectError
+from harness.bisect import BisectError
+from harness.status import BAD, GOOD
 
 
 def search(order: list, test) -> tuple[int, int, list[int]]:

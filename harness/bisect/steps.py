@@ -17,9 +17,10 @@ from pathlib import Path
 from packaging.version import Version
 
 from harness import untrusted
-from harness.bisect import SKIP, WORDS, BisectError, Pending, environments
+from harness.bisect import BisectError, Pending, environments
 from harness.bisect.search import search
 from harness.environment import gpu_count
+from harness.status import SKIP, WORDS
 
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
@@ -82,8 +83,9 @@ class Bisect:
             if target is None:
                 status, evidence = SKIP, f"CANNOT TEST: {why}"
             else:
-                status, evidence = environments.replay_in(target, self.reproducer, self.runs,
-                                                          self.releases.root / "logs" / key, self.fresh)
+                said, evidence = environments.replay_in(target, self.reproducer, self.runs,
+                                                        self.releases.root / "logs" / key, self.fresh)
+                status = said.exit  # the search and the state file hold git bisect run's statuses
             self.steps[key] = {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - t0, 1)}
             self._save()
             self.log(f"  {key}: {evidence}")
@@ -123,7 +125,8 @@ def at_commit(reproducer: Path, provider: environments.Commits, ref: str, runs: 
     target, why = provider.ensure(sha)
     if target is None:
         return SKIP, f"CANNOT TEST: {why}"
-    return environments.replay_in(target, reproducer, runs, envs / "logs" / sha, fresh)
+    said, evidence = environments.replay_in(target, reproducer, runs, envs / "logs" / sha, fresh)
+    return said.exit, evidence
 
 
 def start(reproducer: Path, rep_id: str, good: str, bad: str, provider, state: Path | None, envs: Path, runs: int,

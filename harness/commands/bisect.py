@@ -37,6 +37,7 @@ def add(sub) -> None:
 def cmd_bisect(args) -> int:
     from harness import bisect
     from harness.bisect import environments, steps
+    from harness.status import WORDS
 
     rep, path = load(args, "bisect")
     if rep is None:
@@ -70,7 +71,7 @@ def cmd_bisect(args) -> int:
                            args.runs, args.fresh, log=log)
         text = run.run()
     except bisect.Pending as e:
-        done = ", ".join(f"{v} {bisect.WORDS[s['status']]}" for v, s in run.steps.items()) or "none"
+        done = ", ".join(f"{v} {WORDS[s['status']]}" for v, s in run.steps.items()) or "none"
         print(f"harness bisect: paused: {e}\nsteps so far: {done}; state: {run.state_path}\n"
               "run the same command where that step can run", file=sys.stderr)
         return 3

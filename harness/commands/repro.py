@@ -8,6 +8,7 @@ import sys
 from harness import record, sanitizer
 from harness.commands.common import BAD_INPUT, MAX_RUNS, in_dir, load, positive, replay_args, timeouts
 from harness.environment import environment
+from harness.status import BAD
 
 EXITS = {0: "not reproduced", 1: "reproduced", 2: BAD_INPUT, 125: "cannot test here, or HARNESS_ERROR"}
 
@@ -49,13 +50,13 @@ def cmd_repro(args) -> int:
               f"[{replay.where(rep.environment)}]")
     out = replay.replay(rep, args.logs, args.runs, args.arch, timeouts(args), env, fresh=args.fresh)
     if args.json:  # what bisect and matrix read: one object on one line
-        print(json.dumps({"id": rep.id, "status": out.status, "verdict": out.verdict, "evidence": out.evidence,
+        print(json.dumps({"id": rep.id, "status": out.status.value, "verdict": out.verdict, "evidence": out.evidence,
                           "now": [record.describe(r) for r in out.results], "environment": env}))
-        return out.status
+        return out.status.exit
     for line in out.evidence:
         print(line)
     print(out.verdict)
-    return out.status
+    return out.status.exit
 
 
 def _sanitized(args, rep, path) -> int:
@@ -76,6 +77,6 @@ def _sanitized(args, rep, path) -> int:
     for line in [*out.evidence, out.verdict]:
         print(line)
     if report is None:  # nothing ran here
-        return out.status
+        return out.status.exit
     print(report.describe())
-    return 1 if report.hazards or out.status == 1 else out.status
+    return BAD if report.hazards else out.status.exit

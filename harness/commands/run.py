@@ -138,8 +138,9 @@ def campaign_args(p):
     p.add_argument("--stop-after-failures", type=nonnegative_int, default=0, metavar="N",
                    help="stop starting cases after N new failures (not a recorded bug; 0: run them all)")
     p.add_argument("--max-worker-restarts", type=nonnegative_int, metavar="N",
-                   help="replace workers that died or hung N times in a row (no case ran a kernel on a worker that lived between), then stop the run (exit 1; the same "
-                        "command continues it; default: 4 per worker)")
+                   help="replace workers that died or hung N times in a row (no case ran a kernel on a worker "
+                        "that lived between), then stop the run (exit 1; the same command continues it; default: 4 "
+                        "per worker)")
     p.add_argument("--no-pairwise", action="store_true",
                    help="draw every kernel at random (default: first a covering array of static feature pairs)")
     p.add_argument("--mutate", type=_share, default=1 / 3, metavar="SHARE",
