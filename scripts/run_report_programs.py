@@ -14,7 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import record, upstream  # noqa: E402
+from harness import record  # noqa: E402
+from harness.upstream import outputs  # noqa: E402
 
 
 def main(argv) -> int:
@@ -37,10 +38,10 @@ def main(argv) -> int:
             continue
         for control in ["", *(c.name for c in rep.upstream.controls)]:
             start = time.time()
-            result = upstream.run_program(program, control)
-            (out / upstream.output_name(rid, control)).write_text(result.dumps())
+            result = outputs.run_program(program, control)
+            (out / outputs.output_name(rid, control)).write_text(result.dumps())
             last = (result.text.strip().splitlines() or [""])[-1][:100]
-            print(f"{upstream.output_name(rid, control)}: exit {result.status} in {time.time() - start:.0f} s: {last}",
+            print(f"{outputs.output_name(rid, control)}: exit {result.status} in {time.time() - start:.0f} s: {last}",
                   flush=True)
     return 0
 

@@ -1,5 +1,6 @@
 """The generated-code checks on small CUDA excerpts shaped like TileLang's output."""
 from harness import codegen
+from harness.codegen import alignment, ordering, registers
 
 HEADER = """
   void* o_s = ((void*)((char*)buf_dyn_shmem + 0));
@@ -276,11 +277,11 @@ def test_vector_access_at_an_offset_the_shape_does_not_align_is_flagged():
 
 
 def test_divisor_reads_literal_factors_shifts_and_casts():
-    assert codegen.divisor("((int64_t)kb) * (int64_t)64 + x * 8") == 8
-    assert codegen.divisor("(i << 4) + 32") == 16
-    assert codegen.divisor("a * seq_k + 8") == 1
-    assert codegen.divisor("max(a, 8) * 16 + (x & 7) * 8") == 8
-    assert codegen.divisor("c ? 16 : 3") == 1 and codegen.divisor("(a * 16") == 1
+    assert alignment.divisor("((int64_t)kb) * (int64_t)64 + x * 8") == 8
+    assert alignment.divisor("(i << 4) + 32") == 16
+    assert alignment.divisor("a * seq_k + 8") == 1
+    assert alignment.divisor("max(a, 8) * 16 + (x & 7) * 8") == 8
+    assert alignment.divisor("c ? 16 : 3") == 1 and alignment.divisor("(a * 16") == 1
 
 
 # The O epilogue of the warp-specialized fwd kernel as TileLang 0.1.12 (no barrier) and 0.1.15
@@ -301,11 +302,11 @@ _EPILOGUE = """\
 
 
 def test_a_tma_store_of_a_buffer_the_threads_just_wrote_needs_a_barrier_between():
-    found = codegen.unsynced_tma_stores(_EPILOGUE.format(sync=""))
+    found = ordering.unsynced_tma_stores(_EPILOGUE.format(sync=""))
     assert [(f.check, f.line) for f in found] == [("unsynced_tma_stores", 9)]  # one finding per buffer
     assert "o_s" in found[0].message and "line 4" in found[0].message
-    assert codegen.unsynced_tma_stores(_EPILOGUE.format(sync="tl::__sync_thread_partial(3, 256);")) == []
-    assert codegen.unsynced_tma_stores(_EPILOGUE.format(sync="__syncthreads();")) == []
+    assert ordering.unsynced_tma_stores(_EPILOGUE.format(sync="tl::__sync_thread_partial(3, 256);")) == []
+    assert ordering.unsynced_tma_stores(_EPILOGUE.format(sync="__syncthreads();")) == []
 
 
 RING_WITH_MASK = """
@@ -335,16 +336,16 @@ def test_a_stage_read_after_its_release_is_flagged():
     consumer releases K's stage right after QK^T, then reads that stage's mask_s, which the
     producer refills after waiting on the same release."""
     early = RING_WITH_MASK.replace("EARLY", RELEASE).replace("LATE\n", "")
-    [found] = codegen.reads_after_release(early)
+    [found] = ordering.reads_after_release(early)
     assert found.line == early.splitlines().index(
         "      acc_s[0] = ((0 < ((int)((uchar*)mask_s)[((consumer_phase_cnt[0] & 1) * 4096)])) ? acc_s[0] : -CUDART_INF_F);") + 1
     assert "mask_s read after this iteration released its stage" in found.message
     late = RING_WITH_MASK.replace("EARLY\n", "").replace("LATE", RELEASE)
-    assert codegen.reads_after_release(late) == []
+    assert ordering.reads_after_release(late) == []
     # A consumer priming the ring (an arrive before its loop) releases nothing it has read; and the
     # consumer's own writes after the producer's loop are not that stage's contents.
     primed = late.replace("  } else {\n", "  } else {\n" + RELEASE + "\n    ((half_t*)q_s)[0] = Q[0];\n")
-    assert codegen.reads_after_release(primed) == []
+    assert ordering.reads_after_release(primed) == []
 
 
 # A warp-specialized epilogue: 256 consumer threads (threadIdx >= 128) sync before and after writing o_s.
@@ -444,12 +445,12 @@ def _bias(bound="(n >> 7)", before="", read=OTHER_THREADS):
 
 
 def test_a_barrier_only_inside_a_loop_that_may_not_run_does_not_order_a_write_before_it_and_a_read_after_it():
-    found = codegen.barriers_in_skipped_loops(_bias())
+    found = ordering.barriers_in_skipped_loops(_bias())
     assert [(f.check, f.line) for f in found] == [("barriers_in_skipped_loops", 14)]
     assert "S written by the threads at line 5" in found[0].message and "(n >> 7)" in found[0].message
-    assert codegen.barriers_in_skipped_loops(_bias(bound="4")) == []  # the loop surely runs: its barrier is reached
-    assert codegen.barriers_in_skipped_loops(_bias(before="  __syncthreads();\n")) == []  # a barrier outside it
-    assert codegen.barriers_in_skipped_loops(_bias(read=OWN)) == []  # each thread reads what it wrote
+    assert ordering.barriers_in_skipped_loops(_bias(bound="4")) == []  # the loop surely runs: its barrier is reached
+    assert ordering.barriers_in_skipped_loops(_bias(before="  __syncthreads();\n")) == []  # a barrier outside it
+    assert ordering.barriers_in_skipped_loops(_bias(read=OWN)) == []  # each thread reads what it wrote
     assert [f.check for f in codegen.check(_bias())] == ["barriers_in_skipped_loops"]
 
 
@@ -481,10 +482,10 @@ RELEASE_LAST
 def test_a_release_is_matched_to_its_wait_whatever_each_loop_calls_its_variable():
     release = "      mbarrier[((k_1 % 3) + 3)].arrive();"
     early = RING_BY_LOOP_VARIABLE.replace("RELEASE_HERE", release).replace("RELEASE_LAST\n", "")
-    [found] = codegen.reads_after_release(early)
+    [found] = ordering.reads_after_release(early)
     assert "S7 read after this iteration released its stage (mbarrier[((k%3)+3)].arrive()" in found.message
     late = RING_BY_LOOP_VARIABLE.replace("RELEASE_HERE\n", "").replace("RELEASE_LAST", release)
-    assert codegen.reads_after_release(late) == []
+    assert ordering.reads_after_release(late) == []
 
 
 # 12eba470b947's kernel (0.1.15, trimmed): A loaded and row-summed by all 256 threads, then the warp-specialized split.
@@ -522,17 +523,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) program_kernel(const bfloat
 def test_registers_loaded_by_every_thread_and_read_inside_one_role_are_flagged():
     source = ACROSS_ROLES.replace("AFTER", "")
     line = [text.strip() for text in source.splitlines()].index
-    found = codegen.registers_across_roles(source)
+    found = registers.registers_across_roles(source)
     assert [(f.line, f.message.split(" holds")[0]) for f in found] == [
         (line("float4 v__1 = *(float4*)(A + 0);") + 1, "A"),
         (line("*(float4*)(B + 0) = make_float4(s[0], s[0], s[0], s[0]);") + 1, "s")]
     assert f"split (line {line('if (((int)threadIdx.x) < 128) {') + 1}: `if (((int)threadIdx.x) < 128) {{`)" in found[0].message
     # The same values read after the split, by every thread again, are theirs; so is a constant fill before it.
-    assert codegen.registers_across_roles(ACROSS_ROLES.replace("A + 0", "Y + 0").replace("s[0], s[0]", "1.0f, 1.0f")
+    assert registers.registers_across_roles(ACROSS_ROLES.replace("A + 0", "Y + 0").replace("s[0], s[0]", "1.0f, 1.0f")
                                           .replace("AFTER", "Y[0] = A[0] + s[0];")) == []
     filled = ACROSS_ROLES.replace("*(uint4*)(X + (((int)threadIdx.x) * 8))", "make_uint4(0, 0, 0, 0)").replace("AFTER", "")
-    assert codegen.registers_across_roles(filled) == []
-    assert codegen.registers_across_roles(ACROSS_ROLES.replace("  if (((int)threadIdx.x) < 128) {", "  if (n < 128) {")
+    assert registers.registers_across_roles(filled) == []
+    assert registers.registers_across_roles(ACROSS_ROLES.replace("  if (((int)threadIdx.x) < 128) {", "  if (n < 128) {")
                                           .replace("AFTER", "")) == []
 
 

@@ -530,7 +530,7 @@ def test_a_failure_met_through_other_statements_is_shown_alike_a_recorded_one():
 def test_a_failure_row_names_the_code_scan_checks_its_cases_carried():
     """391bcfb1f341 was 2c4e73a32b9e in another region: no signature matched, but the scan had named its race."""
     from harness import report
-    from harness.codegen import Finding
+    from harness.codegen.source import Finding
     from harness.result import Result
 
     c = case_mod.Case(family="program", program=model.to_json(generate.template("attention")))

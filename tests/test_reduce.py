@@ -1,4 +1,4 @@
-"""harness reduce (harness/reduce.py) on stand-in reproducers: pure Python files that print REPRODUCED when some lines
+"""harness reduce (harness/reduce/) on stand-in reproducers: pure Python files that print REPRODUCED when some lines
 are there, so that a reduction takes seconds. The result is syntactically valid and 1-minimal by lines, the outcome
 cache runs no text twice (a python that notes each start counts them), and the simplifications keep the
 file's check intact. The CLI refuses what it cannot reduce with one line."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import pysource
-from harness import reduce as red
+from harness.reduce import candidates, ddmin, reduction, simplify
 
 STAND_IN = '''"""A stand-in reproducer: REPRODUCED (exit 1) iff KEY_A and KEY_B are both assigned."""
 import sys
@@ -45,11 +45,11 @@ def counting(tmp_path):
 
 def interesting(text: str, tmp_path: Path) -> bool:
     p = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, cwd=tmp_path)
-    return p.returncode == 1 and red.reproduced_line(p.stdout) == "REPRODUCED: both keys" and "Traceback" not in p.stderr
+    return p.returncode == 1 and candidates.reproduced_line(p.stdout) == "REPRODUCED: both keys" and "Traceback" not in p.stderr
 
 
 def test_a_reduction_keeps_the_two_lines_that_matter_and_is_1_minimal_by_lines(tmp_path):
-    r = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache")
+    r = reduction.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache")
     text = r.after
     ast.parse(text)  # valid Python
     assert "KEY_A = 1" in text and "KEY_B = 2" in text and "unused" not in text and "noise" not in text
@@ -64,17 +64,17 @@ def test_a_reduction_keeps_the_two_lines_that_matter_and_is_1_minimal_by_lines(t
 def test_the_cache_runs_no_text_twice_and_a_rerun_with_it_runs_nothing(tmp_path, counting):
     python, runs = counting
     cache = tmp_path / "cache"
-    first = red.reduce(STAND_IN, timeout=30, cache=cache, python=python)
+    first = reduction.reduce(STAND_IN, timeout=30, cache=cache, python=python)
     ran = len(runs.read_text().splitlines())
     assert ran == first.runs + 1  # each text run once, plus the unreduced file's probe
-    again = red.reduce(STAND_IN, timeout=30, cache=cache, python=python)
+    again = reduction.reduce(STAND_IN, timeout=30, cache=cache, python=python)
     assert len(runs.read_text().splitlines()) == ran + 1  # the probe only
     assert again.after == first.after
 
 
 def test_a_candidate_that_does_not_compile_is_never_run(tmp_path, counting):
     python, runs = counting
-    test = red.Predicate(tmp_path / "cache", 30, python=python)
+    test = candidates.Predicate(tmp_path / "cache", 30, python=python)
     assert not test("x = (\n")
     assert not runs.exists() and test.counts() == (0, 1)
     assert test(STAND_IN) and test(STAND_IN)  # the second answer is the cache's
@@ -93,16 +93,16 @@ except Exception as e:
     sys.exit(1 if said in str(e) else 0)
 print("NOT REPRODUCED: no error")
 '''
-    with pytest.raises(red.ReduceError, match="does not print REPRODUCED here"):
-        red.reduce(text, timeout=30, cache=tmp_path / "c")
-    r = red.reduce(text.replace("other words, not the ones recorded", "the words, as recorded"), timeout=30,
+    with pytest.raises(reduction.ReduceError, match="does not print REPRODUCED here"):
+        reduction.reduce(text, timeout=30, cache=tmp_path / "c")
+    r = reduction.reduce(text.replace("other words, not the ones recorded", "the words, as recorded"), timeout=30,
                    cache=tmp_path / "c2")
     assert r.after.count("in str(e)") == 2 and "else 0" in r.after and "import sys" in r.after, r.after
 
 
 def test_an_uncaught_exception_after_the_line_is_not_the_checks_exit_1(tmp_path):
     """Without `import sys`, `sys.exit(1)` raises NameError: exit 1 too, but not the check's."""
-    r = red.reduce("import sys\nprint('REPRODUCED')\nsys.exit(1)\n", timeout=30, cache=tmp_path / "c")
+    r = reduction.reduce("import sys\nprint('REPRODUCED')\nsys.exit(1)\n", timeout=30, cache=tmp_path / "c")
     assert r.after == "import sys\nprint('REPRODUCED')\nsys.exit(1)\n" or "import sys" in r.after
 
 
@@ -128,7 +128,7 @@ def check(v):
 check(build(4, "fast"))
 print("NOT REPRODUCED")
 '''
-    r = red.reduce(text, timeout=30, cache=tmp_path / "c")
+    r = reduction.reduce(text, timeout=30, cache=tmp_path / "c")
     assert "def build" not in r.after and "mode" not in r.after and "def check" not in r.after, r.after
     assert len(r.after.splitlines()) <= 5, r.after  # the program is a constant: its check may fold to `if True:`
 
@@ -195,16 +195,16 @@ def test_every_simplification_applies_where_it_offers_to_and_leaves_valid_python
 
     tree = ast.parse(SAMPLE)
     offered = {}
-    for sites, apply in red.TRANSFORMS:
+    for sites, apply in simplify.TRANSFORMS:
         for what, site in sites(tree):
             new = apply(copy.deepcopy(tree), site)
             assert new is not None, what
-            compile(red.text_of(new), "candidate", "exec")
+            compile(ddmin.text_of(new), "candidate", "exec")
             offered[sites.__name__] = offered.get(sites.__name__, 0) + 1
-    assert set(offered) == {s.__name__ for s, _ in red.TRANSFORMS}, offered  # each kind has a site here
-    protected = [w for w, _ in red._branches(tree)]
+    assert set(offered) == {s.__name__ for s, _ in simplify.TRANSFORMS}, offered  # each kind has a site here
+    protected = [w for w, _ in simplify._branches(tree)]
     assert not any("REPRODUCED" in w for w in protected)
-    texts = {red.text_of(apply(copy.deepcopy(tree), site)) for sites, apply in red.TRANSFORMS for _, site in sites(tree)}
+    texts = {ddmin.text_of(apply(copy.deepcopy(tree), site)) for sites, apply in simplify.TRANSFORMS for _, site in sites(tree)}
     # The check is never made a constant: what it prints and how it exits still depend on the error.
     assert all("'REPRODUCED:' if said in str(e)" in t or "'REPRODUCED:' if 'the words' in str(e)" in t for t in texts)
     assert not any("sys.exit(1)" in t for t in texts)
@@ -213,30 +213,30 @@ def test_every_simplification_applies_where_it_offers_to_and_leaves_valid_python
 def test_a_call_moves_to_its_one_use_but_is_never_copied():
     tree = ast.parse("def f():\n    s = T.alloc_shared([8], 'f')\n    T.copy(a, s)\n    T.copy(s, b)\n    n = 4 + 1\n"
                      "    g(n, n)\n    o = T.alloc_fragment([8], 'f')\n    T.copy(o, b)\n")
-    assert [w for w, _ in red._propagate(tree)] == ["propagate n = 4 + 1", "propagate o = T.alloc_fragment([8], 'f')"]
+    assert [w for w, _ in simplify._propagate(tree)] == ["propagate n = 4 + 1", "propagate o = T.alloc_fragment([8], 'f')"]
 
 
 def test_a_tuple_assignment_splits_up_to_a_starred_value():
     import copy
 
     tree = ast.parse("acc, m1, m2, m3 = (T.alloc_fragment([8, 8], A), *(T.alloc_fragment([8], A) for _ in range(3)))\n")
-    (_, site), = red._split_sites(tree)
-    assert red.text_of(red._apply_split(copy.deepcopy(tree), site)) == (
+    (_, site), = simplify._split_sites(tree)
+    assert ddmin.text_of(simplify._apply_split(copy.deepcopy(tree), site)) == (
         "acc = T.alloc_fragment([8, 8], A)\nm1, m2, m3 = (*(T.alloc_fragment([8], A) for _ in range(3)),)\n")
 
 
 def test_parallel_jobs_give_a_1_minimal_result_too(tmp_path):
-    r = red.reduce(STAND_IN, jobs=2, timeout=30, cache=tmp_path / "cache")
+    r = reduction.reduce(STAND_IN, jobs=2, timeout=30, cache=tmp_path / "cache")
     assert "KEY_A = 1" in r.after and "KEY_B = 2" in r.after and interesting(r.after, tmp_path)
 
 
 def test_dead_code_drops_the_definitions_nothing_reaches_in_one_go():
     tree = ast.parse("import os\nimport sys\nA = 1\nB = A + 1\n\n\ndef f():\n    return B\n\n\ndef g():\n"
                      "    return os.sep\n\n\nprint(f())\nsys.exit(1)\n")
-    left = red.text_of(red.dead_code(tree))
+    left = ddmin.text_of(ddmin.dead_code(tree))
     assert "def g" not in left and "import os" not in left
     assert all(s in left for s in ("import sys", "A = 1", "B = A + 1", "def f", "print(f())"))
-    assert red.dead_code(ast.parse(left)) is None
+    assert ddmin.dead_code(ast.parse(left)) is None
 
 
 @pytest.fixture
@@ -251,26 +251,26 @@ def slow(tmp_path):
 def test_a_budget_stops_the_passes_and_leaves_the_smallest_reproducing_file(tmp_path, slow):
     best = tmp_path / "out" / "best.py"
     big = STAND_IN.replace("x = 1  # noise\n", "x = 1\n" + "".join(f"noise_{i} = {i}\n" for i in range(300)))
-    r = red.reduce(big, timeout=30, cache=tmp_path / "cache", python=slow, budget=3, best=best)
+    r = reduction.reduce(big, timeout=30, cache=tmp_path / "cache", python=slow, budget=3, best=best)
     assert r.stopped and "stopped at the budget" in r.summary("s")  # it stopped, and not 1-minimal yet:
     assert any(line.startswith("noise_") for line in r.after.splitlines())
     assert [p.name for p in best.parent.iterdir()] == ["best.py"]  # nothing else beside it
     assert interesting(r.after, tmp_path) and interesting(best.read_text(), tmp_path)
     assert len(best.read_text()) <= len(r.after) <= len(big)
     # the runs the deadline cut short were not kept: the same cache, no budget, goes on to the 1-minimal result
-    done = red.reduce(big, timeout=30, cache=tmp_path / "cache", best=best)
+    done = reduction.reduce(big, timeout=30, cache=tmp_path / "cache", best=best)
     assert not done.stopped and "KEY_A = 1" in done.after and "noise" not in done.after
     assert interesting(best.read_text(), tmp_path) and len(best.read_text()) <= len(done.after)
 
 
 def test_the_best_file_holds_the_file_itself_before_any_candidate_reproduces(tmp_path):
     best = tmp_path / "best.py"
-    r = red.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache", budget=0.0, best=best)
+    r = reduction.reduce(STAND_IN, timeout=30, cache=tmp_path / "cache", budget=0.0, best=best)
     assert r.stopped and r.after == STAND_IN and best.read_text() == STAND_IN
 
 
 def test_a_timeout_is_no_reproduction(tmp_path):
-    test = red.Predicate(tmp_path / "cache", 1)
+    test = candidates.Predicate(tmp_path / "cache", 1)
     assert not test("import time\ntime.sleep(30)\nprint('REPRODUCED')\n")
 
 

@@ -16,6 +16,7 @@ from harness import cli, export, record, replay, reproducer_index, triage, upstr
 from harness.case import Case
 from harness.record import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
 from harness.result import Finding, Result
+from harness.upstream import outputs
 
 COMPILE = Case(family="fake", heads=9, kv_heads=9)
 NUMERIC = Case(family="fake", heads=1, kv_heads=1)
@@ -354,10 +355,10 @@ def test_a_committed_report_holds_to_its_reproducer(path):
     assert (workaround == "None found.") == (not up.workaround and not any(c.workaround for c in up.controls))
     # Output captured, not written: each block pasted is the captured file's text, verbatim; a missing one is a
     # marked gap, and only where a GPU is needed.
-    outputs = ROOT / "reproducers" / "upstream" / upstream.OUTPUTS
+    captured = ROOT / "reproducers" / "upstream" / outputs.OUTPUTS
     for control, gpu in [("", up.gpu)] + [(c.name, c.gpu) for c in up.controls]:
-        command = f"python {upstream.PROGRAM_NAME}" + (f" --control {control}" if control else "")
-        out = upstream.read_output(outputs / upstream.output_name(rep.id, control))
+        command = f"python {outputs.PROGRAM_NAME}" + (f" --control {control}" if control else "")
+        out = outputs.read_output(captured / outputs.output_name(rep.id, control))
         if out is not None and (out.on_gpu or not gpu):
             assert f"`{command}` (" in text and out.text.rstrip("\n") in text, command
             assert f"Exit status {out.status}." in text
@@ -393,7 +394,7 @@ def _worded(tmp_path, **facts):
 
 
 def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_path, exported, monkeypatch):
-    monkeypatch.setattr(upstream, "where_here", lambda arch="sm_90a": f"no GPU (compile-only, {arch})")
+    monkeypatch.setattr(outputs, "where_here", lambda arch="sm_90a": f"no GPU (compile-only, {arch})")
     rep = _worded(tmp_path)
     out = _report(rep, tmp_path)
     text = out.text
@@ -412,16 +413,16 @@ def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_p
     assert "harness" not in text.lower() and "```json" not in text
     # What it ran is saved, so the next report pastes the same text without running anything.
     saved = tmp_path / "reproducers" / "upstream" / "outputs" / f"{rep.id}.fine.txt"
-    assert upstream.read_output(saved).text == "compiles"
+    assert outputs.read_output(saved).text == "compiles"
     assert _report(rep, tmp_path, run=False).text == text
     # An output from a GPU machine (--outputs) fills the gap; one from a machine without a GPU does not.
     gpu_dir = tmp_path / "gpu"
     gpu_dir.mkdir()
     (gpu_dir / f"{rep.id}.numbers.txt").write_text(
-        upstream.Output("no GPU here", 125, "no GPU (compile-only, sm_90a)", "0.1.15").dumps())
+        outputs.Output("no GPU here", 125, "no GPU (compile-only, sm_90a)", "0.1.15").dumps())
     assert "<!-- GAP: python repro.py --control numbers -->" in _report(rep, tmp_path, outputs=gpu_dir, run=False).text
     (gpu_dir / f"{rep.id}.numbers.txt").write_text(
-        upstream.Output("max error 876\nREPRODUCED", 1, "NVIDIA H100 80GB HBM3", "0.1.15", "torch 2.9").dumps())
+        outputs.Output("max error 876\nREPRODUCED", 1, "NVIDIA H100 80GB HBM3", "0.1.15", "torch 2.9").dumps())
     filled = _report(rep, tmp_path, outputs=gpu_dir, run=False)
     assert filled.gaps == [] and "`python repro.py --control numbers` (NVIDIA H100 80GB HBM3, TileLang 0.1.15):" \
         in filled.text and "max error 876\nREPRODUCED\n```" in filled.text
@@ -429,11 +430,11 @@ def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_p
 
 
 def test_an_output_file_round_trips(tmp_path):
-    out = upstream.Output("line 1\n\nline 3", 1, "NVIDIA H100", "0.1.15", "torch 2.9, CUDA 12.8, Python 3.11")
+    out = outputs.Output("line 1\n\nline 3", 1, "NVIDIA H100", "0.1.15", "torch 2.9, CUDA 12.8, Python 3.11")
     (tmp_path / "x.txt").write_text(out.dumps())
-    assert upstream.read_output(tmp_path / "x.txt") == out
+    assert outputs.read_output(tmp_path / "x.txt") == out
     (tmp_path / "y.txt").write_text("no end line\n")
-    assert upstream.read_output(tmp_path / "y.txt") is None
+    assert outputs.read_output(tmp_path / "y.txt") is None
     assert out.dumps().endswith("# exit 1 on NVIDIA H100, TileLang 0.1.15, torch 2.9, CUDA 12.8, Python 3.11\n")
 
 

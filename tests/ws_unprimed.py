@@ -3,7 +3,7 @@ package; tests/conftest.py registers it as `ws_unprimed`, kernels.register).
 
 With num_stages > 1 the producer's first wait on slot 1 needs an arrival that only the consumer's
 second iteration would make, after it waited for slot 1's data: a block that runs two or more key
-blocks deadlocks on a GPU, and codegen.mbarrier_protocol sees it without one. With one stage the
+blocks deadlocks on a GPU, and codegen.barriers.mbarrier_protocol sees it without one. With one stage the
 only slot is primed and the kernel is correct.
 """
 import dataclasses

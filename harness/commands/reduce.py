@@ -79,7 +79,7 @@ def cmd_reduce(args) -> int:
     import textwrap
     from concurrent.futures import ProcessPoolExecutor
 
-    from harness import reduce
+    from harness.reduce import reduction
 
     given, rep = Path(args.reproducer), None
     if given.suffix == ".py" and is_file(given):
@@ -89,7 +89,7 @@ def cmd_reduce(args) -> int:
         if rep is None:
             return 2
         why = None
-    to = Path(args.out) if args.out else reduce.default_out(given, rep and rep.id, Path(args.dir))
+    to = Path(args.out) if args.out else reduction.default_out(given, rep and rep.id, Path(args.dir))
     why = why or cannot_write_any(lambda: cannot_write_file(to))
     if why:
         print(f"harness reduce: {why}", file=sys.stderr)
@@ -107,9 +107,9 @@ def cmd_reduce(args) -> int:
                       "prints REPRODUCED (exit 1) while the bug is here.")
             given = flat
         try:
-            r = reduce.reduce_file(given, to, args.jobs, args.timeout, log=lambda line: print(line, flush=True),
+            r = reduction.reduce_file(given, to, args.jobs, args.timeout, log=lambda line: print(line, flush=True),
                                    cache=args.cache and Path(args.cache), budget=args.budget, header=header)
-        except reduce.ReduceError as e:  # 125: it does not reproduce here
+        except reduction.ReduceError as e:  # 125: it does not reproduce here
             print(f"harness reduce: {e}", file=sys.stderr)
             return e.status
     print(r.summary(args.reproducer))

@@ -156,7 +156,7 @@ class Family:
     # contiguous(case) -> {atomic destination: consecutive loop elements on consecutive addresses}.
     contiguous: Callable = _nothing
     # fragments(case) -> {fragment (register array) name: its elements}
-    # (harness.codegen.short_register_arrays, harness.cuda_features).
+    # (harness.codegen.registers.short_register_arrays, harness.cuda_features).
     fragments: Callable = _nothing
     # Kernels whose code no variant changes, and which kernel alone produces a tensor: a failure
     # pinned there is one bug whatever the variant (one signature, one reproducer).
@@ -197,7 +197,7 @@ class Family:
     # The blocks (harness.case.FORMS) its program writes in each of their forms; other blocks only in the default.
     forms: tuple[str, ...] = ()
     # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
-    # (harness.codegen.unaligned_vectors).
+    # (harness.codegen.alignment.unaligned_vectors).
     aligned: frozenset = field(default_factory=frozenset)
     # The compile knobs (harness.case.KNOBS) a campaign draws for it.
     knobs: tuple[str, ...] = DRAWN_KNOBS

@@ -20,7 +20,7 @@ The loops over tiles are serial (T.serial, not T.Pipelined; num_stages is ignore
 warp-specialized pipeline TileLang 0.1.15 generates for T.Pipelined here, the producer waits only
 for the consumer's release of K's stage, which comes right after the QK^T GEMM, before the masking
 reads mask_s and bias_s; the next tile's mask could then overwrite the one being read
-(codegen.reads_after_release flags it). Seen in the generated code only, not yet on a GPU.
+(codegen.ordering.reads_after_release flags it). Seen in the generated code only, not yet on a GPU.
 """
 import tilelang.language as T
 
@@ -157,7 +157,7 @@ def forward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_p
             q0 = bx * block_m
             # Element-wise, not a TMA tile copy: that copy is waited on where q_s is first read,
             # inside the loop, and a block whose key blocks are all inactive would never wait for it
-            # (codegen.unwaited_async_loads) while o_s, sharing its memory, is written.
+            # (codegen.ordering.unwaited_async_loads) while o_s, sharing its memory, is written.
             for i, d in T.Parallel(block_m, head_dim):
                 q_s[i, d] = T.if_then_else(q0 + i < seq_q, layout.at(Q, lay, bz, by, q0 + i, d), 0)
             blocks.softmax_init(acc_o, denom, row_max)
@@ -245,7 +245,7 @@ def backward(heads, kv_heads, head_dim, head_dim_v, dtype, mask_per_batch, mask_
             h = by if mask_per_head else 0
             k0 = bx * block_n
             # Element-wise, not TMA tile copies: those are waited on inside the loop, which a key
-            # block no query block sees never enters (codegen.unwaited_async_loads).
+            # block no query block sees never enters (codegen.ordering.unwaited_async_loads).
             for j, d in T.Parallel(block_n, head_dim):
                 k_s[j, d] = T.if_then_else(k0 + j < seq_k, layout.at(K, lay, bz, kvh, k0 + j, d), 0)
             for j, d in T.Parallel(block_n, head_dim_v):

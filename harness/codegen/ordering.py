@@ -1,0 +1,191 @@
+"""Checks that follow the text's order of writes, waits and barriers through its loops: unwaited_async_loads,
+unsynced_tma_stores, reads_after_release, barriers_in_skipped_loops."""
+from __future__ import annotations
+
+import re
+
+from harness.codegen.source import _BUFFER, _FOR, Finding
+
+_WAIT = re.compile(r"(\w+)\[([^\]]+)\]\.wait\(")
+_TMA_LOAD = re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], \(&\(\(\(\w+\*\)(\w+)\)")
+
+
+def _scopes(source: str):
+    """Yield (line number, line, enclosing loops as (start, bound)) with brace-depth tracking."""
+    stack = []  # one entry per open brace: (start, bound) if that brace opened a for, else None
+    for n, line in enumerate(source.splitlines(), 1):
+        loops = [c for c in stack if c is not None]
+        yield n, line, loops
+        m = _FOR.match(line)
+        for ch in line:
+            if ch == "{":
+                stack.append(m.group(2, 3) if m else None)
+                m = None
+            elif ch == "}" and stack:
+                stack.pop()
+
+
+def _may_skip(loop: tuple) -> bool:
+    """A loop may run zero times unless its start and bound are literals, the bound the larger."""
+    start, bound = (x.strip() for x in loop)
+    return not (start.isdigit() and bound.isdigit() and int(bound) > int(start))
+
+
+def _barrier_key(name: str, index: str) -> tuple:
+    """A literal slot is one barrier; a computed one (a ring index) stands for its whole array."""
+    index = index.strip("() ")
+    return (name, index) if index.isdigit() else (name, None)
+
+
+def _covers(wait_loops, load_loops) -> bool:
+    """A wait reaches every load it serves: each loop around it that may run zero times also
+    encloses the load (as many times: the same bound)."""
+    left = list(load_loops)
+    for c in wait_loops:
+        if c in left:
+            left.remove(c)
+        elif _may_skip(c):
+            return False
+    return True
+
+
+def unwaited_async_loads(source: str) -> list[Finding]:
+    offsets = {name: int(off) for name, off in _BUFFER.findall(source)}
+    loads, waits = {}, {}
+    for n, line, loops in _scopes(source):
+        for name, index, dest in _TMA_LOAD.findall(line):
+            loads.setdefault((_barrier_key(name, index), dest), (n, loops))
+        for name, index in _WAIT.findall(line):
+            waits.setdefault(_barrier_key(name, index), []).append(loops)
+    findings = []
+    for (key, dest), (n, load_loops) in loads.items():
+        seen = waits.get(key, []) + (waits.get((key[0], None), []) if key[1] is not None else [])
+        if any(_covers(loops, load_loops) for loops in seen):
+            continue  # some wait is reached whenever the load is issued
+        aliases = sorted(b for b, off in offsets.items() if b != dest and off == offsets.get(dest))
+        where = "never waited on" if not seen else "waited on only inside a loop that may run zero times"
+        alias = f"; {dest} shares shared memory with {', '.join(aliases)}" if aliases else ""
+        slot = key[1] if key[1] is not None else "*"
+        findings.append(Finding("unwaited_async_loads", n, f"TMA load into {dest} on {key[0]}[{slot}] {where}{alias}"))
+    return findings
+
+
+_SYNC = re.compile(r"__syncthreads\(\)|__sync_thread_partial\(|\bbar\.sync\b")
+_SHARED_REF = re.compile(r"\(\(\w+\*\)(\w+)\)")
+_STMATRIX = re.compile(r"ptx_stmatrix\w*\(\(&\(\(\(\w+\*\)(\w+)\)")
+_TMA_STORE = re.compile(r"tl::tma_store\(\w+, \(&\(\(\(\w+\*\)(\w+)\)")
+
+
+def _shared(source: str) -> set:
+    return {m.group(1) for m in _BUFFER.finditer(source)}
+
+
+def _thread_writes(line: str) -> set:
+    """Buffers the threads themselves write on this line: an stmatrix, or an assignment's target."""
+    m = _STMATRIX.search(line)
+    lhs, eq, _ = line.partition(" = ")
+    return {m.group(1)} if m else set(_SHARED_REF.findall(lhs)) if eq else set()
+
+
+def unsynced_tma_stores(source: str) -> list[Finding]:
+    shared = _shared(source)
+    written: dict[str, int] = {}  # shared buffer -> line of its latest write since the last barrier
+    found = []
+    for n, line in enumerate(source.splitlines(), 1):
+        if _SYNC.search(line):
+            written.clear()
+        written.update((name, n) for name in _thread_writes(line) & shared)
+        m = _TMA_STORE.search(line)
+        if m and m.group(1) in written:
+            found.append(Finding("unsynced_tma_stores", n, f"TMA store of {m.group(1)} after threads wrote it "
+                                 f"(line {written.pop(m.group(1))}) with no barrier in between"))
+    return found
+
+
+_MBAR_OP = re.compile(r"(\w+)\[(.*)\]\.(wait|arrive)\((.*)\);")
+_PHASE = re.compile(r"\b(?:producer|consumer)_phase_cnt\b")
+_ASYNC_DST = re.compile(r"(?:cp_async\w*<\d+>\(|tma_load\w*\([^;]*?)\(&\(\(\(\w+\*\)(\w+)\)")
+
+# A numbered copy of a name (`k_1`, `i_5`, `ki_1`): TileLang numbers a loop variable again in each loop it emits.
+_NUMBERED = re.compile(r"\b([A-Za-z]\w*?)_\d+\b")
+
+
+def _slot(name, index) -> str:
+    """A barrier slot as producer and consumer both name it: their phase counters differ, and so do their loop
+    variables (the producer's loop over k, the consumer's over k_1)."""
+    return name + "[" + _NUMBERED.sub(r"\1", _PHASE.sub("phase", index.replace(" ", ""))) + "]"
+
+
+def _inside(loops, outer) -> bool:
+    """Whether a line in `loops` is still inside the loop iteration that was at `outer`."""
+    return loops[:len(outer)] == outer
+
+
+def reads_after_release(source: str) -> list[Finding]:
+    shared = _shared(source)
+    guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it, in the wait's loop
+    waited = None  # (slot, loops at the wait)
+    for _, line, loops in _scopes(source):
+        if waited and not _inside(loops, waited[1]):
+            waited = None
+        m = _MBAR_OP.search(line)
+        if m and m.group(3) == "wait":
+            waited = (_slot(m.group(1), m.group(2)), loops) if loops else None
+        elif waited:
+            written = _thread_writes(line) | set(_ASYNC_DST.findall(line))
+            guarded.setdefault(waited[0], set()).update(written & shared)
+    found, seen = [], set()
+    released = None  # (slot, loops at the release, line): a plain arrive inside a loop, not a priming one
+    for n, line, loops in _scopes(source):
+        if released and not _inside(loops, released[1]):
+            released = None
+        m = _MBAR_OP.search(line)
+        if m and m.group(3) == "arrive" and not m.group(4) and loops and guarded.get(_slot(m.group(1), m.group(2))):
+            released = (_slot(m.group(1), m.group(2)), loops, n)
+            continue
+        if released and not m:
+            lhs, eq, rhs = line.partition(" = ")
+            refs = set(_SHARED_REF.findall(rhs if eq else line)) - set(_ASYNC_DST.findall(line))
+            for buf in sorted(refs & guarded[released[0]]):
+                if (buf, released[0]) not in seen:
+                    seen.add((buf, released[0]))
+                    found.append(Finding("reads_after_release", n, f"{buf} read after this iteration released its "
+                                         f"stage ({released[0]}.arrive() at line {released[2]}): the producer may "
+                                         f"overwrite it meanwhile"))
+    return found
+
+
+def _offset_of(line: str, buf: str) -> str:
+    """The offset expression after the buffer's name on `line` (to its ` = ` or `;`, closing parentheses dropped),
+    with numbered loop variables (`i_1`, `i_5`: _NUMBERED) as one name: two accesses alike in it touch the same elements."""
+    i = line.find(f"*){buf})")
+    text = re.split(r" = |;", line[i + len(buf) + 2:])[0] if i >= 0 else ""
+    return _NUMBERED.sub(r"\1", text).rstrip(") ")
+
+
+def barriers_in_skipped_loops(source: str) -> list[Finding]:
+    shared = _shared(source)
+    pending = {}  # buffer -> [line of the threads' last write, loops there, its offset, the skippable loop whose barrier]
+    found, seen = [], set()
+    for n, line, loops in _scopes(source):
+        if _SYNC.search(line):
+            for buf, w in list(pending.items()):
+                common = next((i for i, (a, b) in enumerate(zip(loops, w[1])) if a != b), min(len(loops), len(w[1])))
+                skip = next((c for c in loops[common:] if _may_skip(c)), None)  # loops the write is not in
+                if skip is None:
+                    del pending[buf]  # reached whenever the write was
+                elif w[3] is None:
+                    w[3] = skip
+            continue
+        written = _thread_writes(line) & shared
+        lhs, eq, rhs = line.partition(" = ")
+        for buf in sorted((set(_SHARED_REF.findall(rhs if eq else line)) & shared) - written):
+            w = pending.get(buf)
+            if w and w[3] is not None and w[3] not in loops and _offset_of(line, buf) != w[2] and buf not in seen:
+                seen.add(buf)
+                found.append(Finding("barriers_in_skipped_loops", n, f"{buf} written by the threads at line {w[0]} "
+                                     f"and read here, after a loop that may run zero times (for ... < {w[3][1]}); "
+                                     "every barrier between them is inside that loop"))
+        for buf in written:
+            pending[buf] = [n, loops, _offset_of(line, buf), None]
+    return found
