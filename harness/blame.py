@@ -104,8 +104,9 @@ _GUTTER = re.compile(r"^\s*(\d*\s*\||-->)")
 
 
 def _last_line(e) -> str:
-    """The last line that says something: TVM's messages end with the source they point at."""
-    lines = [l for l in str(e).strip().splitlines() if l.strip() and not _GUTTER.match(l)]
+    """The last line that says something: TVM's messages end with the source they point at, and what TVM
+    indents under its error (the layouts it compared, the loop it lowered) is detail, not the error."""
+    lines = [l for l in str(e).strip().splitlines() if l.strip() and not l[0].isspace() and not _GUTTER.match(l)]
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
 
 

@@ -197,10 +197,11 @@ def unlike_control(fam, case, target, cache, inputs, mine: dict) -> Result | Non
 
 def _refusal(fam, case, target, cache, failed: Result) -> Result:
     """A compile failure of an invalid program: REFUSES_INVALID if the program without its invalid statements
-    compiles (the refusal was about them), else the failure stands, a valid program's (its known class or a new one)."""
+    compiles (the refusal was about them), else the failure stands, a valid program's (its known class or a new one).
+    Where they cannot be left out (nothing would be stored without them) no valid program failed: REFUSES_INVALID."""
     twin = oracle.valid_twin(case)
     if twin is None:
-        return failed
+        return oracle.refused(case, failed)
     key = kernels.kernel_key(twin)
     if key not in cache:
         build_control(fam, twin, target, cache)

@@ -350,6 +350,22 @@ def test_a_refusal_counts_as_refuses_invalid_only_if_the_program_compiles_withou
         assert result.verdict == verdict, result.message
 
 
+def test_a_refusal_of_a_program_that_is_nothing_without_its_overrun_is_refuses_invalid(monkeypatch):
+    """A store past the end that is the program's only output leaves no program to compile as the control: the
+    refusal stands for the invalid program (0.1.15's 'region[0] = 18 > 16' was a COMPILE_ERROR so)."""
+    from harness import blame
+    only = _program(OVER, [LOAD, {"op": "overrun", "form": "store", "src": "S", "dst": "Q", "region": [0, 0, 64, 32],
+                                  "invalid": True}])
+    bad = case_mod.Case(family="program", program=model.to_json(only))
+    assert oracle.invalid(bad) and oracle.valid_twin(bad) is None
+    monkeypatch.setattr(blame, "from_compiler", lambda e: True)
+
+    def build(fam, case, target):
+        raise RuntimeError("InternalError: region[0] = 18 > 16")
+    monkeypatch.setattr(worker, "build", build)
+    assert worker.run_case(bad, "sm_90a", {}).verdict == "REFUSES_INVALID"
+
+
 def _mapped(expr, dtype="float16"):
     """Load A, set its fragment to `expr` of itself, store it (dtype: the output's)."""
     return model.from_dict({"block": 64, "threads": 128, "buffers": [

@@ -111,6 +111,22 @@ def test_blame_follows_the_innermost_frame(monkeypatch, tmp_path):
         "CRASH", "LaunchError: sink_grad: CUDA error: an illegal memory access was encountered")
 
 
+def test_the_message_is_tvms_error_not_what_it_indents_under_it():
+    # 0.1.15's layout inference: the error line first, then the layouts it compared, the loop AST and the source.
+    injective = _raise_in("<unknown>", RuntimeError(
+        "Loop layout is not injective: Fragment((58, 18) -> (24,), replicate: 1, thread: 128)\n"
+        "  errors: (\"logical coordinates [0, 0, 0] and [48, 0, 0] both map to physical coordinates [45, 0]\",)\n"
+        "  loop AST: for i in T.parallel(58):\n    for j in T.parallel(18):\n"
+        "        F1[69 + i, 41 + j] = T.Cast(\"float16\", T.float32(-3.0))\n"))
+    different = _raise_in("<unknown>", RuntimeError(
+        "Get different layout for F1\n current layout: Fragment((128, 64) -> (32,), replicate: 1)\n"
+        " previous layout: Fragment((128, 64) -> (64,), replicate: 2)\n  --> /tmp/p.py:11:1\n     |\n"
+        " 11 |         F1 = T.alloc_fragment((128, 64), \"float16\")\n     |         ^\n"))
+    assert blame.classify(injective, "compile") == (
+        "COMPILE_ERROR", "RuntimeError: Loop layout is not injective: Fragment((58, 18) -> (24,), replicate: 1, thread: 128)")
+    assert blame.classify(different, "compile") == ("COMPILE_ERROR", "RuntimeError: Get different layout for F1")
+
+
 def test_a_harness_error_is_never_recorded(tmp_path):
     r = Result.of(fake(8), "HARNESS_ERROR", "compile", "KeyError: 'no such program'")
     with pytest.raises(ValueError, match="only compiler failures"):
