@@ -204,13 +204,18 @@ def source(rep, calls) -> str:
 def _docstring(rep) -> str:
     on, seen = rep.environment, rep.result
     recorded = f"Recorded on TileLang {on.get('tilelang', '?')} ({on.get('gpu', '?')}): {seen.verdict} {seen.message}"
-    return ('"""' + _wrap(f"{rep.id} without the harness: {rep.title}.") + "\n\n" + _wrap(recorded) + "\n\n"
+    return ('"""' + _wrap(f"{rep.id} without the harness: {_about(rep)}") + "\n\n" + _wrap(recorded) + "\n\n"
             "    python THIS_FILE [--timeout SECONDS]\n\n"
             "Exit 1: the recorded failure is here; 0: it is not; 125: cannot test here (a numerical failure needs\n"
             "a GPU). The TileLang programs are the harness's (harness/kernels, embedded below with their imports\n"
             "rewritten), built with the case's static values and its knobs as pass configs; inputs, the float64\n"
             "reference and the tolerance (max|t - ref| <= k * max|base - ref| + atol) as the harness computes them.\n"
             '"""\n')
+
+
+def _about(rep) -> str:
+    """The title and the description: a file read on its own carries what the record says of the bug."""
+    return " ".join(x.rstrip(".") + "." for x in (rep.title, rep.description) if x)
 
 
 def _wrap(text: str) -> str:
@@ -237,7 +242,7 @@ def program_source(rep) -> str:
 
     seen, case = rep.result, rep.case
     failing = next((c for c in seen.checks or [] if c.get("tensor") == seen.tensor), {})
-    header = f"{rep.id}: {rep.title}.\n\nRecorded on TileLang {rep.environment.get('tilelang', '?')} " \
+    header = f"{rep.id}: {_about(rep)}\n\nRecorded on TileLang {rep.environment.get('tilelang', '?')} " \
              f"({rep.environment.get('gpu', '?')}): {seen.verdict} {seen.message}"
     # A crash while the twin's control ran is the knob-free kernel's.
     knobs = () if seen.stage == "twin" else case.knobs
@@ -275,7 +280,7 @@ def flat_source(rep, calls) -> str:
     except pysource.FlattenError as e:
         raise ExportError(f"cannot flatten {rep.case.family}'s modules: {e}") from None
     program = "".join(f"\n\n# ---- harness {name} (flat)\n{text}" for name, text in merged)
-    header = (f"{rep.id}: {rep.title}.\n\nRecorded on TileLang {rep.environment.get('tilelang', '?')} "
+    header = (f"{rep.id}: {_about(rep)}\n\nRecorded on TileLang {rep.environment.get('tilelang', '?')} "
               f"({rep.environment.get('gpu', '?')}): {seen.verdict} {seen.message}")
     if compile_only:
         from harness import compat

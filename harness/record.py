@@ -37,6 +37,7 @@ MATRIX = ("reproduced", "not reproduced", "fails differently", "cannot test")  #
 # bug of the example program itself (TileLang does what the program says); candidate: not yet confirmed as either.
 KINDS = {"compiler": "compiler", "example": "examples", "candidate": "candidates"}
 KNOWN = ("compiler", "example")  # the kinds a campaign knows: a failure of one is a known bug, a candidate's is new
+TITLE_MAX = 100  # a title is one line a person scans in INDEX.md; the rest goes to the description
 
 
 class RecordError(ValueError):
@@ -195,6 +196,7 @@ class Reproducer:
     triage: Triage | None = None
     upstream: Upstream | None = None
     kind: str = "compiler"     # one of KINDS: a new recording is the compiler's until triage says otherwise
+    description: str = ""      # what the title leaves out: the shape, the evidence, how it was found
 
     @property
     def result(self) -> Result:
@@ -219,7 +221,8 @@ class Reproducer:
         return self.result.verdict != "COMPILE_ERROR" and not self.scan_checks
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "id": self.id, "title": self.title, "kind": self.kind, "case": case_mod.to_dict(self.case),
+        return {"schema": SCHEMA, "id": self.id, "title": self.title, "description": self.description, "kind": self.kind,
+                "case": case_mod.to_dict(self.case),
                 "expected": self.expected, "observed": self.observed, "environment": self.environment,
                 "links": _links_dict(self.links), "releases": {v: _plain(r) for v, r in self.releases.items()},
                 "triage": _plain(self.triage) if self.triage else None,
@@ -270,9 +273,31 @@ def _feature(name, value) -> str:
     return value if isinstance(value, str) else f"{name}={list(value) if isinstance(value, tuple) else value}"
 
 
-def default_title(result: Result) -> str:
+def split_title(text: str) -> tuple[str, str]:
+    """(title, rest): `text` on one line, cut at the last word boundary within TITLE_MAX characters."""
+    words = " ".join(text.split())
+    if len(words) <= TITLE_MAX:
+        return words, ""
+    cut = words.rfind(" ", 0, TITLE_MAX + 1)
+    cut = cut if cut > 0 else TITLE_MAX  # one word longer than a title: cut inside it
+    return words[:cut].rstrip(), words[cut:].strip()
+
+
+def _made_title(result: Result) -> str:
+    """The construct and the symptom: family/variant, verdict, where; the features and shape go to the description."""
     c = result.case
     what = " ".join(x for x in (result.verdict, result.tensor, result.region) if x)
+    return f"{c.family}/{c.variant}: {what} at stage {result.stage}"
+
+
+def default_title(result: Result) -> str:
+    """The title build() makes when none is given."""
+    return split_title(_made_title(result))[0]
+
+
+def default_description(result: Result) -> str:
+    """The case's static features and its shape, which a default title leaves out."""
+    c = result.case
     feats = [_feature(name, value) for name, value in case_mod.features_on(c, static_only=True).items()]
     if c.program:  # its shape is the program's own
         p = case_mod.program_of(c.program)
@@ -280,7 +305,7 @@ def default_title(result: Result) -> str:
     else:
         shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "
                  f"d={c.head_dim}/{c.head_dim_v} tile={c.block_m}x{c.block_n}/{c.num_stages}/{c.threads}")
-    return f"{c.family}/{c.variant}: {what} at stage {result.stage} ({', '.join(feats + [shape])})"
+    return ", ".join(feats + [shape])
 
 
 def observed(result: Result, flaky: dict | None = None) -> dict:
@@ -291,12 +316,18 @@ def observed(result: Result, flaky: dict | None = None) -> dict:
             "flaky": flaky, **({"predicted": list(result.predicted)} if result.predicted else {})}
 
 
-def build(result: Result, env: dict, title=None, flaky=None, minimized_from=None, id=None) -> Reproducer:
+def build(result: Result, env: dict, title=None, flaky=None, minimized_from=None, id=None,
+          description=None) -> Reproducer:
+    """`description`: None for the case's features and shape (default_description); a title longer than TITLE_MAX
+    is cut, its rest put before the description."""
     if not result.failed:  # a HARNESS_ERROR is ours, never the compiler's
         raise ValueError(f"only compiler failures {oracle.FAILURES} are recorded, not {result.verdict}")
     case = result.case
-    return Reproducer(id or signature_id(result.signature), title or default_title(result), case,
-                      expected_text(case), observed(result, flaky), {**env, **program_of(case)}, Links(), minimized_from)
+    title, rest = split_title(title or _made_title(result))
+    about = default_description(result) if description is None else description
+    return Reproducer(id or signature_id(result.signature), title, case, expected_text(case), observed(result, flaky),
+                      {**env, **program_of(case)}, Links(), minimized_from,
+                      description="; ".join(x for x in (rest, about) if x))
 
 
 def program_of(case) -> dict:
@@ -409,9 +440,9 @@ def find(id_or_path, root="reproducers") -> Path:
 
 # ----------------------------------------------------------------------------- strict loading
 _NUMBER = (int, float)
-_TOP = {"schema": int, "id": str, "title": str, "kind": str, "case": dict, "expected": str, "observed": dict,
-        "environment": dict, "links": dict, "releases": (dict, None), "triage": (dict, None), "upstream": (dict, None),
-        "minimized_from": (dict, None)}
+_TOP = {"schema": int, "id": str, "title": str, "description": (str, None), "kind": str, "case": dict,
+        "expected": str, "observed": dict, "environment": dict, "links": dict, "releases": (dict, None),
+        "triage": (dict, None), "upstream": (dict, None), "minimized_from": (dict, None)}
 _OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "kernel": (str, None),
              "traceback": str, "signature": list, "checks": list, "flaky": (dict, None), "predicted": (list, None)}
 _FLAKY = {"runs": int, "reproduced": int, "deterministic": bool}
@@ -573,8 +604,8 @@ def from_dict(d) -> Reproducer:
     releases = {v: _fact(Release, r, f"releases.{v}") for v, r in (d.get("releases") or {}).items()}
     upstream = _upstream(d["upstream"]) if d.get("upstream") is not None else None
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
-    return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"],
-                      links, original, releases, _triage(d.get("triage")), upstream, d["kind"])
+    return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"], links,
+                      original, releases, _triage(d.get("triage")), upstream, d["kind"], d.get("description") or "")
 
 
 def _encodable(value, name) -> None:

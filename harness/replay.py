@@ -183,8 +183,10 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
         small, result, flaky = shrink(first, evaluate, budget, runs, log=log)
     if small == rep.case:
         return 0, f"already minimal: {path}"
-    title = None if rep.title == record.default_title(rep.result) else rep.title
-    new = record.build(result, env, title, flaky, rep.minimized_from or rep.case, id=rep.id)
+    # A default title and description follow the smaller case; words written by hand stay.
+    hand = rep.title != record.default_title(rep.result)
+    new = record.build(result, env, rep.title if hand else None, flaky, rep.minimized_from or rep.case, id=rep.id,
+                       description=rep.description if hand else None)
     # What was learned about the bug (links, release matrix, triage, the report's words) stays with it.
     kept = dataclasses.replace(new, links=rep.links, releases=rep.releases, triage=rep.triage, upstream=rep.upstream,
                                kind=rep.kind)

@@ -98,6 +98,7 @@ def _mutations():
         "unknown field": (top(notes="x"), "unknown field 'notes'"),
         "unknown observed field": (obs(colour="red"), "unknown field 'observed.colour'"),
         "wrong type": (top(title=3), "field 'title' must be string"),
+        "description not text": (top(description=["x"]), "field 'description' must be string or null"),
         "wrong nested type": (lambda d: d["observed"]["flaky"].update(runs="3"), "'observed.flaky.runs' must be int"),
         "bool is not int": (lambda d: d["observed"]["flaky"].update(runs=True), "'observed.flaky.runs'"),
         "check error": (lambda d: d["observed"]["checks"][0].update(error="big"), "'observed.checks[0].error'"),

@@ -1,0 +1,40 @@
+"""A reproducer's title is one line a person scans in INDEX.md (record.TITLE_MAX); the rest is its description."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import record
+from harness.result import Result
+from tests.test_record import CASE, ENV, failure
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("path", record.paths(ROOT / "reproducers"), ids=lambda p: p.stem)
+def test_every_recorded_title_is_one_short_line(path):
+    title = record.load(path).title
+    assert title.strip() and "\n" not in title and len(title) <= record.TITLE_MAX, f"{len(title)}: {title}"
+
+
+def test_a_made_title_of_a_long_message_stays_short():
+    words = "the layout of the fragment does not match what the gemm operand needs " * 8
+    long = Result.of(CASE, "MISMATCH", "judge", words, tensor="O", region="tail_q_tile " * 30)
+    made = record.build(long, ENV)
+    assert len(made.title) <= record.TITLE_MAX and "\n" not in made.title
+    # Cut between words: the rest starts the description, the case's shape follows it.
+    assert made.title.startswith("fwd/default: MISMATCH O tail_q_tile") and made.title.endswith("tail_q_tile")
+    assert made.description.startswith("tail_q_tile ") and made.description.endswith("tile=64x64/1/128")
+    hand = record.build(failure(), ENV, title=words)
+    assert len(hand.title) <= record.TITLE_MAX and hand.title.endswith(" fragment")
+    assert (hand.title + " " + hand.description).startswith(" ".join(words.split()))
+
+
+def test_a_description_round_trips_and_an_older_record_without_one_loads(tmp_path):
+    rep = dataclasses.replace(record.build(failure(), ENV), description="found compile-only; the shape is the campaign's")
+    path = record.save(rep, tmp_path)
+    assert record.load(path) == rep
+    older = json.loads(path.read_text())
+    del older["description"]
+    assert record.from_dict(older).description == ""
