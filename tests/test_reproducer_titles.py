@@ -38,3 +38,16 @@ def test_a_description_round_trips_and_an_older_record_without_one_loads(tmp_pat
     older = json.loads(path.read_text())
     del older["description"]
     assert record.from_dict(older).description == ""
+
+
+def test_the_index_says_where_a_regression_came_in_and_where_a_fix_did():
+    from harness import reproducer_index
+
+    rep = record.build(failure(), ENV)
+    def matrix(**said):
+        return dataclasses.replace(rep, releases={v.replace("_", "."): record.Release(r) for v, r in said.items()})
+    regression = matrix(**{"0_1_12": "not reproduced", "0_1_13": "reproduced", "0_1_15": "reproduced"})
+    assert reproducer_index._changed_in(regression) == "broken by 0.1.13"
+    fixed = matrix(**{"0_1_12": "reproduced", "0_1_15": "reproduced", "0_1_16": "not reproduced"})  # recorded on 0.1.15
+    assert reproducer_index._changed_in(fixed) == "fixed by 0.1.16"
+    assert reproducer_index._changed_in(matrix(**{"0_1_14": "fails differently", "0_1_15": "reproduced"})) == ""
