@@ -221,8 +221,14 @@ def alike(signature, known: dict):
     return next((path for s, path in known.items() if unscoped(s) == target), None)
 
 
+# Said of an invalid program's compile error when the program without its invalid statements fails too: the failure
+# is the valid part's, and its signature the one that part's failure has (so a recorded class is still known).
+VALID_PART_FAILS = " (the program without its invalid statements fails too)"
+
+
 def normalize(message: str) -> str:
     """A message with addresses, paths and numbers blanked, so equal failures compare equal."""
+    message = (message or "").replace(VALID_PART_FAILS, "")
     for pattern, repl in _NOISE:
         message = pattern.sub(repl, message or "")
     return message.strip()[:200]

@@ -19,7 +19,7 @@ import time
 
 from harness import blame, kernels, oracle
 from harness import case as case_mod
-from harness.result import Finding, Result
+from harness.result import VALID_PART_FAILS, Finding, Result
 
 SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it started this worker
 # Compile targets without a GPU (--arch): Hopper, every family's; Blackwell, what the sm100 outside
@@ -206,7 +206,7 @@ def _refusal(fam, case, target, cache, failed: Result) -> Result:
     if key not in cache:
         build_control(fam, twin, target, cache)
     if isinstance(cache[key], Exception):
-        return failed.replace(message=f"{failed.message} (the program without its invalid statements fails too)")
+        return failed.replace(message=failed.message + VALID_PART_FAILS)
     return oracle.refused(case, failed)
 
 

@@ -102,3 +102,11 @@ def test_numbers_in_either_notation_normalize_alike():
 
     assert normalize("G7: max error 2 > tolerance 0 at [24, 0]") == \
         normalize("G7: max error 2.366e+38 > tolerance 9.763e-05 at [12, 2]") == "GN: max error N > tolerance N at [N, N]"
+
+
+def test_an_invalid_programs_failure_that_its_valid_part_has_too_is_that_failure():
+    """An invalid program whose valid part fails the same way says so in its message, and is the recorded class."""
+    from harness.result import VALID_PART_FAILS, normalize
+
+    message = "InternalError: Check failed: (has_best) is false: no available layout found"
+    assert normalize(message + VALID_PART_FAILS) == normalize(message)
