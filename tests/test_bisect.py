@@ -90,7 +90,9 @@ def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer,
     with pytest.raises(KeyboardInterrupt):
         start().run(environments.between(RELEASES, "0.1.6.post2", "0.1.15"))
     # The endpoints and the skipped 0.1.8 were saved; the step killed mid-way (0.1.7.post3) was not.
-    assert set(json.loads(state.read_text())["steps"]) == {"0.1.6.post2", "0.1.15", "0.1.8"}
+    saved = json.loads(state.read_text())
+    assert set(saved["steps"]) == {"0.1.6.post2", "0.1.15", "0.1.8"}
+    assert saved["kind"] == "release"  # what it bisects, said, not guessed from the steps' names
     replay_in.resumed = True
     text = start().run(environments.between(RELEASES, "0.1.6.post2", "0.1.15"))
     assert replays[:2] == ["0.1.6.post2", "0.1.15"] and "0.1.6.post2" not in replays[3:]  # nothing tested twice

@@ -94,7 +94,7 @@ class Bisect:
     def _save(self):
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         state = {"reproducer": self.reproducer.name, "good": self.good, "bad": self.bad, "runs": self.runs,
-                 "fresh": self.fresh, "order": self.order, "steps": self.steps}
+                 "fresh": self.fresh, "kind": self.releases.kind, "order": self.order, "steps": self.steps}
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.state_path)  # a kill mid-write leaves the previous state, never half of one

@@ -104,7 +104,8 @@ def state_result(path: Path, rep_id: str) -> tuple[record.Bisect | None, str] | 
     if not isinstance(state, dict) or state.get("reproducer") != record.file_name(rep_id):
         return None
     order, steps = [str(v) for v in state.get("order") or []], state.get("steps") or {}
-    kind = "release" if order and all(_version(v) for v in order) else "commit"
+    # What it bisected, as the state says; a state written before it said so: releases if every step is one.
+    kind = state.get("kind") or ("release" if order and all(_version(v) for v in order) else "commit")
     done = ", ".join(f"{v} {status.WORDS.get(s.get('status'), s.get('status'))}" for v, s in steps.items()) or "none"
     where = f"state {path}: --good {state.get('good')} --bad {state.get('bad')}"
 
