@@ -67,7 +67,9 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
     """(verdict, one-line message) for an exception raised at `stage` of running a case."""
     if is_device_fault(e):
         return "CRASH", _first_line(e)  # a CUDA error's cause comes first; torch appends advice
-    if type(e).__name__ == "Unbuildable":  # harness.kernels.Unbuildable: the program, not the compiler
+    if type(e).__name__ in ("Unbuildable", "OutOfRange"):
+        # harness.kernels.Unbuildable, program_family.OutOfRange: the program (not buildable, or its meaning past what
+        # float64 judges: a changed attention chain that lost its running max), not the compiler
         return "UNSUPPORTED", _first_line(e)
     if type(e).__name__ == "Rejected":  # harness.kernels.program_family.Rejected: a generated program did not parse
         # TileLang's frontend refusing a well-formed program is "rejects valid"; Python refusing our text is ours.

@@ -379,7 +379,7 @@ def _mapped(expr, dtype="float16"):
 
 def test_a_program_whose_values_outgrow_the_generators_bounds_is_caught_before_it_judges_the_compiler():
     """A mutant may change a field or insert a statement without the generator's bounds: the corpus checks its float64
-    meaning first (interpret.out_of_range); and a reference that is not finite is the harness's own error."""
+    meaning first (interpret.out_of_range); and a reference that is not finite judges nothing of the compiler."""
     from harness import blame
     from harness.kernels import program_family
     from harness.programs import interpret
@@ -392,4 +392,24 @@ def test_a_program_whose_values_outgrow_the_generators_bounds_is_caught_before_i
     c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=100, seqlen_k=100)
     with pytest.raises(program_family.OutOfRange) as e:
         program_family.reference(c, interpret.initial(p, 100, 0), torch.float64)
-    assert blame.classify(e.value, "judge")[0] == "HARNESS_ERROR"
+    assert blame.classify(e.value, "judge")[0] == "UNSUPPORTED"
+
+
+def test_an_attention_chain_whose_running_max_is_taken_on_the_first_trip_only_is_unsupported_not_the_harnesss_error():
+    """A changed chain (an H200 campaign: 5 HARNESS_ERROR cases of one program in 4,058) put the running max's reduce
+    under a `when` of the first trip: exp2(S - m) outgrows float64 at later trips. The unchanged chain keeps to its
+    bounds at the same length and inputs."""
+    from harness import blame
+    from harness.kernels import program_family
+    from harness.programs import generate, interpret
+    chain = model.to_dict(generate.template("attention"))
+    assert interpret.out_of_range(model.from_dict(chain), 448, 25) == ""
+    loop = next(s for s in chain["body"] if s["op"] == "loop")
+    loop["body"] = [{"op": "when", "test": "first", "at": "k", "body": [s]} if s["op"] == "reduce" else s
+                    for s in loop["body"]]
+    p = model.from_dict(chain)
+    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=448, seqlen_k=448, seed=25)
+    with pytest.raises(program_family.OutOfRange) as e:
+        program_family.reference(c, interpret.initial(p, 448, 25), torch.float64)
+    assert blame.classify(e.value, "judge") == ("UNSUPPORTED", f"OutOfRange: {e.value}")
+
