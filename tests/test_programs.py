@@ -656,3 +656,29 @@ def test_a_construct_the_release_lacks_is_unsupported_with_its_name_and_not_draw
     assert (result.verdict.value, result.stage) == ("UNSUPPORTED", "plan") and "T.cumsum" in result.message
     drawn = strategies.draw("program", 60, seed=5)
     assert drawn and not any("T.cumsum" in emit.tilelang_source(case_mod.program_of(c.program)) for c in drawn)
+
+
+def test_a_global_updated_by_two_atomic_kinds_or_by_an_atomic_and_a_store_is_refused():
+    """Blocks and threads run in any order, and add, max, min and a store do not commute: a fixed-row global that
+    every block updates with an atomic min and then an add has no one meaning (an H200 campaign: 'G4: max error 6',
+    the interpreter's block order against the GPU's). Atomics of one kind commute, and stay valid."""
+    def program(*kinds, store=False):
+        body = [{"op": "copy", "src": "A", "dst": "R", "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+        body += [{"op": "atomic", "kind": k, "src": "R", "dst": "G", "at": "0", "row": 0, "col": 0, "form": "element"}
+                 for k in kinds]
+        if store:
+            body.append({"op": "copy", "src": "R", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"})
+            body.append({"op": "atomic", "kind": "add", "src": "R", "dst": "O", "at": "bx", "row": 0, "col": 0,
+                         "form": "element"})
+        return {"block": 32, "threads": 64, "body": body, "buffers": [
+            {"name": "A", "scope": "global", "dtype": "float32", "shape": ["n", 16]},
+            {"name": "R", "scope": "fragment", "dtype": "float32", "shape": [32, 16]},
+            {"name": "G", "scope": "global", "dtype": "float32", "shape": [32, 16]},
+            {"name": "O", "scope": "global", "dtype": "float32", "shape": ["n", 16]}]}
+    model.from_dict(program("add", "add"))
+    model.from_dict(program("max"))
+    with pytest.raises(model.ProgramError, match="G is updated by add and updated by min"):
+        model.from_dict(program("min", "add"))
+    with pytest.raises(model.ProgramError, match="O is stored and updated by add"):
+        model.from_dict(program("add", store=True))
+

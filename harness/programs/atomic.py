@@ -4,8 +4,7 @@ n-row buffer (rows past n skipped), or into a fixed-row buffer every block accum
 own shared tile (at "0"; it must hold values already: an atomic updates what is there). Max and min go into
 float32 (CUDA has no 16-bit atomic max); a tile add keeps the source's dtype (the element form casts)."""
 from harness.programs.builder import EXACT, LENGTH_BLOCKS
-from harness.programs.model import base, cast, fields, local, need, walk
-from harness.programs.model import kind as kind_of
+from harness.programs.model import base, cast, fields, global_updates, local, need
 
 OPS = ("add", "max", "min")
 
@@ -90,9 +89,9 @@ def draw(c, b, at):
                  "col": c.between((0, g.shape[1] - w)), "form": form}])
         return
     whole = c.flip()
-    stored = {n for x in walk(b.body) if not hasattr(kind_of(x), "updates") for n in kind_of(x).writes(x)}  # not commuting
+    how = global_updates(b.program())   # only atomics of this kind commute with this one (model.check)
     outs = [g for g in b.outputs() if g.dtype == dtype and g.shape[1] >= w and (g.rows != "n") == whole
-            and (not whole or g.rows >= h) and g.name not in stored]
+            and (not whole or g.rows >= h) and how.get(g.name, {f"updated by {kind}"}) == {f"updated by {kind}"}]
     if outs and c.flip():
         g = c.one(outs)
     else:

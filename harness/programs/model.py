@@ -227,7 +227,24 @@ def check(p: Program) -> Program:
     both = sorted(set(outputs) & read)
     if both:
         raise ProgramError(f"global {both[0]} is both read and written (blocks run in any order)")
+    for name, how in sorted(global_updates(p).items()):
+        need(len(how) == 1, f"global {name} is {' and '.join(sorted(how))}: threads and blocks run in any order, and "
+                            "these do not commute (one atomic kind, or a store, per global)")
     return p
+
+
+def global_updates(p: Program) -> dict:
+    """{global: how statements write it}: "updated by <kind>" per atomic kind (add, max, min) and "stored" for a plain
+    write. Atomics of one kind commute with each other; nothing else does, and no barrier orders blocks, nor threads'
+    writes to global memory."""
+    out: dict = {}
+    for s in walk(p.body):
+        k = kind(s)
+        updated = set(getattr(k, "updates", lambda _: [])(s))
+        for name in k.writes(s):
+            if p.buffer(name).scope == "global":
+                out.setdefault(name, set()).add(f"updated by {s['kind']}" if name in updated else "stored")
+    return out
 
 
 def _elements(shape) -> int:
