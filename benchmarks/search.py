@@ -17,12 +17,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import record  # noqa: E402
+from harness.case import CaseError  # noqa: E402
 from harness.programs import model  # noqa: E402
 from harness.result import Result, alike, unscoped  # noqa: E402
 
 
+def _readable(lines):
+    """The results whose case still validates, and how many do not (a program that breaks a rule added since the run)."""
+    out, unreadable = [], 0
+    for line in lines:
+        try:
+            out.append(Result.from_dict(json.loads(line)))
+        except CaseError:
+            unreadable += 1
+    return out, unreadable
+
+
 def measure(run: Path, known: dict, wall=None) -> dict:
-    results = [Result.from_dict(json.loads(line)) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
+    results, unreadable = _readable(x for x in (run / "results.jsonl").read_text().splitlines() if x.strip())
     programs = {model.to_json(model.from_dict(r.case.program)) if isinstance(r.case.program, dict) else r.case.program
                 for r in results}
     failed = [r for r in results if r.failed]
@@ -30,6 +42,8 @@ def measure(run: Path, known: dict, wall=None) -> dict:
     new = {unscoped(r.signature) for r in failed if r.signature not in known and not alike(r.signature, known)}
     out = {"programs": len(programs), "cases": len(results), "verdicts": dict(Counter(r.verdict.value for r in results)),
            "failure classes": len(classes), "classes no reproducer covers": len(new)}
+    if unreadable:
+        out["cases whose program breaks today's rules (left out)"] = unreadable
     try:
         from harness.programs import relations
         held = Counter(name for text in programs for name in relations.held(model.from_json(text)))
