@@ -22,7 +22,6 @@ they return guarded views, outside it plain tensors, so no guard is threaded thr
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -217,11 +216,6 @@ def _breach(g: _Guarded, side: str) -> Breach:
 
 
 _ACTIVE: ContextVar[Guard | None] = ContextVar("harness_bands_guard", default=None)
-
-
-def enabled() -> bool:
-    """Whether runs are guarded: HARNESS_BANDS=off turns bands off (compute-sanitizer runs)."""
-    return os.environ.get("HARNESS_BANDS", "on") != "off"
 
 
 @contextlib.contextmanager

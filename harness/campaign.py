@@ -58,6 +58,7 @@ class Options:
     max_worker_restarts: int | None = None  # dead or hung workers replaced, then the run stops (None: 4 per worker)
     server: Path | None = None       # the socket of a `harness serve` whose workers run the cases (None: its own)
     mutate: float = corpus.SHARE     # of drawn program campaigns' cases: mutants of their corpus (harness.corpus)
+    bands: bool = True               # the workers guard the buffers they run on (harness.bands)
 
 
 def _err(*lines):
@@ -277,7 +278,7 @@ def _pool(opts: Options):
     else:
         gpus = gpu_count()
         pool = Pool(opts.workers or default_size(), "auto" if gpus else opts.arch, opts.out / "logs", opts.timeouts,
-                    gpus=list(range(gpus)) or None)
+                    gpus=list(range(gpus)) or None, bands=opts.bands)
     opts.out.mkdir(parents=True, exist_ok=True)
     pool.max_restarts = default_max_restarts(pool.n) if opts.max_worker_restarts is None else opts.max_worker_restarts
     return pool
@@ -397,7 +398,8 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
     paths = []
     logs = opts.out / "logs" / "minimize"
     # Pools start workers on first use: the compile-only one only for a hang its scan explains.
-    with Pool(1, target, logs, opts.timeouts) as pool, Pool(1, opts.arch, logs / "compile-only", opts.timeouts) as scan:
+    with Pool(1, target, logs, opts.timeouts, bands=opts.bands) as pool, \
+            Pool(1, opts.arch, logs / "compile-only", opts.timeouts) as scan:
         for sig, r in new.items():
             original = None
             if opts.minimize:

@@ -90,6 +90,9 @@ def main(argv=None) -> int:
               f"{next(iter(str(e).splitlines()), '')} ({_keep_traceback(command, argv, e)})", file=sys.stderr)
         return 125 if command == "repro" or command == "bisect" and "--at" in " ".join(argv) else HARNESS_ERROR_STATUS
     try:
+        tree = os.environ.get(kernels.EXAMPLES_ENV)  # every command's default examples tree; --examples replaces it
+        if tree:
+            kernels.use_examples(Path(tree).resolve())
         for text in args.register:
             _register(*kernels.spec(text))
         return args.func(args)

@@ -134,14 +134,18 @@ class Pool:
     its kernel and left its worker alive starts the count again): the next replacement raises RestartsExhausted
     instead, and the pool runs nothing more (None: always replaced).
     Its workers register `families` (name -> "module:attr"; by default the families registered in this process,
-    harness.kernels.register), and run under the command line `wrap` if one is given (compute-sanitizer's).
+    harness.kernels.register) and use this process's examples tree (harness.kernels.use_examples), guard their
+    buffers unless not `bands` (harness.bands), and run under the command line `wrap` if one is given
+    (compute-sanitizer's).
     """
 
     def __init__(self, workers: int, target: str, log_dir, timeouts: Timeouts | None = None, gpus=None, env=None,
-                 max_restarts: int | None = None, families: dict | None = None, wrap=()):
+                 max_restarts: int | None = None, families: dict | None = None, wrap=(), bands=True):
         self.n, self.target, self.timeouts = workers, target, timeouts or Timeouts()
         families = kernels.registered() if families is None else families
-        self.command = [*wrap, *WORKER, *(f"--family={name}={where}" for name, where in families.items())]
+        tree = kernels.examples()
+        self.command = [*wrap, *WORKER, *(f"--family={name}={where}" for name, where in families.items()),
+                        *([f"--examples={tree}"] if tree else []), *([] if bands else ["--no-bands"])]
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(env if env is not None else os.environ)

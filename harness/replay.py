@@ -119,7 +119,7 @@ def sanitized(rep, tool: str, logs, arch="sm_90a", timeouts: Timeouts | None = N
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     timeouts = timeouts or Timeouts()
-    with Pool(1, tgt, log.parent, timeouts, env={**os.environ, **extra, "HARNESS_BANDS": "off"}, wrap=wrap) as pool:
+    with Pool(1, tgt, log.parent, timeouts, env={**os.environ, **extra}, wrap=wrap, bands=False) as pool:
         results = [pool.run_one(rep.case)]
         pool.finish(timeouts.run)  # the tool writes its summary when the worker exits
     report = sanitizer.parse(log.read_text(errors="replace") if log.exists() else "", tool)

@@ -30,11 +30,10 @@ from harness import kernels, record
 from harness.pool import Pool, PoolError, RestartsExhausted, Timeouts
 from harness.result import Result
 
-# What the workers read from their environment (harness.bands, TileLang's kernel cache, the GPUs they
-# see, code generation that depends on the hash seed, the outside kernels' source: harness.outside.source.ENV,
-# named here since that package imports torch): a client whose values differ is refused.
-WATCHED = ("HARNESS_BANDS", "TILELANG_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "OMP_NUM_THREADS",
-           "HARNESS_EXAMPLES")
+# What the workers read from their environment (TileLang's kernel cache, the GPUs they see, code generation that
+# depends on the hash seed), and what the command reads to make their arguments (the guard bands: harness.commands.
+# common.guard_bands): a client whose values differ is refused.
+WATCHED = ("HARNESS_BANDS", "TILELANG_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "OMP_NUM_THREADS")
 SOCKET_PATH_MAX = 107  # sun_path, less its terminating NUL
 LINE_MAX = 1 << 30     # a run's cases in one line: 100,000 cases of about 1 kB
 
@@ -58,16 +57,19 @@ class Identity:
     python: str
     env: dict
     families: dict
+    examples: str | None  # the outside kernels' source tree (harness.kernels.use_examples)
 
     @classmethod
     def here(cls) -> Identity:
-        return cls(source_digest(), sys.executable, {k: os.environ.get(k) for k in WATCHED}, kernels.registered())
+        tree = kernels.examples()
+        return cls(source_digest(), sys.executable, {k: os.environ.get(k) for k in WATCHED}, kernels.registered(),
+                   tree and str(tree))
 
     def differences(self, other: dict) -> list[str]:
         """What `other` (a client's identity) has unlike this one, each as a phrase."""
         mine = asdict(self)
         out = []
-        for field in ("harness", "python", "families"):
+        for field in ("harness", "python", "families", "examples"):
             if other.get(field) != mine[field]:
                 out.append(f"{field} {other.get(field)!r} (the server's: {mine[field]!r})")
         theirs = other.get("env") if isinstance(other.get("env"), dict) else {}
@@ -82,12 +84,13 @@ def check_path(path: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------- the server
-def serve(path: Path, workers: int, target: str, gpus: int, log_dir: Path, idle: float, log=print) -> int:
+def serve(path: Path, workers: int, target: str, gpus: int, log_dir: Path, idle: float, log=print, bands=True) -> int:
     """Serve clients at `path` until one asks it to stop, `idle` seconds pass without one (0: never), or a
-    SIGTERM or SIGINT. The workers start at once, so they are up before the first client comes."""
+    SIGTERM or SIGINT. The workers start at once, so they are up before the first client comes; they guard
+    their buffers unless not `bands` (harness.bands)."""
     path = check_path(Path(path))
     identity = Identity.here()
-    with _listening(path) as sock, Pool(workers, target, log_dir, gpus=list(range(gpus)) or None) as pool:
+    with _listening(path) as sock, Pool(workers, target, log_dir, gpus=list(range(gpus)) or None, bands=bands) as pool:
         pool.start(workers)
         probed = pool.probe()  # once for every client (they are like the server): seconds each
         ready = {"target": target, "gpus": gpus, "workers": workers, "environment": probed}

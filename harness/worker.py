@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from harness import blame, kernels, oracle
 from harness import case as case_mod
@@ -27,10 +28,11 @@ SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it starte
 ARCHES = ("sm_90a", "sm_100a")
 
 
-def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, build_only=False) -> Result:
+def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, build_only=False, guarded=True) -> Result:
     """Compile (cached, a compile error too), scan the generated code, run, and judge: one Result. on_stage("run")
     also carries what the scan found, so a run that hangs or kills the worker keeps it. Compiling
-    for another target, or asked to build only, it stops at COMPILED."""
+    for another target, or asked to build only, it stops at COMPILED. `guarded`: the run's buffers lie between
+    guard bands (harness.bands)."""
     fam = kernels.family(case.family)
     reason = fam.unsupported(case)
     if not reason and fam.arch and target != fam.arch:
@@ -62,7 +64,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     kernel, found, code, features = cache[key]
     why = oracle.invalid(case)
     if why:  # compiled: ACCEPTS_INVALID already; a run only counts what it writes outside its buffers
-        ran = accepted_invalid(fam, case, kernel, why) if target == "auto" and not build_only else \
+        ran = accepted_invalid(fam, case, kernel, why, guarded) if target == "auto" and not build_only else \
             oracle.accepts_invalid(case, why)
         return ran.replace(seconds=seconds, hazards=found, code=code, features=features)
     base = control(fam, case) if target == "auto" else None
@@ -84,9 +86,9 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         from harness import bands
 
         # Every buffer handed to the kernel sits between guard bands: its inputs (copied in) and
-        # whatever the family allocates through harness.bands while it runs (unless HARNESS_BANDS=off:
+        # whatever the family allocates through harness.bands while it runs (unless not `guarded`:
         # under compute-sanitizer, where a band would hide a write past a tensor from the tool).
-        with bands.guarding() if bands.enabled() else contextlib.nullcontext() as guard:
+        with bands.guarding() if guarded else contextlib.nullcontext() as guard:
             inputs = device_inputs(fam, case, guard)
             seconds["inputs"] = time.perf_counter() - t0
             stage = "run"
@@ -100,7 +102,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         if result.verdict == "PASS" and control(fam, case) is not None:
             stage = "twin"
             result = unlike_control(fam, case, target, cache, inputs, fam.canonical(case, outputs)) or result
-        if result.verdict in ("MISMATCH", "NONFINITE") and bands.enabled():
+        if result.verdict in ("MISMATCH", "NONFINITE") and guarded:
             stage = "reread"
             changed = reads_outside(fam, kernel, case, fam.canonical(case, outputs))
             if changed:
@@ -115,12 +117,12 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     return result.replace(hazards=found, code=code, features=features)
 
 
-def accepted_invalid(fam, case, kernel, why) -> Result:
+def accepted_invalid(fam, case, kernel, why, guarded=True) -> Result:
     """An invalid program TileLang compiled, run under the guard bands (no reference: it means nothing; with the
     bands off, under compute-sanitizer, the tool sees what it writes)."""
     from harness import bands
     try:
-        with bands.guarding() if bands.enabled() else contextlib.nullcontext() as guard:
+        with bands.guarding() if guarded else contextlib.nullcontext() as guard:
             fam.run(kernel, case, device_inputs(fam, case, guard))
             breaches = guard.breaches() if guard else []
     except Exception as e:
@@ -353,11 +355,13 @@ def request(line: str) -> tuple[case_mod.Case, bool]:
     return case_mod.from_json(line.removeprefix(BUILD)), build_only
 
 
-def main(target: str, families=()) -> None:
+def main(target: str, families=(), examples=None, guarded=True) -> None:
     """Serve the pool (harness.pool) on stdin and stdout; `families`: the (name, "module:attr") of the families
-    registered at run time in the parent (harness.kernels.register), registered here too."""
+    registered at run time in the parent (harness.kernels.register), registered here too; `examples`: the
+    outside kernels' source tree (harness.kernels.use_examples); `guarded`: guard bands around the buffers."""
     for name, where in families:
         kernels.register(name, where)
+    kernels.use_examples(examples)
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # TileLang and nvcc print freely; only the protocol goes to the parent.
 
@@ -375,7 +379,8 @@ def main(target: str, families=()) -> None:
             send({"event": "refused", "message": f"worker cannot read the case: {e}"})
             continue
         result = run_case(case, target, cache, on_stage=lambda s, hazards, code: send(
-            {"event": "stage", "stage": s, "hazards": [f.to_json() for f in hazards], "code": code}), build_only=build_only)
+            {"event": "stage", "stage": s, "hazards": [f.to_json() for f in hazards], "code": code}), build_only=build_only,
+            guarded=guarded)
         if start and not build_only:
             result = result.replace(seconds={**start, **(result.seconds or {})})
             start = None
@@ -389,5 +394,7 @@ if __name__ == "__main__":
     p.add_argument("--target", default="auto", choices=("auto", *ARCHES))
     p.add_argument("--family", action="append", default=[], type=kernels.spec, metavar="NAME=MODULE:ATTR",
                    help="a family registered at run time in the parent (repeatable)")
+    p.add_argument("--examples", type=Path, help="the TileLang source tree outside kernels load from")
+    p.add_argument("--no-bands", action="store_true", help="no guard bands around the buffers (compute-sanitizer's runs)")
     args = p.parse_args()
-    main(args.target, args.family)
+    main(args.target, args.family, args.examples, not args.no_bands)

@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness import kernels
 
 # Worker subprocesses import the fake family by module name: make tests/ importable for them too.
@@ -13,3 +15,12 @@ sys.path.insert(0, _TESTS)
 # their workers); a command run as a subprocess is given `harness --register fake=fake_family:FAMILY`.
 kernels.register("fake", "fake_family:FAMILY")
 kernels.register("ws_unprimed", "ws_unprimed:FAMILY")
+
+
+@pytest.fixture(autouse=True)
+def _no_examples_tree():
+    """Each test starts with no outside kernels' examples tree set (harness.kernels.use_examples: a command's
+    --examples sets it for the process) and leaves none behind."""
+    kernels.use_examples(None)
+    yield
+    kernels.use_examples(None)

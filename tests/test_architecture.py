@@ -1,4 +1,5 @@
 """The architecture is a checked contract: import-linter's layers (pyproject.toml) and ruff."""
+import ast
 import shutil
 import subprocess
 import sys
@@ -64,17 +65,63 @@ def test_the_search_of_a_bisect_does_no_io(tmp_path):
     assert out.returncode != 0 and "The search of a bisect is pure BROKEN" in out.stdout
 
 
-# Subprocesses of the command line still in the library, and why. A bisect or matrix step runs `harness repro`
-# (or `harness run`) with another TileLang release on its path (another environment, so another process).
-SHELLS_LEFT = {"bisect/environments.py"}  # a release's own interpreter replays there
-
-
 def test_the_library_does_not_shell_out_to_its_command_line():
     """A subprocess of harness.cli is a call back up the layers that import-linter cannot see. The command line
-    itself (cli.py, commands/) may start a command: `harness serve --detach` starts itself in the background."""
+    itself (cli.py, commands/) may start a command: `harness serve --detach` starts itself in the background.
+    A step in another TileLang's environment runs a library entry point there (harness.bisect.inside)."""
     library = [p for p in (ROOT / "harness").rglob("*.py") if p.name != "cli.py" and "commands" not in p.parts]
     shells = {p.relative_to(ROOT / "harness").as_posix() for p in library if '"harness.cli"' in p.read_text()}
-    assert shells <= SHELLS_LEFT, shells - SHELLS_LEFT
+    assert shells == set()
+
+
+ENVIRON_WRITERS = {"setdefault", "update", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
+
+
+def environ_writes(text: str) -> list[int]:
+    """The lines of Python source `text` that change this process's environment: os.environ[...] assigned or
+    deleted, os.environ's mutating methods, os.putenv and os.unsetenv."""
+    def of_os(node, names):
+        return isinstance(node, ast.Attribute) and node.attr in names and isinstance(node.value, ast.Name) \
+            and node.value.id == "os"
+
+    def environ(node):
+        return of_os(node, ("environ",))
+
+    lines = []
+    for node in ast.walk(ast.parse(text)):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        if any(isinstance(t, ast.Subscript) and environ(t.value) for t in targets):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and (of_os(node.func, ("putenv", "unsetenv")) or isinstance(node.func, ast.Attribute)
+                                             and environ(node.func.value) and node.func.attr in ENVIRON_WRITERS):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_library_writes_no_environment_variable():
+    """What a worker needs travels as its arguments (the families, the examples tree, the guard bands: harness.pool),
+    never as a variable one module writes into os.environ for another to read. A child's environment is built as
+    a copy (dict(os.environ, ...)). Nothing is allowed: no module is listed."""
+    writes = {f"{p.relative_to(ROOT).as_posix()}:{line}" for p in (ROOT / "harness").rglob("*.py")
+              for line in environ_writes(p.read_text())}
+    assert writes == set(), sorted(writes)
+
+
+def test_every_kind_of_environment_write_is_seen():
+    text = """import os
+os.environ["A"] = "1"
+os.environ["A"] += "2"
+del os.environ["A"]
+os.environ.setdefault("B", "1")
+os.environ.update(C="1")
+os.environ.pop("C")
+os.putenv("D", "1")
+env = dict(os.environ, E="1")
+env.setdefault("F", "1")
+env["G"] = os.environ.get("G", "")
+"""
+    assert environ_writes(text) == [2, 3, 4, 5, 6, 7, 8]
 
 
 def test_ruff():

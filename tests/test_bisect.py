@@ -113,19 +113,26 @@ def test_a_fresh_bisect_compiles_afresh_in_every_step_and_says_so(tmp_path, repr
                         fresh=True, log=lambda line: None).run(environments.between(RELEASES, "0.1.6.post2", "0.1.15")[::-1])
     assert seen and all(seen)
     assert "--runs 4 --fresh" in text and "each replayed 4 time(s) (a compile each)" in text
-    # The step itself: `harness repro ... --fresh` in the release's environment.
+    # The step itself: a fresh replay asked of harness.bisect.inside in the release's environment, its answer typed.
     calls = []
     monkeypatch.undo()  # the real replay_in, over a fake subprocess.run
-    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
-                        subprocess.CompletedProcess(cmd, GOOD, "a log line\n" + json.dumps(
+    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: calls.append((cmd, kw)) or
+                        subprocess.CompletedProcess(cmd, GOOD, json.dumps(
                             {"status": "not reproduced", "verdict": "NOT REPRODUCED: 4/4 runs COMPILED",
-                             "now": ["COMPILED"]}) + "\n", ""))
+                             "now": ["COMPILED"]}) + "\n", "a log line\n"))
     assert environments.replay_in(tmp_path, reproducer, 4, tmp_path / "logs", fresh=True) == (
         NOT_REPRODUCED, "NOT REPRODUCED: 4/4 runs COMPILED | COMPILED")
-    assert calls[-1][-1] == "--fresh" and "--runs" in calls[-1] and "--json" in calls[-1]
-    # A repro that printed no JSON (it died first) is a bisect error, not a verdict.
-    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, SKIP, "", "boom"))
-    with pytest.raises(BisectError, match="no JSON"):
+    cmd, kw = calls[-1]
+    assert cmd[1:] == ["-m", "harness.bisect.inside"] and str(tmp_path) in kw["env"]["PYTHONPATH"].split(os.pathsep)
+    assert json.loads(kw["input"]) == {"request": "replay", "reproducer": str(reproducer), "runs": 4,
+                                       "logs": str(tmp_path / "logs"), "fresh": True, "examples": None}
+    # A step that answered nothing (it died first), or could not read its input, is a bisect error, not a verdict.
+    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "boom"))
+    with pytest.raises(BisectError, match="gave no JSON answer .exit 1.: boom"):
+        environments.replay_in(tmp_path, reproducer, 1, tmp_path / "logs")
+    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 0, '{"error": "no reproducer here"}\n', ""))
+    with pytest.raises(BisectError, match="cannot run: no reproducer here"):
         environments.replay_in(tmp_path, reproducer, 1, tmp_path / "logs")
 
 
@@ -336,6 +343,23 @@ def test_a_cases_file_runs_on_every_release_and_its_verdicts_are_counted(tmp_pat
                      "--envs", str(tmp_path / "envs2")]) == 2
     assert capsys.readouterr().err.startswith(f"harness matrix: {cases} line 1: heads (3) must be a multiple")
     assert not (tmp_path / "envs2").exists()
+
+
+def test_a_campaign_in_a_release_answers_its_verdicts_counted(tmp_path, monkeypatch):
+    from harness.bisect import inside
+
+    # The step in the release's environment: a campaign asked of harness.bisect.inside, its answer typed.
+    answers = iter([{"exit": 1, "verdicts": {"COMPILED": 1, "COMPILE_ERROR": 2}}, {"exit": 125, "verdicts": {}}])
+    monkeypatch.setattr(environments.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 0, json.dumps(next(answers)) + "\n", "harness run: cannot test here: tilelang 0.1.8\n"))
+    assert environments.campaign_in(tmp_path, tmp_path / "c.jsonl", tmp_path / "out") == "COMPILED 1, COMPILE_ERROR 2"
+    assert environments.campaign_in(tmp_path, tmp_path / "c.jsonl", tmp_path / "out") == (
+        "cannot test (exit 125): harness run: cannot test here: tilelang 0.1.8")
+    # The real entry point, in this environment: a cases file that is not there is said, not a traceback.
+    monkeypatch.undo()
+    assert environments.campaign_in(tmp_path, tmp_path / "none.jsonl", tmp_path / "out") == (
+        f"cannot test: {tmp_path / 'none.jsonl'}: cannot read: No such file or directory")
+    assert inside.answer({"request": "bisect"}) == {"error": "no such request 'bisect': one of replay, campaign"}
 
 
 def test_the_cases_matrix_names_each_failing_case_and_the_releases_it_fails_on(tmp_path):

@@ -25,7 +25,6 @@ def tree(tmp_path, monkeypatch):
     (tmp_path / "tilelang-0.1.14" / "VERSION").write_text("0.1.14\n")
     (ex / "helper.py").write_text("FACTOR = 3\n")
     (ex / "example_fake.py").write_text("from helper import FACTOR\n\ndef flashattn(n):\n    return n * FACTOR\n")
-    monkeypatch.delenv(source.ENV, raising=False)
     return tmp_path / "tilelang-0.1.14"
 
 
@@ -198,7 +197,7 @@ def test_peer_shapes_are_the_examples_own_test_calls_inside_their_contract():
 def test_a_peer_run_of_kernels_without_test_shapes_is_a_one_line_error(tmp_path):
     p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--peer", "--families", "tl_gqa_bwd_tma_reduce",
                         "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True,
-                       env={k: v for k, v in os.environ.items() if k != source.ENV})
+                       env={k: v for k, v in os.environ.items() if k != kernels.EXAMPLES_ENV})
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip() == "harness run: no test shapes declared for tl_gqa_bwd_tma_reduce (Family.peer)"
 
@@ -213,7 +212,7 @@ def _release_tree(tmp_path, monkeypatch, release, files):
         (top / "examples" / relative).parent.mkdir(parents=True, exist_ok=True)
         (top / "examples" / relative).write_text(text)
     (top / "VERSION").write_text(release + "\n")
-    monkeypatch.setenv(source.ENV, str(top))
+    kernels.use_examples(top)
     return top / "examples"
 
 

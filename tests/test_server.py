@@ -88,6 +88,11 @@ def test_a_command_unlike_the_server_or_without_one_is_refused_in_one_line(tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "refused: this command is unlike the server: HARNESS_BANDS='off' (the server's: None)" in err[0]
     monkeypatch.delenv("HARNESS_BANDS")
+    monkeypatch.setenv(kernels.EXAMPLES_ENV, str(tmp_path))  # the workers' examples tree, handed as an argument
+    assert cli.main(argv) == 2
+    assert f"examples '{tmp_path.resolve()}' (the server's: None)" in capsys.readouterr().err
+    monkeypatch.delenv(kernels.EXAMPLES_ENV)
+    kernels.use_examples(None)
     assert cli.main([*argv, "--workers", "2"]) == 2
     assert "--workers does not go with --server" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before anything was written
@@ -100,11 +105,9 @@ def test_the_server_watches_every_variable_the_harness_reads():
     """A variable the harness reads that the server does not compare would let a client run under the server's value."""
     import re
 
-    from harness.outside import source
-
     root = Path(server.__file__).parent
     text = "\n".join(p.read_text() for p in root.rglob("*.py") if "bisect" not in p.parts)
-    read = set(re.findall(r'environ(?:\.get\(|\[)"([A-Z_]+)"', text)) | {source.ENV}
+    read = set(re.findall(r'environ(?:\.get\(|\[)"([A-Z_]+)"', text))
     parent_only = {"HARNESS_SERVER", "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH",  # read by the command, not a worker
                    "HYPOTHESIS_STORAGE_DIRECTORY"}                                # (the draw is the command's)
     assert read - parent_only <= set(server.WATCHED), read - parent_only - set(server.WATCHED)

@@ -3,6 +3,7 @@
 One job per module:
 - `search`: the search alone, a pure function of an ordered list and a test callback (no I/O);
 - `environments`: one install directory per release or built commit, and a replay or a campaign run there;
+- `inside`: what runs there, in a subprocess with that release on its path: one typed request, one JSON answer;
 - `steps`: one reproducer's bisect: its steps kept in a state file as they end, so an interrupted bisect
   resumes there, and its ready-to-paste report;
 - `matrix`: every reproducer, or a campaign's cases, on every release listed.

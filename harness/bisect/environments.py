@@ -4,8 +4,8 @@ Each release is installed once into its own directory under --envs (a pip --targ
 shadows the installed TileLang on PYTHONPATH; torch and the rest come from this environment).
 Across commits (`Commits`), each first-parent commit between the endpoints is checked out into a
 scratch worktree, built into a wheel by the user's command (cached by commit; a commit that does
-not build is a skip), and installed like a release. A replay (`harness repro`) or a campaign
-(`harness run`) runs there as a subprocess, since another TileLang cannot be imported into this one.
+not build is a skip), and installed like a release. A replay or a campaign runs there in a subprocess
+(harness.bisect.inside, one typed request and answer), since another TileLang cannot be imported into this one.
 """
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from harness import untrusted
 from harness.bisect import BisectError, Pending
-from harness.result import Result
+from harness.bisect.inside import CampaignRequest, Ran, Replayed, ReplayRequest, request_line
 from harness.status import Status
 
 # Linked by TileLang's libraries through relative rpaths (0.1.10: "libz3.so.4.15: cannot open
 # shared object file" with z3 elsewhere on the path), so they are installed into each release's tree.
 NATIVE = ("apache-tvm-ffi", "z3-solver")
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: a step's subprocess imports this harness
+INSIDE = [sys.executable, "-m", "harness.bisect.inside"]
 
 
 # ----------------------------------------------------------------------------- versions
@@ -254,33 +254,41 @@ def _env_of(target: Path) -> dict:
                 TILELANG_CACHE_DIR=str(target / ".kernel-cache"))
 
 
+def _inside(target: Path, request, timeout=None) -> tuple[dict | None, subprocess.CompletedProcess]:
+    """`request` answered by harness.bisect.inside with the release in `target`: (its answer, None if it gave
+    none, and the process)."""
+    p = subprocess.run(INSIDE, input=request_line(request), capture_output=True, text=True, env=_env_of(target),
+                       timeout=timeout)
+    try:
+        answer = json.loads(p.stdout)
+    except ValueError:  # json.JSONDecodeError is a ValueError
+        answer = None
+    return (answer if isinstance(answer, dict) else None), p
+
+
 def replay_in(target: Path, reproducer: Path, runs: int, logs: Path, fresh=False, examples: Path | None = None
               ) -> tuple[Status, str]:
-    """`harness repro` with the release in `target` (`fresh`: a compile per run; `examples`: its outside
+    """The reproducer replayed with the release in `target` (`fresh`: a compile per run; `examples`: its outside
     kernel's examples tree): (its status, its evidence in one line)."""
-    env = _env_of(target)
-    cmd = [sys.executable, "-m", "harness.cli", "repro", str(reproducer), "--runs", str(runs), "--logs", str(logs),
-           "--json", *(["--fresh"] if fresh else []), *(["--examples", str(examples)] if examples else [])]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    if p.returncode not in {s.exit for s in Status}:
-        raise BisectError(f"harness repro exited {p.returncode} in {target.name}: {_last(p.stderr)}")
-    try:
-        out = json.loads(p.stdout.strip().splitlines()[-1])
-        status = Status(out["status"])
-    except (IndexError, KeyError, ValueError):  # json.JSONDecodeError is a ValueError
-        raise BisectError(f"harness repro in {target.name} printed no JSON result: {_last(p.stderr)}") from None
-    return status, out["verdict"] + (f" | {out['now'][0]}" if out["now"] else "")
+    request = ReplayRequest(str(reproducer), runs, str(logs), fresh, examples and str(examples))
+    answer, p = _inside(target, request, timeout=3600)
+    if answer is None:
+        raise BisectError(f"the replay in {target.name} gave no JSON answer (exit {p.returncode}): {_last(p.stderr)}")
+    if "error" in answer:
+        raise BisectError(f"the replay in {target.name} cannot run: {answer['error']}")
+    replayed = Replayed.from_dict(answer)
+    return replayed.status, replayed.evidence
 
 
 def campaign_in(target: Path, cases: Path, out: Path, examples: Path | None = None) -> str:
-    """`harness run --cases-from` with the release in `target` (and `examples`, its examples tree, for
-    outside kernels): its verdict counts in one line."""
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--cases-from", str(cases), "--out", str(out),
-                        "--reproducers", str(out / "reproducers"), *(["--examples", str(examples)] if examples else [])],
-                       capture_output=True, text=True, env=_env_of(target))
-    if p.returncode not in (0, 1):  # 2 bad input, 125 TileLang does not import: no verdicts
+    """The campaign of the cases in `cases` (results in `out`) with the release in `target` (and `examples`, its
+    examples tree, for outside kernels): its verdict counts in one line."""
+    answer, p = _inside(target, CampaignRequest(str(cases), str(out), examples and str(examples)))
+    if answer is None:
         return f"cannot test (exit {p.returncode}): {_last(p.stderr)}"
-    done = out / "results.jsonl"
-    verdicts = [Result.from_dict(untrusted.loads(line)).verdict for line in done.read_text().splitlines() if line.strip()]
-    return ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
-
+    if "error" in answer:
+        return f"cannot test: {answer['error']}"
+    ran = Ran.from_dict(answer)
+    if ran.exit not in (0, 1):  # 4 the harness's own error, 125 TileLang does not import: no verdicts
+        return f"cannot test (exit {ran.exit}): {_last(p.stderr)}"
+    return ", ".join(f"{v} {n}" for v, n in sorted(ran.verdicts.items()))

@@ -240,8 +240,14 @@ def load(args, command):
         return None, None
 
 
+def guard_bands() -> bool:
+    """Whether a campaign's workers (or a server's) guard their buffers (harness.bands): HARNESS_BANDS=off turns
+    the bands off, to measure what they cost."""
+    return os.environ.get("HARNESS_BANDS", "on") != "off"
+
+
 def use_examples(args, families) -> None:
-    """With outside kernels among `families`: point the workers at --examples (or HARNESS_EXAMPLES),
+    """With outside kernels among `families`: point the workers at --examples (or $HARNESS_EXAMPLES: cli.main),
     checked against the installed TileLang; CaseError (exit 2) when it is missing or of another release."""
     from importlib import metadata
 
@@ -249,7 +255,7 @@ def use_examples(args, families) -> None:
 
     if not args.examples and not any(f.removesuffix(kernels.OUTSIDE_MODE) in kernels.OUTSIDE for f in families):
         return
-    where = args.examples or os.environ.get(source.ENV)
+    where = args.examples or kernels.examples()
     if not where:
         raise source.ExamplesError("outside kernels need TileLang's examples: --examples PATH "
                                    "(`harness examples fetch` unpacks the installed release's)")

@@ -49,7 +49,7 @@ def cmd_repro(args) -> int:
         print(f"recorded:  {record.describe(rep.result)}  "
               f"[{replay.where(rep.environment)}]")
     out = replay.replay(rep, args.logs, args.runs, args.arch, timeouts(args), env, fresh=args.fresh)
-    if args.json:  # what bisect and matrix read: one object on one line
+    if args.json:  # for scripts: one object on one line
         print(json.dumps({"id": rep.id, "status": out.status.value, "verdict": out.verdict, "evidence": out.evidence,
                           "now": [record.describe(r) for r in out.results], "environment": env}))
         return out.status.exit

@@ -18,6 +18,7 @@ from harness.commands.common import (
     arch,
     cannot_write_any,
     cannot_write_files,
+    guard_bands,
     in_dir,
     in_file,
     inside_sources,
@@ -92,7 +93,7 @@ def run_campaign(args, families) -> int:
                             minimize_budget=args.minimize_budget, pairwise=not args.no_pairwise,
                             shard=args.shard, stop_after=args.stop_after_failures, sanitize=args.sanitize_failures,
                             peer=args.peer, max_worker_restarts=args.max_worker_restarts,
-                            server=args.server and Path(args.server), mutate=args.mutate)
+                            server=args.server and Path(args.server), mutate=args.mutate, bands=guard_bands())
     try:
         return campaign.run(opts)
     except campaign.CampaignError as e:

@@ -15,6 +15,7 @@ from harness.commands.common import (
     cannot_write_any,
     cannot_write_file,
     cannot_write_files,
+    guard_bands,
     nonnegative_int,
     out_dir,
     positive,
@@ -64,7 +65,7 @@ def cmd_serve(args) -> int:
             return 0
         gpus = gpu_count()
         return server.serve(args.socket, args.workers or default_size(), "auto" if gpus else args.arch, gpus, logs,
-                            args.idle, log=lambda line: print(line, flush=True))
+                            args.idle, log=lambda line: print(line, flush=True), bands=guard_bands())
     except server.ServerError as e:
         print(f"harness serve: {e}", file=sys.stderr)
         return 2

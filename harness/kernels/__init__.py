@@ -22,6 +22,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
 
@@ -39,7 +40,7 @@ _REGISTRY = {
     "program": "harness.kernels.program_family:FAMILY",
 }
 # Kernels nobody here wrote (harness.outside): TileLang's own examples, loaded from the source tree
-# that HARNESS_EXAMPLES names (`harness run --examples PATH`). "<name>@outside" is the same kernel
+# a command names (`harness run --examples PATH`, use_examples). "<name>@outside" is the same kernel
 # drawn just outside the contract it states (Family.rules).
 OUTSIDE = {
     "tl_mha_fwd_bhsd": "harness.outside.flash_attention:MHA_FWD_BHSD",
@@ -115,6 +116,24 @@ def _check_spec(name: str, where: str) -> None:
 def registered() -> dict:
     """The families registered at run time: name -> "module:attr" (what a worker must register too)."""
     return dict(_EXTRA)
+
+
+# The TileLang source tree the outside kernels load from (harness.outside.source), for this process: a command's
+# --examples, by default the one EXAMPLES_ENV names; harness.pool passes it to its workers as it passes the families.
+EXAMPLES_ENV = "HARNESS_EXAMPLES"
+_examples: Path | None = None
+
+
+def use_examples(tree: Path | None) -> None:
+    """Outside kernels load from the examples tree `tree` (a source tree or its examples/), in this process and
+    in the workers of the pools it starts (their --examples)."""
+    global _examples
+    _examples = tree
+
+
+def examples() -> Path | None:
+    """The examples tree use_examples set, or None."""
+    return _examples
 
 
 def _nothing(case, *args) -> dict:

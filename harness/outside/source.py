@@ -1,9 +1,10 @@
 """Where outside kernels come from: the `examples/` of a TileLang source tree, named at run time.
 
 Nothing of TileLang's examples lives in this repository. `harness run --examples PATH` (a checkout,
-an unpacked source package, or its examples/ folder) exports HARNESS_EXAMPLES so that worker
-processes find the same tree; `harness examples fetch` downloads the installed release's source
-package from the package index (0.1.7 to 0.1.14 have one) and unpacks its examples/.
+an unpacked source package, or its examples/ folder; by default the one $HARNESS_EXAMPLES names) sets
+the tree for the process (harness.kernels.use_examples), and its pools pass it to their workers as an
+argument; `harness examples fetch` downloads the installed release's source package from the package
+index (0.1.7 to 0.1.14 have one) and unpacks its examples/.
 
 A tree belongs to a release: its VERSION file (beside examples/) must be the installed TileLang's,
 except where a release published no examples (NEWEST_EXAMPLES: 0.1.15 takes 0.1.14's). The adapters
@@ -16,7 +17,6 @@ import hashlib
 import importlib.util
 import io
 import json
-import os
 import sys
 import tarfile
 import urllib.request
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from harness import kernels
 from harness.case import CaseError
 
-ENV = "HARNESS_EXAMPLES"
 INDEX = "https://pypi.org/simple/tilelang/"
 # Releases with no source package, nor a tag in the stored checkout: the newest examples that run on them.
 NEWEST_EXAMPLES = {"0.1.15": "0.1.14"}
@@ -44,12 +44,11 @@ class ExamplesError(CaseError):
 
 
 def root() -> Path:
-    """The examples/ directory HARNESS_EXAMPLES names."""
-    where = os.environ.get(ENV)
-    if not where:
-        raise ExamplesError(f"outside kernels need TileLang's examples: pass --examples PATH (or set {ENV})")
-    path = Path(where)
-    path = path / "examples" if (path / "examples").is_dir() else path
+    """The examples/ directory of the tree this process uses (harness.kernels.use_examples)."""
+    where = kernels.examples()
+    if where is None:
+        raise ExamplesError(f"outside kernels need TileLang's examples: pass --examples PATH (or set {kernels.EXAMPLES_ENV})")
+    path = where / "examples" if (where / "examples").is_dir() else where
     if not path.is_dir():
         raise ExamplesError(f"examples path {where} is not a directory")
     return path
@@ -99,7 +98,7 @@ def lacks(relative: str) -> str | None:
 
 def use(path: str, installed: str) -> str:
     """Point this process and its workers at the examples under `path`; returns their release."""
-    os.environ[ENV] = str(Path(path).resolve())
+    kernels.use_examples(Path(path).resolve())
     return check_release(root(), installed)
 
 
@@ -109,7 +108,7 @@ def use_file(path: str) -> Path:
     file = Path(path).resolve()
     if not file.is_file():
         raise ExamplesError(f"kernel file {path} does not exist")
-    os.environ[ENV] = str(file.parent)
+    kernels.use_examples(file.parent)
     return file
 
 
