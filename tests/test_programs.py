@@ -466,7 +466,7 @@ def test_the_minimizer_drops_statements_while_the_failure_stays():
 
     def evaluate(c):
         p = case_mod.program_of(c.program)
-        bad = any(s["op"] == "reduce" for s in model.walk(p.body))
+        bad = any(s.op == "reduce" for s in model.walk(p.body))
         return Result.of(c, "COMPILE_ERROR" if bad else "COMPILED", "compile", "reduce refused" if bad else "")
     start = case_mod.Case(family="program", program=model.to_json(generate.template("attention")), seqlen_q=70, seqlen_k=70)
     small, steps = minimize.minimize(start, evaluate(start).signature, evaluate, budget_s=60)
@@ -479,15 +479,15 @@ def test_the_minimizer_drops_statements_while_the_failure_stays():
 
 def _pipelined_split(p):
     """(the first pipelined loop, the statements after it, the buffers' scopes), or None without such a loop."""
-    loops = [i for i, s in enumerate(p.body) if s["op"] == "loop" and s["kind"] == "pipelined"]
+    loops = [i for i, s in enumerate(p.body) if s.op == "loop" and s.kind == "pipelined"]
     return (p.body[loops[0]], p.body[loops[0] + 1:], {b.name: b.scope for b in p.buffers}) if loops else None
 
 
 def _zero_trip_epilogue(p):
     """O stored through a shared tile after a pipelined loop that may run zero times (54d466153e16)."""
     split = _pipelined_split(p)
-    return split is not None and split[0]["trips"] in ("n-1", "n//b") and any(
-        s["op"] == "copy" and split[2][s["src"]] == "fragment" and split[2][s["dst"]] == "shared" for s in split[1])
+    return split is not None and split[0].trips in ("n-1", "n//b") and any(
+        s.op == "copy" and split[2][s.src] == "fragment" and split[2][s.dst] == "shared" for s in split[1])
 
 
 def _prologue_for_epilogue(p):
@@ -497,7 +497,7 @@ def _prologue_for_epilogue(p):
         return False
     loop, after, scope = split
     before = p.body[:p.body.index(loop)]
-    loaded = {s["dst"] for s in before if s["op"] == "copy" and scope[s["src"]] == "global" and scope[s["dst"]] == "shared"}
+    loaded = {s.dst for s in before if s.op == "copy" and scope[s.src] == "global" and scope[s.dst] == "shared"}
     return any(f"'{d}'" not in str(loop) and f"'{d}'" in str(after) for d in loaded)  # names, quoted
 
 
@@ -585,7 +585,7 @@ def test_a_when_shrinks_to_its_body_and_the_draw_writes_one_in_a_chain_and_in_a_
     relaxed = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck))
     for at in ("bx", "k"):
         def tests_at(q, at=at):
-            return any(s["op"] == "when" and s["at"] == at for s in model.walk(q.body))
+            return any(s.op == "when" and s.at == at for s in model.walk(q.body))
         assert tests_at(find(generate.programs(st), tests_at, settings=relaxed))
 
 
@@ -638,8 +638,8 @@ def test_a_schedule_shrinks_to_num_stages_and_its_statements_keep_their_stages_w
     p = _scheduled([0, 1])
     steps = dict(generate.shrink(p))
     plain = steps["loop 0 schedule -> num_stages"].body[0]
-    assert "schedule" not in plain and plain["stages"] == 2 and all("stage" not in x for x in plain["body"])
-    assert all("stage" not in x for x in steps["unwrap loop 0"].body)
+    assert plain.schedule is None and plain.stages == 2 and all(x.stage is None for x in plain.body)
+    assert all(x.stage is None for x in steps["unwrap loop 0"].body)
     # A plain pipelined loop still lowers its stages and trips.
     d = model.to_dict(_program(COPY, [{"op": "loop", "kind": "pipelined", "trips": "n", "stages": 2,
                                        "body": [dict(LOAD_S, at="k"), STORE_S]}]))
