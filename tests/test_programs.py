@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from harness import case as case_mod
 from harness import kernels, oracle, pairwise, reference, strategies
 from harness.kernels import program_family
-from harness.programs import KINDS, emit, generate, interpret, model, templates
+from harness.programs import KINDS, copy, emit, generate, interpret, model, templates
 from harness.programs.builder import LENGTH_BLOCKS
 from harness.programs.model import ProgramError
 
@@ -30,8 +30,9 @@ COPY = _buffers(("A", "global", "float16", ("n", 72)), ("O", "global", "float32"
                 ("S", "shared", "float16", (64, 32)))
 
 
-def test_every_statement_kind_is_registered_with_both_semantics():
+def test_every_statement_kind_is_registered_with_its_record_and_both_semantics():
     for name, module in KINDS.items():
+        assert issubclass(module.STATEMENT, model.Statement) and module.STATEMENT.op == name
         for part in ("check", "reads", "writes", "full", "tilelang", "torch"):
             assert callable(getattr(module, part)), f"{name} lacks {part}"
 
@@ -202,6 +203,24 @@ def test_on_one_key_block_the_interpreter_is_attention_as_reference_py_computes_
 def test_malformed_programs_are_refused_with_the_reason(program, reason):
     with pytest.raises(ProgramError, match=reason):
         model.from_dict(program)
+
+
+LOAD_FIELDS = {"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 0, "form": "tile"}
+
+
+@pytest.mark.parametrize("statement, reason", [
+    ({**LOAD_FIELDS, "colour": "red"}, r"statement 0 \(copy\): unknown field\(s\) \['colour'\]"),
+    ({k: v for k, v in LOAD_FIELDS.items() if k != "row"}, r"statement 0 \(copy\): missing field 'row'"),
+    ({**LOAD_FIELDS, "row": None}, r"statement 0 \(copy\): row must not be null"),
+    ({**LOAD_FIELDS, "row": "0"}, r"statement 0 \(copy\): row must be int"),
+])
+def test_a_statements_json_is_read_into_its_kinds_record_with_exactly_its_fields(statement, reason):
+    store = {"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}
+    p = model.from_dict({"block": 64, "threads": 128, "buffers": COPY, "body": [LOAD_FIELDS, store]})
+    assert p.body[0] == copy.Copy(src="A", dst="S", at="bx", row=0, col=0, form="tile")
+    assert model.to_dict(p)["body"] == [LOAD_FIELDS, store]
+    with pytest.raises(ProgramError, match=reason):
+        model.from_dict({"block": 64, "threads": 128, "buffers": COPY, "body": [statement, store]})
 
 
 STREAM = _buffers(("A", "global", "float16", ("n", 40)), ("O", "global", "float32", ("n", 32)),
