@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from harness.programs import KINDS, fill, model, mutate
+from harness.programs import KINDS, copy, fill, model, mutate
 
 
 def _program(body, extra=()):
@@ -63,8 +63,8 @@ def test_an_insert_puts_the_drawn_statements_and_their_buffers_in(monkeypatch):
 
     def insert(p, choices, at):
         assert at == "bx" and p == P and choices.one(["x"]) == "x"
-        return [{"op": "fill", "dst": "R", "value": choices.one((0, 1))},
-                {"op": "copy", "src": "R", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}], [extra]
+        return (fill.Fill(dst="R", value=choices.one((0, 1))), copy.Copy(src="R", dst="O", at="bx", row=0, col=0, form="tile")), \
+            (model.Buffer("R", "shared", "float16", (32, 32)),)
     q = mutate.mutate(P, random.Random(3), insert)
     assert extra in json.loads(model.to_json(q))["buffers"] and len(_body(q)) == 6
     assert mutate.mutate(P, random.Random(3)) is None  # no insert without the generator's draws

@@ -1,8 +1,10 @@
 """The composer knows no statement kind by name: a kind is its module and one registry line. Here a toy kind
-(`negate`: X = -X of a local tile) is added from this file alone, and it is drawn, emitted, interpreted and shrunk."""
+(`negate`: X = -X of a local tile) is added from this file alone, its statement record too, and it is drawn, emitted,
+interpreted, written to JSON and read back, and shrunk."""
 import ast
 import builtins
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,22 +15,28 @@ from hypothesis import strategies as st
 from harness.programs import KINDS, emit, generate, interpret, model
 
 
+@dataclass(frozen=True, kw_only=True)
+class Negate(model.Statement):
+    op = "negate"
+    dst: str
+
+
 def _check(s, p, scope):
     model.fields(s, dst=str)
-    model.local(p, s["dst"], 2)
+    model.local(p, s.dst, 2)
 
 
 def _draw(c, b, at):
     held = [n for n in b.locals() if len(b.buffers[n].shape) == 2]
     if held:
-        b.emit([{"op": "negate", "dst": c.one(held)}])
+        b.emit([Negate(dst=c.one(held))])
 
 
 NEGATE = types.SimpleNamespace(
-    check=_check, reads=lambda s: [s["dst"]], writes=lambda s: [s["dst"]], full=lambda s, p: True,
-    tilelang=lambda s, p, ind: [f"{ind}for i, j in T.Parallel({', '.join(map(str, p.buffer(s['dst']).shape))}):",
-                                f"{ind}    {s['dst']}[i, j] = -{s['dst']}[i, j]"],
-    torch=lambda s, p, ind: [f"{ind}{s['dst']}[:] = -{s['dst']}"],
+    STATEMENT=Negate, check=_check, reads=lambda s: [s.dst], writes=lambda s: [s.dst], full=lambda s, p: True,
+    tilelang=lambda s, p, ind: [f"{ind}for i, j in T.Parallel({', '.join(map(str, p.buffer(s.dst).shape))}):",
+                                f"{ind}    {s.dst}[i, j] = -{s.dst}[i, j]"],
+    torch=lambda s, p, ind: [f"{ind}{s.dst}[:] = -{s.dst}"],
     draw=_draw, PLACES={"top": 40, "trip": 40, "guarded": 40},
     shrink=lambda s, where: [(f"negate {where} -> nothing", ())])
 
@@ -52,7 +60,7 @@ def _drawn(count, seed=3):
 
 
 def test_a_kind_added_from_outside_is_drawn_emitted_interpreted_and_shrunk(negate):
-    with_toy = [p for p in _drawn(200) if any(s["op"] == "negate" for s in model.walk(p.body))]
+    with_toy = [p for p in _drawn(200) if any(s.op == "negate" for s in model.walk(p.body))]
     assert with_toy, "the toy kind was never drawn"
     p = min(with_toy, key=lambda q: len(list(model.walk(q.body))))
     assert model.from_json(model.to_json(p)) == p
@@ -69,7 +77,7 @@ def test_a_kind_left_out_of_a_swarm_configuration_is_not_drawn(negate):
     b = Builder(64, 128, {"kinds": ("fill",)}, generate.statement)
     for _ in range(5):
         generate.statement(First(None), b, "bx", "top")
-    assert {s["op"] for s in b.body} == {"fill"}
+    assert {s.op for s in b.body} == {"fill"}
 
 
 def test_the_composer_names_no_statement_kind():

@@ -242,7 +242,7 @@ def test_the_interpreter_does_an_overruns_in_bounds_part_which_no_verdict_reads(
 def _drawn(op, draws=600):
     for seed in range(draws):
         p = generate.write(_Random(random.Random(seed)))
-        if p is not None and any(s["op"] == op for s in model.walk(p.body)):
+        if p is not None and any(s.op == op for s in model.walk(p.body)):
             return p
     return None
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from harness import case as case_mod
 from harness import kernels, oracle, pairwise, reference, strategies
 from harness.kernels import program_family
-from harness.programs import KINDS, emit, generate, interpret, model, templates
+from harness.programs import KINDS, copy, emit, generate, interpret, model, templates
 from harness.programs.builder import LENGTH_BLOCKS
 from harness.programs.model import ProgramError
 
@@ -30,8 +30,9 @@ COPY = _buffers(("A", "global", "float16", ("n", 72)), ("O", "global", "float32"
                 ("S", "shared", "float16", (64, 32)))
 
 
-def test_every_statement_kind_is_registered_with_both_semantics():
+def test_every_statement_kind_is_registered_with_its_record_and_both_semantics():
     for name, module in KINDS.items():
+        assert issubclass(module.STATEMENT, model.Statement) and module.STATEMENT.op == name
         for part in ("check", "reads", "writes", "full", "tilelang", "torch"):
             assert callable(getattr(module, part)), f"{name} lacks {part}"
 
@@ -202,6 +203,24 @@ def test_on_one_key_block_the_interpreter_is_attention_as_reference_py_computes_
 def test_malformed_programs_are_refused_with_the_reason(program, reason):
     with pytest.raises(ProgramError, match=reason):
         model.from_dict(program)
+
+
+LOAD_FIELDS = {"op": "copy", "src": "A", "dst": "S", "at": "bx", "row": 0, "col": 0, "form": "tile"}
+
+
+@pytest.mark.parametrize("statement, reason", [
+    ({**LOAD_FIELDS, "colour": "red"}, r"statement 0 \(copy\): unknown field\(s\) \['colour'\]"),
+    ({k: v for k, v in LOAD_FIELDS.items() if k != "row"}, r"statement 0 \(copy\): missing field 'row'"),
+    ({**LOAD_FIELDS, "row": None}, r"statement 0 \(copy\): row must not be null"),
+    ({**LOAD_FIELDS, "row": "0"}, r"statement 0 \(copy\): row must be int"),
+])
+def test_a_statements_json_is_read_into_its_kinds_record_with_exactly_its_fields(statement, reason):
+    store = {"op": "copy", "src": "S", "dst": "O", "at": "bx", "row": 0, "col": 0, "form": "tile"}
+    p = model.from_dict({"block": 64, "threads": 128, "buffers": COPY, "body": [LOAD_FIELDS, store]})
+    assert p.body[0] == copy.Copy(src="A", dst="S", at="bx", row=0, col=0, form="tile")
+    assert model.to_dict(p)["body"] == [LOAD_FIELDS, store]
+    with pytest.raises(ProgramError, match=reason):
+        model.from_dict({"block": 64, "threads": 128, "buffers": COPY, "body": [statement, store]})
 
 
 STREAM = _buffers(("A", "global", "float16", ("n", 40)), ("O", "global", "float32", ("n", 32)),
@@ -466,7 +485,7 @@ def test_the_minimizer_drops_statements_while_the_failure_stays():
 
     def evaluate(c):
         p = case_mod.program_of(c.program)
-        bad = any(s["op"] == "reduce" for s in model.walk(p.body))
+        bad = any(s.op == "reduce" for s in model.walk(p.body))
         return Result.of(c, "COMPILE_ERROR" if bad else "COMPILED", "compile", "reduce refused" if bad else "")
     start = case_mod.Case(family="program", program=model.to_json(generate.template("attention")), seqlen_q=70, seqlen_k=70)
     small, steps = minimize.minimize(start, evaluate(start).signature, evaluate, budget_s=60)
@@ -479,15 +498,15 @@ def test_the_minimizer_drops_statements_while_the_failure_stays():
 
 def _pipelined_split(p):
     """(the first pipelined loop, the statements after it, the buffers' scopes), or None without such a loop."""
-    loops = [i for i, s in enumerate(p.body) if s["op"] == "loop" and s["kind"] == "pipelined"]
+    loops = [i for i, s in enumerate(p.body) if s.op == "loop" and s.kind == "pipelined"]
     return (p.body[loops[0]], p.body[loops[0] + 1:], {b.name: b.scope for b in p.buffers}) if loops else None
 
 
 def _zero_trip_epilogue(p):
     """O stored through a shared tile after a pipelined loop that may run zero times (54d466153e16)."""
     split = _pipelined_split(p)
-    return split is not None and split[0]["trips"] in ("n-1", "n//b") and any(
-        s["op"] == "copy" and split[2][s["src"]] == "fragment" and split[2][s["dst"]] == "shared" for s in split[1])
+    return split is not None and split[0].trips in ("n-1", "n//b") and any(
+        s.op == "copy" and split[2][s.src] == "fragment" and split[2][s.dst] == "shared" for s in split[1])
 
 
 def _prologue_for_epilogue(p):
@@ -497,7 +516,7 @@ def _prologue_for_epilogue(p):
         return False
     loop, after, scope = split
     before = p.body[:p.body.index(loop)]
-    loaded = {s["dst"] for s in before if s["op"] == "copy" and scope[s["src"]] == "global" and scope[s["dst"]] == "shared"}
+    loaded = {s.dst for s in before if s.op == "copy" and scope[s.src] == "global" and scope[s.dst] == "shared"}
     return any(f"'{d}'" not in str(loop) and f"'{d}'" in str(after) for d in loaded)  # names, quoted
 
 
@@ -585,7 +604,7 @@ def test_a_when_shrinks_to_its_body_and_the_draw_writes_one_in_a_chain_and_in_a_
     relaxed = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck))
     for at in ("bx", "k"):
         def tests_at(q, at=at):
-            return any(s["op"] == "when" and s["at"] == at for s in model.walk(q.body))
+            return any(s.op == "when" and s.at == at for s in model.walk(q.body))
         assert tests_at(find(generate.programs(st), tests_at, settings=relaxed))
 
 
@@ -638,8 +657,8 @@ def test_a_schedule_shrinks_to_num_stages_and_its_statements_keep_their_stages_w
     p = _scheduled([0, 1])
     steps = dict(generate.shrink(p))
     plain = steps["loop 0 schedule -> num_stages"].body[0]
-    assert "schedule" not in plain and plain["stages"] == 2 and all("stage" not in x for x in plain["body"])
-    assert all("stage" not in x for x in steps["unwrap loop 0"].body)
+    assert plain.schedule is None and plain.stages == 2 and all(x.stage is None for x in plain.body)
+    assert all(x.stage is None for x in steps["unwrap loop 0"].body)
     # A plain pipelined loop still lowers its stages and trips.
     d = model.to_dict(_program(COPY, [{"op": "loop", "kind": "pipelined", "trips": "n", "stages": 2,
                                        "body": [dict(LOAD_S, at="k"), STORE_S]}]))

@@ -3,6 +3,7 @@ that differs from it only where the relation lives; the issue's two hazard progr
 import subprocess
 import sys
 import types
+from dataclasses import dataclass
 
 import pytest
 
@@ -15,10 +16,17 @@ BUFFERS = [{"name": n, "scope": s, "dtype": d, "shape": list(shape)} for n, s, d
 
 
 def program(*body, threads=128):
-    named = {n for s in model.walk(body) for n in s.values() if isinstance(n, str)}
-    named |= {e for s in model.walk(body) for e in _refs(s.get("expr", []))}
+    named = {n for s in _walk(body) for n in s.values() if isinstance(n, str)}
+    named |= {e for s in _walk(body) for e in _refs(s.get("expr", []))}
     return model.from_dict({"block": 64, "threads": threads, "buffers": [b for b in BUFFERS if b["name"] in named],
                             "body": list(body)})
+
+
+def _walk(body):
+    """Every statement's JSON object, bodies included."""
+    for s in body:
+        yield s
+        yield from _walk(s.get("body", ()))
 
 
 def _refs(e):
@@ -157,12 +165,17 @@ def test_the_ring_is_written_by_the_producer_and_read_by_the_consumers():
 def test_a_relation_is_drawable_only_while_its_kind_is_registered(monkeypatch):
     """The thread-indexed relations need the `thread` kind: without it they are not drawable; with a kind of that
     name (here a toy, registered from this file) they are computed from its accesses' how."""
-    toy = types.SimpleNamespace(access=lambda s, p: [Access(s["dst"], "shared", "write", "thread", (), (1,))])
+    @dataclass(frozen=True, kw_only=True)
+    class Lane(model.Statement):
+        op = "thread"
+        dst: str
+
+    toy = types.SimpleNamespace(STATEMENT=Lane, access=lambda s, p: [Access(s.dst, "shared", "write", "thread", (), (1,))])
     monkeypatch.delitem(KINDS, "thread")
     assert not {r.name for r in relations.drawable()} & {"raw.thread-indexed", "war.thread-indexed"}
     monkeypatch.setitem(KINDS, "thread", toy)
     assert {"raw.thread-indexed", "war.thread-indexed", "waw.thread-indexed"} <= {r.name for r in relations.drawable()}
-    p = model.Program(64, 128, SHARED.buffers, (*SHARED.body, {"op": "thread", "dst": "S"}))
+    p = model.Program(64, 128, SHARED.buffers, (*SHARED.body, Lane(dst="S")))
     held = relations.held(p)
     assert held["war.thread-indexed"] == "copy 1 -> thread 2 on S" and "waw.thread-indexed" in held
 

@@ -101,7 +101,7 @@ def exact(p) -> bool:
     fractions whose sums need more bits than it has (seen: an attention chain's P @ V, 4.8e-7 apart)."""
     def inexact(e):
         return isinstance(e, list) and (e[0] in ("exp2", "div") or any(inexact(a) for a in e[1:]))
-    return not any(s["op"] == "map" and inexact(s["expr"]) for s in model.walk(p.body))
+    return not any(s.op == "map" and inexact(s.expr) for s in model.walk(p.body))
 
 
 def language(p) -> list[str]:

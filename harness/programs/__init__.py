@@ -2,9 +2,10 @@
 
 A program is data (harness.programs.model): one kernel launch over a symbolic length `n`
 (`T.ceildiv(n, block)` blocks of `threads` threads), named buffers, and a list of statements. Each
-statement kind is one module here, holding what the statement reads and writes, its validity rules,
-its TileLang text and its meaning as torch text, side by side:
+statement kind is one module here, holding its record, what the statement reads and writes, its validity
+rules, its TileLang text and its meaning as torch text, side by side:
 
+    STATEMENT                     its record: a frozen dataclass (a model.Statement) with the kind's op and fields
     check(stmt, program, scope)   raise ProgramError unless the statement is valid where it stands
     reads(stmt) / writes(stmt)    buffer names; `full(stmt, program)`: it defines every element it writes
     tilelang(stmt, program, at)   lines of the prim_func body

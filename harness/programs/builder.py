@@ -94,6 +94,7 @@ class Builder:
 def load(c, b: Builder, scope, dtype, shape, at="bx", into=None, swizzle=None) -> list:
     """Statements that define a local tile of `shape` from an n-row global input (new, or one wide enough),
     at row base(at) + row: a read-only input may be read from any row, past the block's own ones too."""
+    from harness.programs.copy import Copy  # copy.py draws with this module's helpers
     h, w = shape
     if into is None:
         sw = swizzle if swizzle is not None else (scope == "shared" and model.swizzles(shape, dtype) and c.flip())
@@ -106,8 +107,7 @@ def load(c, b: Builder, scope, dtype, shape, at="bx", into=None, swizzle=None) -
         g = b.buffers[b.new("global", b.pick(c, "dtype", ("float16", "float16", "bfloat16", "float32")), ("n", width))]
     col = c.between((0, g.shape[1] - w))
     row = c.one((0, 0, 1, 3))
-    stmt = {"op": "copy", "src": g.name, "dst": into, "at": at, "row": row, "col": col,
-            "form": c.one(("tile", "tile", "loop"))}
+    stmt = Copy(src=g.name, dst=into, at=at, row=row, col=col, form=c.one(("tile", "tile", "loop")))
     b.mag[into] = b.mag[g.name]
     return [stmt]
 
@@ -118,8 +118,8 @@ def operand(c, b: Builder, scope, dtype, shape, at) -> str:
     if have and c.flip():
         return c.one(have)
     stmts = load(c, b, scope, dtype, shape, at=at)
-    b.emit(stmts, [stmts[0]["dst"]])
-    return stmts[0]["dst"]
+    b.emit(stmts, [stmts[0].dst])
+    return stmts[0].dst
 
 
 _RANGES: dict = {}  # (low, high) -> st.integers(low, high)

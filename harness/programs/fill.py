@@ -3,16 +3,29 @@
 
 A region is a slice, `T.fill(X[r:r + h, c:c + w], v)`: only those elements change, and a fill of a region does
 not define the buffer unless the region is all of it."""
-from harness.programs.model import fields, local, need
+from dataclasses import dataclass
+
+from harness.programs.model import Statement, fields, local, need
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fill(Statement):
+    op = "fill"
+    dst: str
+    value: int | float
+    region: list | None = None   # [row, rows] or [row, col, rows, cols]; None: the whole buffer
+
+
+STATEMENT = Fill
 
 VALUES = (0, 1, -1, 2, -3, 0.5)
 
 
 def check(s, p, scope):
-    region = s.get("region")
-    fields(s, dst=str, value=VALUES, **({"region": list} if "region" in s else {}))
-    b = local(p, s["dst"])
-    need(type(s["value"]) in (int, float), "value must be a number")
+    region = s.region
+    fields(s, dst=str, value=VALUES, **({"region": list} if region is not None else {}))
+    b = local(p, s.dst)
+    need(type(s.value) in (int, float), "value must be a number")
     if region is not None:
         need(len(region) == 2 * len(b.shape) and all(type(x) is int for x in region),
              f"region is [row, rows] of a 1-D buffer or [row, col, rows, cols] of a 2-D one, got {region!r}")
@@ -22,7 +35,7 @@ def check(s, p, scope):
 
 
 def _slices(s, b) -> str:
-    region = s["region"]
+    region = s.region
     starts, extents = region[:len(b.shape)], region[len(b.shape):]
     return ", ".join(f"{a}:{a + e}" for a, e in zip(starts, extents))
 
@@ -32,22 +45,22 @@ def reads(s):
 
 
 def writes(s):
-    return [s["dst"]]
+    return [s.dst]
 
 
 def full(s, p):
-    b = p.buffer(s["dst"])
-    return "region" not in s or list(s["region"]) == [0] * len(b.shape) + list(b.shape)
+    b = p.buffer(s.dst)
+    return s.region is None or list(s.region) == [0] * len(b.shape) + list(b.shape)
 
 
 def tilelang(s, p, ind):
-    target = s["dst"] if "region" not in s else f"{s['dst']}[{_slices(s, p.buffer(s['dst']))}]"
-    return [f"{ind}T.clear({target})" if s["value"] == 0 else f"{ind}T.fill({target}, {float(s['value'])!r})"]
+    target = s.dst if s.region is None else f"{s.dst}[{_slices(s, p.buffer(s.dst))}]"
+    return [f"{ind}T.clear({target})" if s.value == 0 else f"{ind}T.fill({target}, {float(s.value)!r})"]
 
 
 def torch(s, p, ind):
-    target = s["dst"] if "region" not in s else f"{s['dst']}[{_slices(s, p.buffer(s['dst']))}]"
-    return [f"{ind}{target}.fill_({float(s['value'])!r})"]
+    target = s.dst if s.region is None else f"{s.dst}[{_slices(s, p.buffer(s.dst))}]"
+    return [f"{ind}{target}.fill_({float(s.value)!r})"]
 
 
 # ------------------------------------------------------------------------------------------- drawing
@@ -64,7 +77,7 @@ def draw(c, b, at):
         starts = [c.between((0, d - 1)) for d in shape]
         extents = [c.between((1, d - a)) for a, d in zip(starts, shape)]
         b.mag[dst] = max(b.mag[dst], abs(value))
-        b.emit([{"op": "fill", "dst": dst, "value": value, "region": starts + extents}])
+        b.emit([Fill(dst=dst, value=value, region=starts + extents)])
         return
     existing = b.locals(defined=False)
     if existing and c.flip():
@@ -75,14 +88,14 @@ def draw(c, b, at):
         dst = b.new(scope, b.pick(c, "dtype", ("float32", "float16")), c.one(shapes))
     value = c.one((0,) + VALUES)
     b.mag[dst] = abs(value)
-    b.emit([{"op": "fill", "dst": dst, "value": value}], [dst])
+    b.emit([Fill(dst=dst, value=value)], [dst])
 
 
 def access(s, p):
     """The destination written, whole or its region."""
     from harness.programs.access import region, whole
-    b = p.buffer(s["dst"])
-    if "region" not in s:
+    b = p.buffer(s.dst)
+    if s.region is None:
         return [whole(p, b.name, "write")]
     dims = len(b.shape)
-    return [region(p, b.name, "write", s["region"][:dims], s["region"][dims:])]
+    return [region(p, b.name, "write", s.region[:dims], s.region[dims:])]

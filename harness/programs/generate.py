@@ -89,7 +89,7 @@ def write(c) -> Program | None:
                 k.ends(c, b)
                 break
     try:
-        return model.check(_used(chain or b.program()))
+        return model.check(model.used(chain or b.program()))
     except ProgramError:
         return None
 
@@ -104,10 +104,9 @@ def programs(st):
 
 def insert(p: Program, c, at) -> tuple | None:
     """A fresh statement for a mutant of `p` (harness.programs.mutate): drawn with choices `c` where `at` ("bx", or
-    "k" in a loop) indexes tiles, as (statements, new buffers) in JSON form; None if nothing was drawn. Every local
-    of `p` counts as defined (model.check refuses the mutant where it is not) and as large as its dtype holds
-    exactly, so no value the insert computes leaves the exact integers."""
-    import json
+    "k" in a loop) indexes tiles, as (statements, new buffers); None if nothing was drawn. Every local of `p` counts
+    as defined (model.check refuses the mutant where it is not) and as large as its dtype holds exactly, so no value
+    the insert computes leaves the exact integers."""
     b = Builder(p.block, p.threads, statement=statement)
     for x in p.buffers:
         b.buffers[x.name] = x
@@ -117,9 +116,8 @@ def insert(p: Program, c, at) -> tuple | None:
     statement(c, b, at, "trip" if at == "k" else "top")
     if not b.body:
         return None
-    added = [x for name, x in b.buffers.items() if name not in {y.name for y in p.buffers}]
-    doc = model.to_dict(Program(p.block, p.threads, tuple(added), tuple(b.body)))
-    return json.loads(json.dumps(doc["body"])), doc["buffers"]
+    added = tuple(x for name, x in b.buffers.items() if name not in {y.name for y in p.buffers})
+    return tuple(b.body), added
 
 
 def template(name: str) -> Program:
@@ -154,7 +152,7 @@ def _changed(c, b: Builder) -> Program | None:
             p = dataclasses.replace(p, buffers=tuple(b.buffers.values()))
         candidate = dataclasses.replace(p, body=tuple(body))
         try:
-            p = model.check(_used(candidate))
+            p = model.check(model.used(candidate))
         except ProgramError:
             continue
     return p
@@ -165,16 +163,10 @@ def _wrapped(c, wrapper, body: list, i: int, at="bx") -> list:
     in its body."""
     if at == "bx" and getattr(model.kind(body[i]), "BODY_AT", None) == "k" and c.flip():
         holder = body[i]
-        inner = _wrapped(c, wrapper, list(holder["body"]), c.between((0, len(holder["body"]) - 1)), "k")
-        return body[:i] + [dict(holder, body=tuple(inner))] + body[i + 1:]
+        inner = _wrapped(c, wrapper, list(holder.body), c.between((0, len(holder.body) - 1)), "k")
+        return body[:i] + [dataclasses.replace(holder, body=tuple(inner))] + body[i + 1:]
     j = i + c.between((1, 3))
     return body[:i] + [wrapper.wrap(c, body[i:j], at)] + body[j:]
-
-
-def _used(p: Program) -> Program:
-    """`p` without buffers no statement names."""
-    named = {n for s in model.walk(p.body) for n in model.kind(s).reads(s) + model.kind(s).writes(s)}
-    return dataclasses.replace(p, buffers=tuple(x for x in p.buffers if x.name in named))
 
 
 def _needed(body, needed: set) -> tuple:
@@ -182,15 +174,15 @@ def _needed(body, needed: set) -> tuple:
     A loop's body is walked until nothing more is needed (a later statement may feed an earlier one next trip)."""
     kept = []
     for s in reversed(body):
-        if "body" in s:
+        if hasattr(s, "body"):
             while True:
                 before = set(needed)
-                inner = _needed(s["body"], needed)
+                inner = _needed(s.body, needed)
                 if needed == before:
                     break
             if inner or set(model.kind(s).writes(s)) & needed:   # a stream writes its tile
                 needed |= set(model.kind(s).reads(s))
-                kept.append(dict(s, body=inner))
+                kept.append(dataclasses.replace(s, body=inner))
         elif set(model.kind(s).writes(s)) & needed:
             needed |= set(model.kind(s).reads(s)) | set(model.kind(s).writes(s))
             kept.append(s)
@@ -208,12 +200,12 @@ def _dependents_dropped(p: Program, target) -> tuple:
     def keep(body):
         out = []
         for s in body:
-            if s is target and "body" in s:
+            if s is target and hasattr(s, "body"):
                 gone.update(locals_written(s) - defined)
-            elif "body" in s:
-                inner = keep(s["body"])
+            elif hasattr(s, "body"):
+                inner = keep(s.body)
                 if inner or model.kind(s).writes(s):   # a stream still loads its tile
-                    out.append(dict(s, body=inner))
+                    out.append(dataclasses.replace(s, body=inner))
             elif s is target or set(model.needs(s)) & gone:
                 gone.update(locals_written(s) - defined)
             else:
@@ -236,37 +228,37 @@ def shrink(p: Program) -> list[tuple[str, Program]]:
         body = _needed(p.body, {name})
         if len(list(model.walk(body))) < size:
             try:
-                out.append((f"only what {name} depends on", model.check(_used(dataclasses.replace(p, body=body)))))
+                out.append((f"only what {name} depends on", model.check(model.used(dataclasses.replace(p, body=body)))))
             except ProgramError:
                 pass
     for s in model.walk(p.body):
         body = _dependents_dropped(p, s)
         if len(list(model.walk(body))) < size - 1:
             try:
-                out.append((f"drop {s['op']} and what reads it", model.check(_used(dataclasses.replace(p, body=body)))))
+                out.append((f"drop {s.op} and what reads it", model.check(model.used(dataclasses.replace(p, body=body)))))
             except ProgramError:
                 pass
 
     def bodies(body, path=()):
         for i, s in enumerate(body):
             yield path + (i,), body, i, s
-            if "body" in s:
-                yield from bodies(s["body"], path + (i,))
+            if hasattr(s, "body"):
+                yield from bodies(s.body, path + (i,))
 
     def rebuilt(body, path, replacement):
         i = path[0]
         if len(path) == 1:
             return tuple(body[:i]) + tuple(replacement) + tuple(body[i + 1:])
-        holder = dict(body[i], body=rebuilt(body[i]["body"], path[1:], replacement))
+        holder = dataclasses.replace(body[i], body=rebuilt(body[i].body, path[1:], replacement))
         return tuple(body[:i]) + (holder,) + tuple(body[i + 1:])
 
     for path, _, _, s in bodies(p.body):
         where = ".".join(map(str, path))
-        options = [(f"drop statement {where} ({s['op']})", ())]
+        options = [(f"drop statement {where} ({s.op})", ())]
         options += getattr(model.kind(s), "shrink", lambda s, where: [])(s, where)
         for step, replacement in options:
             try:
-                out.append((step, model.check(_used(dataclasses.replace(p, body=rebuilt(p.body, path, replacement))))))
+                out.append((step, model.check(model.used(dataclasses.replace(p, body=rebuilt(p.body, path, replacement))))))
             except ProgramError:
                 continue
     return out

@@ -7,8 +7,23 @@ A pipelined loop may instead carry a manual schedule (`schedule`, TileLang's `or
 statement its `stage` (0 to 2, some above 0), emitted in body order or later stages first (`late_first`, the
 order TileLang's own example gives). Its meaning is still the serial loop's, which holds when a buffer used in
 more than one stage is a shared one (the pipeline keeps a version per stage) written only in the first of them."""
+from dataclasses import dataclass, replace
+
 from harness.programs import model
-from harness.programs.model import ProgramError, Scope, fields, need
+from harness.programs.model import ProgramError, Scope, Statement, fields, need
+
+
+@dataclass(frozen=True, kw_only=True)
+class Loop(Statement):
+    op = "loop"
+    kind: str
+    trips: int | str
+    stages: int
+    body: tuple
+    schedule: str | None = None   # SCHEDULES: a manual pipeline schedule, each body statement with its stage
+
+
+STATEMENT = Loop
 
 KINDS = ("serial", "pipelined", "unroll")
 MAX_TRIPS = 8
@@ -18,28 +33,28 @@ STAGES = (0, 1, 2)
 
 def check(s, p, scope):
     fields(s, kind=KINDS, trips=(0, 1, 2, 3, 4, 5, 8) + model.SYMBOLIC_TRIPS, stages=(0, 1, 2, 3), body=tuple,
-           **({"schedule": SCHEDULES} if "schedule" in s else {}))
+           **({"schedule": SCHEDULES} if s.schedule is not None else {}))
     need(not scope.in_loop, "no loop inside a loop")
     need(not scope.in_when, "no loop inside a when")
-    need(s["kind"] == "pipelined" or s["stages"] == 0, "only a pipelined loop has stages")
-    need(s["kind"] != "unroll" or s["trips"] not in model.SYMBOLIC_TRIPS, "an unrolled loop has a constant trip count")
-    need(1 <= len(s["body"]) <= 12, "a loop's body holds 1 to 12 statements")
-    if "schedule" in s:
+    need(s.kind == "pipelined" or s.stages == 0, "only a pipelined loop has stages")
+    need(s.kind != "unroll" or s.trips not in model.SYMBOLIC_TRIPS, "an unrolled loop has a constant trip count")
+    need(1 <= len(s.body) <= 12, "a loop's body holds 1 to 12 statements")
+    if s.schedule is not None:
         check_schedule(s, p)
     inner = Scope(scope.threads, scope.defined, in_loop=True)
-    model.check_body(p, s["body"], inner, staged="schedule" in s)
-    if model.surely_runs(s["trips"]):
+    model.check_body(p, s.body, inner, staged=s.schedule is not None)
+    if model.surely_runs(s.trips):
         scope.defined |= inner.defined
 
 
 def check_schedule(s, p):
     """ProgramError unless the loop's schedule keeps the serial loop's meaning (see above)."""
-    need(s["kind"] == "pipelined" and s["stages"] == 0, "a schedule is a pipelined loop's, without num_stages")
-    stages = [x.get("stage") for x in s["body"]]
+    need(s.kind == "pipelined" and s.stages == 0, "a schedule is a pipelined loop's, without num_stages")
+    stages = [x.stage for x in s.body]
     need(all(type(t) is int and t in STAGES for t in stages), f"each statement's stage is one of {list(STAGES)}")
     need(min(stages) == 0 and max(stages) > 0, "stages start at 0 and use more than one")
     used: dict = {}   # local buffer -> [(stage, writes it)]
-    for x, t in zip(s["body"], stages):
+    for x, t in zip(s.body, stages):
         for y in model.walk((x,)):
             writes = set(model.kind(y).writes(y)) | set(getattr(model.kind(y), "updates", lambda _: [])(y))
             for name in set(model.kind(y).reads(y)) | writes:
@@ -54,8 +69,8 @@ def check_schedule(s, p):
 
 def order(s) -> list[int]:
     """Each body statement's place in the emitted loop (TileLang's `order=`)."""
-    stages = [x["stage"] for x in s["body"]]
-    ranked = sorted(range(len(stages)), key=lambda i: (-stages[i], i) if s["schedule"] == "late_first" else i)
+    stages = [x.stage for x in s.body]
+    ranked = sorted(range(len(stages)), key=lambda i: (-stages[i], i) if s.schedule == "late_first" else i)
     return [ranked.index(i) for i in range(len(stages))]
 
 
@@ -73,19 +88,19 @@ def full(s, p):
 
 def tilelang(s, p, ind):
     from harness.programs.emit import body_lines
-    count = model.trips(s["trips"], p.block, "tilelang")
-    if "schedule" in s:
-        pipelined = f"T.Pipelined({count}, order={order(s)}, stage={[x['stage'] for x in s['body']]})"
+    count = model.trips(s.trips, p.block, "tilelang")
+    if s.schedule is not None:
+        pipelined = f"T.Pipelined({count}, order={order(s)}, stage={[x.stage for x in s.body]})"
     else:
-        pipelined = f"T.Pipelined({count}, num_stages={s['stages']})"
-    head = {"serial": f"T.serial({count})", "unroll": f"T.unroll({count})", "pipelined": pipelined}[s["kind"]]
-    return [f"{ind}for k in {head}:"] + body_lines(s["body"], p, ind + "    ", "tilelang")
+        pipelined = f"T.Pipelined({count}, num_stages={s.stages})"
+    head = {"serial": f"T.serial({count})", "unroll": f"T.unroll({count})", "pipelined": pipelined}[s.kind]
+    return [f"{ind}for k in {head}:"] + body_lines(s.body, p, ind + "    ", "tilelang")
 
 
 def torch(s, p, ind):
     from harness.programs.emit import body_lines
-    count = model.trips(s["trips"], p.block, "torch")
-    return [f"{ind}for k in range({count}):"] + body_lines(s["body"], p, ind + "    ", "torch")
+    count = model.trips(s.trips, p.block, "torch")
+    return [f"{ind}for k in range({count}):"] + body_lines(s.body, p, ind + "    ", "torch")
 
 
 # ------------------------------------------------------------------------------------------- drawing
@@ -104,21 +119,21 @@ def draw(c, b, at):
     if not model.surely_runs(trips):
         b.defined = outer_defined
     if inner:
-        drawn = {"op": "loop", "kind": kind, "trips": trips, "stages": stages, "body": inner}
+        drawn = Loop(kind=kind, trips=trips, stages=stages, body=inner)
         if c.flip():
             drawn = vary(c, b.program(), drawn) or drawn
         b.emit([drawn])
 
 
-def vary(c, p, drawn: dict) -> dict | None:
+def vary(c, p, drawn: Loop) -> Loop | None:
     """The pipelined loop `drawn` with a manual schedule: its body cut into runs of stages 0, 1 (and 2), emitted in
     body order or later stages first; None if it is no plain pipelined loop or the cut breaks the schedule's rule."""
-    m = len(drawn["body"])
-    if drawn["kind"] != "pipelined" or "schedule" in drawn or m < 2:
+    m = len(drawn.body)
+    if drawn.kind != "pipelined" or drawn.schedule is not None or m < 2:
         return None
     cuts = {c.between((1, m - 1)) for _ in range(c.one((1, 1, 2)))}
-    body = tuple(dict(x, stage=sum(i >= k for k in cuts)) for i, x in enumerate(drawn["body"]))
-    out = dict(drawn, stages=0, schedule=c.one(SCHEDULES), body=body)
+    body = tuple(replace(x, stage=sum(i >= k for k in cuts)) for i, x in enumerate(drawn.body))
+    out = replace(drawn, stages=0, schedule=c.one(SCHEDULES), body=body)
     try:
         check_schedule(out, p)
     except ProgramError:
@@ -127,15 +142,13 @@ def vary(c, p, drawn: dict) -> dict | None:
 
 
 def shrink(s, where):
-    out = [(f"unwrap loop {where}", tuple(model.outside_loop(x) for x in s["body"]))]
-    out += [(f"loop {where} stages {s['stages']} -> {x}", (dict(s, stages=x),)) for x in range(s["stages"])]
-    if s["trips"] in model.SYMBOLIC_TRIPS or s["trips"] > 1:
-        out.append((f"loop {where} trips {s['trips']} -> 1", (dict(s, trips=1),)))
-    if "schedule" in s:
-        unscheduled = {k: v for k, v in s.items() if k != "schedule"}
-        out.append((f"loop {where} schedule -> num_stages", (dict(
-            unscheduled, stages=1 + max(x["stage"] for x in s["body"]),
-            body=tuple({k: v for k, v in x.items() if k != "stage"} for x in s["body"])),)))
+    out = [(f"unwrap loop {where}", tuple(model.outside_loop(x) for x in s.body))]
+    out += [(f"loop {where} stages {s.stages} -> {x}", (replace(s, stages=x),)) for x in range(s.stages)]
+    if s.trips in model.SYMBOLIC_TRIPS or s.trips > 1:
+        out.append((f"loop {where} trips {s.trips} -> 1", (replace(s, trips=1),)))
+    if s.schedule is not None:
+        out.append((f"loop {where} schedule -> num_stages", (replace(
+            s, schedule=None, stages=1 + max(x.stage for x in s.body), body=tuple(replace(x, stage=None) for x in s.body)),)))
     return out
 
 
@@ -148,11 +161,11 @@ def stages_of(s, p) -> list | None:
     """Each body statement's pipeline stage where TileLang pipelines the loop, else None: its schedule's, or with
     num_stages, 0 for a load from a global into shared memory (what the pipeline issues ahead) and num_stages for
     the rest (harness.programs.relations)."""
-    if "schedule" in s:
-        return [x["stage"] for x in s["body"]]
-    if s["kind"] != "pipelined" or not s["stages"]:
+    if s.schedule is not None:
+        return [x.stage for x in s.body]
+    if s.kind != "pipelined" or not s.stages:
         return None
 
     def load(x):
-        return x["op"] == "copy" and p.buffer(x["src"]).scope == "global" and p.buffer(x["dst"]).scope == "shared"
-    return [0 if load(x) else s["stages"] for x in s["body"]]
+        return x.op == "copy" and p.buffer(x.src).scope == "global" and p.buffer(x.dst).scope == "shared"
+    return [0 if load(x) else s.stages for x in s.body]

@@ -9,13 +9,19 @@ or a fixed row count (every block sees all of it). A global is read or written, 
 in any order. Shared and fragment buffers are each block's own, and every element is written before it
 is read. `check` enforces all of it, so a program loaded from an untrusted file is as valid as a
 generated one: its names become identifiers in generated code, and are checked as such.
+
+That is the JSON form, read once (`from_json`, `from_dict`) into records and written back from them (`to_json`):
+each statement kind's module declares its record (a Statement), so a statement in memory is typed, and a body
+is a tuple of them.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import keyword
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 SCOPES = ("global", "shared", "fragment")
 DTYPES = ("float16", "bfloat16", "float32")
@@ -60,7 +66,7 @@ class Program:
     block: int
     threads: int
     buffers: tuple          # Buffer, in declaration order (globals are the kernel's parameters, in this order)
-    body: tuple             # statement dicts
+    body: tuple             # Statement, in program order
 
     def buffer(self, name) -> Buffer:
         for b in self.buffers:
@@ -77,9 +83,17 @@ class Program:
         return [b.name for b in self.globals if any(b.name in kind(s).writes(s) for s in walk(self.body))]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Statement:
+    """A statement: each kind's module declares its record as a subclass, its `op` (the JSON form's name) and its
+    fields; a field that is None is absent from the JSON form. A kind with a body holds it as a tuple of statements."""
+    op: ClassVar[str]
+    stage: int | None = None   # its pipeline stage, on each statement of a scheduled loop's body (harness.programs.loop)
+
+
 def kind(stmt):
     from harness.programs import KINDS
-    return KINDS[stmt["op"]]
+    return KINDS[stmt.op]
 
 
 def needs(stmt) -> list:
@@ -91,21 +105,30 @@ def walk(body):
     """Every statement, loop bodies included, in program order."""
     for s in body:
         yield s
-        yield from walk(s.get("body", ()))
+        yield from walk(getattr(s, "body", ()))
 
 
 def outside_loop(x):
     """A loop body's statement moved out of the loop: what it indexed by `k` it indexes by `bx`."""
     def rebased(e):
         return "bx" if e == "k" else [rebased(a) for a in e] if isinstance(e, list) else e
-    return {key: "bx" if key == "at" and v == "k" else rebased(v) if key == "expr" else
-            tuple(map(outside_loop, v)) if key == "body" else v for key, v in x.items() if key != "stage"}
+
+    def moved(key, v):
+        return "bx" if key == "at" and v == "k" else rebased(v) if key == "expr" else \
+            tuple(map(outside_loop, v)) if key == "body" else None if key == "stage" else v
+    return dataclasses.replace(x, **{f.name: moved(f.name, getattr(x, f.name)) for f in dataclasses.fields(x)})
+
+
+def used(p: Program) -> Program:
+    """`p` without buffers no statement names."""
+    named = {n for s in walk(p.body) for n in kind(s).reads(s) + kind(s).writes(s)}
+    return dataclasses.replace(p, buffers=tuple(x for x in p.buffers if x.name in named))
 
 
 def fingerprint(program: Program) -> str:
     """The statement kinds, in order (a loop's, stream's or when's body in brackets): what a shrunk failure is made of."""
     def words(body):
-        return " ".join(f"{s['op']}[{words(s['body'])}]" if "body" in s else s["op"] for s in body)
+        return " ".join(f"{s.op}[{words(s.body)}]" if hasattr(s, "body") else s.op for s in body)
     return words(program.body)
 
 
@@ -117,8 +140,14 @@ def to_dict(p: Program) -> dict:
     return {"block": p.block, "threads": p.threads, "buffers": buffers, "body": [_thawed(s) for s in p.body]}
 
 
-def _thawed(s) -> dict:
-    return {**s, "body": [_thawed(x) for x in s["body"]]} if "body" in s else dict(s)
+def _thawed(s: Statement) -> dict:
+    """A statement's JSON form: its op and its fields that are not None (a body as a list)."""
+    out = {"op": s.op}
+    for f in dataclasses.fields(s):
+        v = getattr(s, f.name)
+        if v is not None:
+            out[f.name] = [_thawed(x) for x in v] if f.name == "body" else v
+    return out
 
 
 def to_json(p: Program) -> str:
@@ -144,18 +173,36 @@ def from_dict(d) -> Program:
     names = [b.name for b in buffers]
     if len(set(names)) != len(names):
         raise ProgramError(f"buffer names must be distinct, got {names}")
-    p = Program(d["block"], d["threads"], buffers, tuple(_freeze(s) for s in d["body"]))
+    p = Program(d["block"], d["threads"], buffers, _statements(d["body"]))
     return check(p)
 
 
-def _freeze(s):
-    if not isinstance(s, dict) or s.get("op") not in _kinds():
-        raise ProgramError(f"a statement is an object whose op is one of {sorted(_kinds())}, got {s!r:.80}")
-    if "body" in s:
-        if not isinstance(s["body"], list):
-            raise ProgramError(f"a {s['op']}'s body must be a list")
-        s = {**s, "body": tuple(_freeze(x) for x in s["body"])}
-    return s
+def _statements(body: list) -> tuple:
+    out = []
+    for index, s in enumerate(body):
+        if not isinstance(s, dict) or s.get("op") not in _kinds():
+            raise ProgramError(f"a statement is an object whose op is one of {sorted(_kinds())}, got {s!r:.80}")
+        try:
+            out.append(_statement(s))
+        except ProgramError as e:
+            raise ProgramError(f"statement {index} ({s['op']}): {e}") from None
+    return tuple(out)
+
+
+def _statement(s: dict) -> Statement:
+    """The record of a statement's JSON form: its kind's (STATEMENT), with exactly the fields it declares."""
+    record = _kinds()[s["op"]].STATEMENT
+    declared = {f.name: f for f in dataclasses.fields(record)}
+    extra = sorted(set(s) - set(declared) - {"op"})
+    need(not extra, f"unknown field(s) {extra}")
+    for name, f in declared.items():
+        need(name in s or f.default is not dataclasses.MISSING, f"missing field {name!r}")
+        need(name not in s or s[name] is not None, f"{name} must not be null")
+    values = {key: v for key, v in s.items() if key != "op"}
+    if "body" in values:
+        need(isinstance(values["body"], list), f"a {s['op']}'s body must be a list")
+        values["body"] = _statements(values["body"])
+    return record(**values)
 
 
 def _kinds():
@@ -243,7 +290,7 @@ def global_updates(p: Program) -> dict:
         updated = set(getattr(k, "updates", lambda _: [])(s))
         for name in k.writes(s):
             if p.buffer(name).scope == "global":
-                out.setdefault(name, set()).add(f"updated by {s['kind']}" if name in updated else "stored")
+                out.setdefault(name, set()).add(f"updated by {s.kind}" if name in updated else "stored")
     return out
 
 
@@ -273,13 +320,13 @@ def check_body(p, body, scope, staged=False):
     statements each carry their `stage` (harness.programs.loop), which no other statement carries."""
     for index, s in enumerate(body):
         try:
-            need(("stage" in s) == staged, "a stage only on each statement of a scheduled loop's body")
+            need((s.stage is not None) == staged, "a stage only on each statement of a scheduled loop's body")
             kind(s).check(s, p, scope)
             undefined = [n for n in needs(s) if p.buffer(n).local and n not in scope.defined]
             if undefined:
                 raise ProgramError(f"reads {undefined[0]} before every element of it is written")
         except ProgramError as e:
-            raise ProgramError(f"statement {index} ({s['op']}): {e}") from None
+            raise ProgramError(f"statement {index} ({s.op}): {e}") from None
         if kind(s).full(s, p):
             scope.defined |= {n for n in kind(s).writes(s) if p.buffer(n).local}
 
@@ -291,12 +338,14 @@ def need(cond, message):
 
 
 def fields(s, **types):
-    """Check a statement's keys and their types: `types` maps each key to its type, or to a tuple of allowed values."""
-    extra = sorted(set(s) - set(types) - {"op", "stage"})   # a scheduled loop checks its statements' stages
+    """Check a statement's fields where it stands: `types` maps each field it has here to its type, or to a tuple of
+    allowed values; any other field must be absent (None)."""
+    extra = sorted(f.name for f in dataclasses.fields(s)   # a scheduled loop checks its statements' stages
+                   if f.name not in types and f.name != "stage" and getattr(s, f.name) is not None)
     need(not extra, f"unknown field(s) {extra}")
     for key, allowed in types.items():
-        need(key in s, f"missing field {key!r}")
-        v = s[key]
+        v = getattr(s, key, None)
+        need(v is not None, f"missing field {key!r}")
         if isinstance(allowed, tuple):
             need(type(v) in {type(a) for a in allowed} and v in allowed, f"{key} must be one of {list(allowed)}, got {v!r}")
         else:

@@ -4,12 +4,12 @@ inserted, at any depth (a loop's, stream's or when's body too). A mutant is kept
 The campaign mutates the programs of its corpus (harness.corpus) with a seeded random.Random, so a seed gives the
 same mutants. A field changes to another of the values its kind declares (`CHOICES`: field -> allowed values), or,
 where the kind declares none, a boolean flips. Inserting needs the generator's statement draws: `insert(program,
-choices, at)` gives the statements (JSON objects) to put in and the buffers (JSON objects) they add, drawn with
+choices, at)` gives the statements to put in and the buffers they add, drawn with
 `choices` (Rolled) where the loop variable `at` ("bx", or "k" in a loop) indexes tiles; without it, no insert.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Callable
 
 from harness.programs import KINDS, model
@@ -34,76 +34,89 @@ class Rolled:
         return self.rng.random() < 0.5
 
 
-def _bodies(body: list, in_loop=False):
-    """(statement list, whether it runs inside a loop) for the program's body and every nested body."""
-    yield body, in_loop
-    for s in body:
-        if "body" in s:
-            yield from _bodies(s["body"], in_loop or s["op"] in ("loop", "stream"))
+def _bodies(body: tuple, path=(), in_loop=False):
+    """(path, statements, whether they run inside a loop) for the program's body and every nested body, the path
+    being the indices of the statements holding it."""
+    yield path, body, in_loop
+    for i, s in enumerate(body):
+        if hasattr(s, "body"):
+            yield from _bodies(s.body, path + (i,), in_loop or s.op in ("loop", "stream"))
 
 
-def _statements(body: list):
-    return [(b, i) for b, _ in _bodies(body) for i in range(len(b))]
+def _statements(body: tuple):
+    return [(path, i) for path, b, _ in _bodies(body) for i in range(len(b))]
 
 
-def _changes(s: dict) -> list[tuple[str, list]]:
+def _at(body: tuple, path) -> tuple:
+    for i in path:
+        body = body[i].body
+    return body
+
+
+def _with(body: tuple, path, statements) -> tuple:
+    """`body` with the statements at `path` (the body there) replaced by `statements`."""
+    if not path:
+        return tuple(statements)
+    i = path[0]
+    return body[:i] + (dataclasses.replace(body[i], body=_with(body[i].body, path[1:], statements)),) + body[i + 1:]
+
+
+def _changes(s) -> list[tuple[str, list]]:
     """(field, the other values it may take) of a statement: its kind's CHOICES, else its booleans."""
-    choices = getattr(KINDS[s["op"]], "CHOICES", {})
-    fields = [(f, [v for v in values if v != s[f]]) for f, values in choices.items() if f in s]
+    choices = getattr(KINDS[s.op], "CHOICES", {})
+    fields = [(f, [v for v in values if v != getattr(s, f)]) for f, values in choices.items()
+              if getattr(s, f, None) is not None]
     if not choices:
-        fields = [(f, [not v]) for f, v in s.items() if isinstance(v, bool)]
+        fields = [(f, [not v]) for f, v in sorted(vars(s).items()) if isinstance(v, bool)]
     return [(f, values) for f, values in fields if values]
 
 
-def _apply(d: dict, what: str, rng, insert) -> bool:
-    """Change the program object `d` in place by one operation; False if it has nowhere to apply."""
-    body = d["body"]
+def _applied(p: model.Program, what: str, rng, insert) -> model.Program | None:
+    """`p` changed by one operation (its buffers as they were, and any an insert adds); None if it has nowhere to apply."""
+    body, buffers = p.body, p.buffers
     if what == "drop":
         places = _statements(body)
         if not places:
-            return False
-        b, i = rng.choice(places)
-        del b[i]
+            return None
+        path, i = rng.choice(places)
+        b = _at(body, path)
+        body = _with(body, path, b[:i] + b[i + 1:])
     elif what == "swap":
-        places = [(b, i) for b, i in _statements(body) if i + 1 < len(b)]
+        places = [(path, i) for path, i in _statements(body) if i + 1 < len(_at(body, path))]
         if not places:
-            return False
-        b, i = rng.choice(places)
-        b[i], b[i + 1] = b[i + 1], b[i]
+            return None
+        path, i = rng.choice(places)
+        b = _at(body, path)
+        body = _with(body, path, b[:i] + (b[i + 1], b[i]) + b[i + 2:])
     elif what == "change":
-        places = [(b, i) for b, i in _statements(body) if _changes(b[i])]
+        places = [(path, i) for path, i in _statements(body) if _changes(_at(body, path)[i])]
         if not places:
-            return False
-        b, i = rng.choice(places)
+            return None
+        path, i = rng.choice(places)
+        b = _at(body, path)
         field, values = rng.choice(_changes(b[i]))
-        b[i][field] = rng.choice(values)
+        body = _with(body, path, b[:i] + (dataclasses.replace(b[i], **{field: rng.choice(values)}),) + b[i + 1:])
     else:
         if insert is None:
-            return False
-        b, in_loop = rng.choice(list(_bodies(body)))
-        drawn = insert(model.from_dict(json.loads(json.dumps(d))), Rolled(rng), "k" if in_loop else "bx")
+            return None
+        path, b, in_loop = rng.choice(list(_bodies(body)))
+        drawn = insert(p, Rolled(rng), "k" if in_loop else "bx")
         if not drawn:
-            return False
-        statements, buffers = drawn
-        b[rng.randint(0, len(b)):0] = statements
-        d["buffers"] += buffers
-    return True
-
-
-def _used(d: dict) -> dict:
-    """`d` without the buffers no statement names (dropping a statement may leave a fragment nobody reads)."""
-    text = json.dumps(d["body"])
-    return {**d, "buffers": [b for b in d["buffers"] if json.dumps(b["name"]) in text]}
+            return None
+        statements, added = drawn
+        at = rng.randint(0, len(b))
+        body, buffers = _with(body, path, b[:at] + tuple(statements) + b[at:]), buffers + tuple(added)
+    return dataclasses.replace(p, body=body, buffers=buffers)
 
 
 def mutate(p: model.Program, rng, insert: Callable | None = None) -> model.Program | None:
     """One valid mutant of `p` other than `p`, by operations drawn from `rng` (random.Random), or None after TRIES."""
     for _ in range(TRIES):
-        d = json.loads(model.to_json(p))
-        if not _apply(d, rng.choice(OPERATIONS), rng, insert):
+        q = _applied(p, rng.choice(OPERATIONS), rng, insert)
+        if q is None:
             continue
         try:
-            q = model.from_dict(_used(d))
+            q = model.check(model.used(q))   # dropping a statement may leave a fragment nobody reads
         except model.ProgramError:
             continue
         if model.to_json(q) != model.to_json(p):

@@ -12,7 +12,23 @@ meaning; its torch text does the region's in-bounds part (Python's slices stop a
 reads: it keeps the interpreter total over what the generator draws. What an overrun writes is not defined
 after it: its buffer is the program's own, and no rule relies on it.
 """
-from harness.programs.model import base, fields, local, need, walk
+from dataclasses import dataclass
+
+from harness.programs.model import Statement, base, fields, local, need, walk
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overrun(Statement):
+    op = "overrun"
+    form: str
+    dst: str
+    region: list       # [row, col, rows, cols]
+    invalid: bool
+    src: str | None = None                 # copy and store
+    value: int | float | None = None       # fill
+
+
+STATEMENT = Overrun
 
 FORMS = ("fill", "copy", "store")
 VALUES = (1, -1, 2)
@@ -20,22 +36,22 @@ PLACES = {"top": 1}
 
 
 def check(s, p, scope):
-    need(s.get("form") in FORMS, f"form is one of {list(FORMS)}")
-    own = {"value": VALUES} if s["form"] == "fill" else {"src": str}
+    need(s.form in FORMS, f"form is one of {list(FORMS)}")
+    own = {"value": VALUES} if s.form == "fill" else {"src": str}
     fields(s, form=FORMS, dst=str, region=list, invalid=(True,), **own)
-    region = s["region"]
+    region = s.region
     need(len(region) == 4 and all(type(x) is int for x in region), f"region is [row, col, rows, cols], got {region!r}")
     r, c, h, w = region
-    if s["form"] == "store":
-        g, t = p.buffer(s["dst"]), local(p, s["src"], 2)
+    if s.form == "store":
+        g, t = p.buffer(s.dst), local(p, s.src, 2)
         need(g.scope == "global" and g.rows == "n", f"{g.name} must be an n-row global")
         need((h, w) == t.shape, f"the region is {t.name}'s shape {list(t.shape)}")
         need(0 <= r and r + h <= p.block, "within the block's own rows (row + rows <= block)")
         need(0 <= c < g.shape[1] < c + w, f"columns {c}..{c + w} start in {g.name} and end past its {g.shape[1]}")
         return
-    d = local(p, s["dst"], 2, scopes=("shared",))
-    if s["form"] == "copy":
-        t = local(p, s["src"], 2)
+    d = local(p, s.dst, 2, scopes=("shared",))
+    if s.form == "copy":
+        t = local(p, s.src, 2)
         need(t.name != d.name and (h, w) == t.shape, f"the region is {t.name}'s shape {list(t.shape)}")
     need(h >= 1 and w >= 1 and 0 <= r < d.shape[0] and 0 <= c < d.shape[1], f"region {region} starts inside {d.name}")
     need(r + h > d.shape[0] or c + w > d.shape[1], f"region {region} lies inside {d.name}'s {list(d.shape)}: not an overrun")
@@ -44,9 +60,9 @@ def check(s, p, scope):
 def reason(p) -> str:
     """Why `p` is invalid ("" when it is not): its first overrun, in words."""
     for s in walk(p.body):
-        if s["op"] == "overrun":
-            r, c, h, w = s["region"]
-            return f"{s['form']} of {s['dst']}[{r}:{r + h}, {c}:{c + w}] reaches past {list(p.buffer(s['dst']).shape)}"
+        if s.op == "overrun":
+            r, c, h, w = s.region
+            return f"{s.form} of {s.dst}[{r}:{r + h}, {c}:{c + w}] reaches past {list(p.buffer(s.dst).shape)}"
     return ""
 
 
@@ -57,7 +73,7 @@ def without(p):
     from harness.programs.model import ProgramError, check, kind
 
     def keep(body):
-        return tuple(dict(s, body=keep(s["body"])) if "body" in s else s for s in body if s["op"] != "overrun")
+        return tuple(dataclasses.replace(s, body=keep(s.body)) if hasattr(s, "body") else s for s in body if s.op != "overrun")
     body = keep(p.body)
     named = {n for s in walk(body) for n in kind(s).reads(s) + kind(s).writes(s)}
     try:
@@ -67,11 +83,11 @@ def without(p):
 
 
 def reads(s):
-    return [s["src"]] if "src" in s else []
+    return [s.src] if s.src is not None else []
 
 
 def writes(s):
-    return [s["dst"]]
+    return [s.dst]
 
 
 def full(s, p):
@@ -79,23 +95,23 @@ def full(s, p):
 
 
 def _slices(s, p) -> str:
-    r, c, h, w = s["region"]
-    row = f"{base('bx', p.block)} + {r}" if s["form"] == "store" else str(r)
+    r, c, h, w = s.region
+    row = f"{base('bx', p.block)} + {r}" if s.form == "store" else str(r)
     return f"{row}:{row} + {h}, {c}:{c + w}"
 
 
 def tilelang(s, p, ind):
-    target = f"{s['dst']}[{_slices(s, p)}]"
-    if s["form"] == "fill":
-        return [f"{ind}T.fill({target}, {float(s['value'])!r})"]
-    return [f"{ind}T.copy({s['src']}, {target})"]
+    target = f"{s.dst}[{_slices(s, p)}]"
+    if s.form == "fill":
+        return [f"{ind}T.fill({target}, {float(s.value)!r})"]
+    return [f"{ind}T.copy({s.src}, {target})"]
 
 
 def torch(s, p, ind):
-    view = f"{s['dst']}[{_slices(s, p)}]"   # the in-bounds part: a global's rows past n, too, are not there
-    if s["form"] == "fill":
-        return [f"{ind}{view}.fill_({float(s['value'])!r})"]
-    return [f'{ind}{view} = rnd({s["src"]}[:{view}.shape[0], :{view}.shape[1]], "{p.buffer(s["dst"]).dtype}")']
+    view = f"{s.dst}[{_slices(s, p)}]"   # the in-bounds part: a global's rows past n, too, are not there
+    if s.form == "fill":
+        return [f"{ind}{view}.fill_({float(s.value)!r})"]
+    return [f'{ind}{view} = rnd({s.src}[:{view}.shape[0], :{view}.shape[1]], "{p.buffer(s.dst).dtype}")']
 
 
 def draw(c, b, at):
@@ -134,12 +150,12 @@ def draw(c, b, at):
             if r + rows <= h and col + cols <= w:
                 return
     own = {"value": c.one(VALUES)} if form == "fill" else {"src": src}
-    b.emit([{"op": "overrun", "form": form, "dst": dst, "region": [r, col, rows, cols], "invalid": True, **own}])
+    b.emit([Overrun(form=form, dst=dst, region=[r, col, rows, cols], invalid=True, **own)])
 
 
 
 def access(s, p):
     """The region written (past the buffer's end: the program is invalid on purpose), the source read whole."""
     from harness.programs.access import region, whole
-    r, col, rows, cols = s["region"]
-    return [whole(p, n, "read") for n in reads(s)] + [region(p, s["dst"], "write", (r, col), (rows, cols))]
+    r, col, rows, cols = s.region
+    return [whole(p, n, "read") for n in reads(s)] + [region(p, s.dst, "write", (r, col), (rows, cols))]

@@ -7,7 +7,22 @@ cast to the buffer's dtype. A map at an offset does not read the buffer it write
           | ["neg", expr] | ["where", pred, expr, expr]
     pred := ["i<", t] | ["j<", t] | ["row<n", at] | ["col<n", at]   (at: "bx" or "k": base(at) + i < n)
 """
-from harness.programs.model import base, cast, fields, local, need
+from dataclasses import dataclass
+
+from harness.programs.model import Statement, base, cast, fields, local, need
+
+
+@dataclass(frozen=True, kw_only=True)
+class Map(Statement):
+    op = "map"
+    dst: str
+    rows: int
+    expr: list
+    cols: int | None = None      # a 2-D buffer's
+    offset: list | None = None   # [row] or [row, col]; None: from the start
+
+
+STATEMENT = Map
 
 BINARY = {"add": ("({} + {})", "({} + {})"), "sub": ("({} - {})", "({} - {})"), "mul": ("({} * {})", "({} * {})"),
           "max": ("T.max({}, {})", "torch.maximum({}, {})"), "min": ("T.min({}, {})", "torch.minimum({}, {})"),
@@ -18,24 +33,24 @@ MAX_DEPTH = 5
 
 
 def check(s, p, scope):
-    dst = local(p, s["dst"])
-    optional = {"offset": list} if "offset" in s else {}
+    dst = local(p, s.dst)
+    optional = {"offset": list} if s.offset is not None else {}
     if len(dst.shape) == 2:
         fields(s, dst=str, rows=int, cols=int, expr=list, **optional)
     else:
         fields(s, dst=str, rows=int, expr=list, **optional)
     at = _offset(s, dst)
     need(len(at) == len(dst.shape) and all(type(x) is int and x >= 0 for x in at),
-         f"offset is [row] of a 1-D buffer or [row, col] of a 2-D one, got {s.get('offset')!r}")
-    extents = [s["rows"]] + ([s["cols"]] if len(dst.shape) == 2 else [])
+         f"offset is [row] of a 1-D buffer or [row, col] of a 2-D one, got {s.offset!r}")
+    extents = [s.rows] + ([s.cols] if len(dst.shape) == 2 else [])
     need(all(1 <= e and a + e <= d for a, e, d in zip(at, extents, dst.shape)),
          f"{extents} elements from {at} exceed {dst.name}'s {list(dst.shape)}")
-    need(not any(at) or dst.name not in _refs(s["expr"]), f"a map at an offset does not read {dst.name}")
-    _expr(s["expr"], p, dst, scope, 0)
+    need(not any(at) or dst.name not in _refs(s.expr), f"a map at an offset does not read {dst.name}")
+    _expr(s.expr, p, dst, scope, 0)
 
 
 def _offset(s, dst) -> list:
-    return list(s.get("offset", [0] * len(dst.shape)))
+    return list([0] * len(dst.shape) if s.offset is None else s.offset)
 
 
 def _expr(e, p, dst, scope, depth):
@@ -82,16 +97,16 @@ def _refs(e):
 
 
 def reads(s):
-    return list(dict.fromkeys(_refs(s["expr"])))
+    return list(dict.fromkeys(_refs(s.expr)))
 
 
 def writes(s):
-    return [s["dst"]]
+    return [s.dst]
 
 
 def full(s, p):
-    dst = p.buffer(s["dst"])
-    return not any(_offset(s, dst)) and s["rows"] == dst.shape[0] and (len(dst.shape) == 1 or s["cols"] == dst.shape[1])
+    dst = p.buffer(s.dst)
+    return not any(_offset(s, dst)) and s.rows == dst.shape[0] and (len(dst.shape) == 1 or s.cols == dst.shape[1])
 
 
 def _render(e, p, dst, lang):
@@ -119,26 +134,26 @@ def _render(e, p, dst, lang):
 
 
 def tilelang(s, p, ind):
-    dst = p.buffer(s["dst"])
-    value = cast(_render(s["expr"], p, dst, "tilelang"), "float32", dst.dtype)
+    dst = p.buffer(s.dst)
+    value = cast(_render(s.expr, p, dst, "tilelang"), "float32", dst.dtype)
     at = _offset(s, dst)
     if len(dst.shape) == 2:
         target = f"{dst.name}[{at[0]} + i, {at[1]} + j]" if any(at) else f"{dst.name}[i, j]"
-        return [f"{ind}for i, j in T.Parallel({s['rows']}, {s['cols']}):", f"{ind}    {target} = {value}"]
+        return [f"{ind}for i, j in T.Parallel({s.rows}, {s.cols}):", f"{ind}    {target} = {value}"]
     target = f"{dst.name}[{at[0]} + i]" if any(at) else f"{dst.name}[i]"
-    return [f"{ind}for i in T.Parallel({s['rows']}):", f"{ind}    {target} = {value}"]
+    return [f"{ind}for i in T.Parallel({s.rows}):", f"{ind}    {target} = {value}"]
 
 
 def torch(s, p, ind):
-    dst = p.buffer(s["dst"])
-    value = _render(s["expr"], p, dst, "torch")
+    dst = p.buffer(s.dst)
+    value = _render(s.expr, p, dst, "torch")
     at = _offset(s, dst)
     rows = f"{at[0]}:{at[0]} + h" if any(at) else ":h"
     if len(dst.shape) == 2:
         cols = f"{at[1]}:{at[1]} + w" if any(at) else ":w"
-        return [f"{ind}h, w = {s['rows']}, {s['cols']}", f"{ind}i, j = grid(h, w)",
+        return [f"{ind}h, w = {s.rows}, {s.cols}", f"{ind}i, j = grid(h, w)",
                 f'{ind}{dst.name}[{rows}, {cols}] = rnd(({value}).expand(h, w), "{dst.dtype}")']
-    return [f"{ind}h = {s['rows']}", f"{ind}i = torch.arange(h)",
+    return [f"{ind}h = {s.rows}", f"{ind}i = torch.arange(h)",
             f'{ind}{dst.name}[{rows}] = rnd(({value}).expand(h), "{dst.dtype}")']
 
 
@@ -177,8 +192,7 @@ def _map(c, b, at, over=None):
     if not b.fits(dst, mag):
         return None
     b.mag[dst] = max(mag, b.mag.get(dst, 0) if not whole else 0)
-    stmt = {"op": "map", "dst": dst, "rows": rows, "expr": expr, **({"cols": cols} if cols is not None else {}),
-            **({"offset": offset} if any(offset) else {})}
+    stmt = Map(dst=dst, rows=rows, expr=expr, cols=cols, offset=offset if any(offset) else None)
     b.emit([stmt], [dst] if rows == shape[0] and (cols is None or cols == shape[1]) else [])
     return dst
 
@@ -216,8 +230,8 @@ def access(s, p):
     """Element by element over rows x cols: each buffer the expression reads from its start (a buffer of one value
     per row over the rows only), the destination written from its offset."""
     from harness.programs.access import region
-    dst = p.buffer(s["dst"])
-    extent = (s["rows"], s.get("cols", 1))[:len(dst.shape)]
+    dst = p.buffer(s.dst)
+    extent = (s.rows, 1 if s.cols is None else s.cols)[:len(dst.shape)]
     read = [region(p, name, "read", (0,) * len(p.buffer(name).shape), extent[:len(p.buffer(name).shape)], loop=True)
             for name in reads(s)]
     return read + [region(p, dst.name, "write", _offset(s, dst), extent, loop=True)]

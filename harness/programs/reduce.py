@@ -1,8 +1,23 @@
 """reduce: max, min, sum, abs-sum or abs-max of a 2-D fragment over one dimension into a 1-D fragment (T.reduce_*),
 clearing it first or folding into what it holds (abs-sum and abs-max always clear: TileLang's reduce_abssum takes no
 clear, and whether a folded abs-max takes the absolute value of what the destination held is not documented)."""
+from dataclasses import dataclass, replace
+
 from harness.programs.builder import LENGTH_BLOCKS
-from harness.programs.model import fields, local, need
+from harness.programs.model import Statement, fields, local, need
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reduce(Statement):
+    op = "reduce"
+    src: str
+    dst: str
+    kind: str
+    dim: int
+    clear: bool
+
+
+STATEMENT = Reduce
 
 KINDS = ("max", "min", "sum", "abssum", "absmax")
 CLEARING = ("abssum", "absmax")  # always clear
@@ -10,18 +25,18 @@ CLEARING = ("abssum", "absmax")  # always clear
 
 def check(s, p, scope):
     fields(s, src=str, dst=str, kind=KINDS, dim=(0, 1), clear=bool)
-    src, dst = local(p, s["src"], 2, ("fragment",)), local(p, s["dst"], 1, ("fragment",))
+    src, dst = local(p, s.src, 2, ("fragment",)), local(p, s.dst, 1, ("fragment",))
     need(src.dtype == dst.dtype == "float32", "a reduce runs over float32 fragments")
-    need(dst.shape[0] == src.shape[1 - s["dim"]], f"{dst.name} must hold {src.shape[1 - s['dim']]} values")
-    need(s["clear"] or s["kind"] not in CLEARING, f"{s['kind']} always clears")
+    need(dst.shape[0] == src.shape[1 - s.dim], f"{dst.name} must hold {src.shape[1 - s.dim]} values")
+    need(s.clear or s.kind not in CLEARING, f"{s.kind} always clears")
 
 
 def reads(s):
-    return [s["src"]] + ([] if s["clear"] else [s["dst"]])
+    return [s.src] + ([] if s.clear else [s.dst])
 
 
 def writes(s):
-    return [s["dst"]]
+    return [s.dst]
 
 
 def full(s, p):
@@ -29,18 +44,18 @@ def full(s, p):
 
 
 def tilelang(s, p, ind):
-    clear = "" if s["kind"] == "abssum" else f", clear={s['clear']}"
-    return [f"{ind}T.reduce_{s['kind']}({s['src']}, {s['dst']}, dim={s['dim']}{clear})"]
+    clear = "" if s.kind == "abssum" else f", clear={s.clear}"
+    return [f"{ind}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}{clear})"]
 
 
 def torch(s, p, ind):
-    x = {"max": f"{s['src']}.amax(dim={s['dim']})", "min": f"{s['src']}.amin(dim={s['dim']})",
-         "sum": f"{s['src']}.sum(dim={s['dim']})", "abssum": f"{s['src']}.abs().sum(dim={s['dim']})",
-         "absmax": f"{s['src']}.abs().amax(dim={s['dim']})"}[s["kind"]]
-    if not s["clear"]:
-        fold = {"max": f"torch.maximum({s['dst']}, {x})", "min": f"torch.minimum({s['dst']}, {x})"}
-        x = fold.get(s["kind"], f"{s['dst']} + {x}")
-    return [f'{ind}{s["dst"]}[:] = rnd({x}, "float32")']
+    x = {"max": f"{s.src}.amax(dim={s.dim})", "min": f"{s.src}.amin(dim={s.dim})",
+         "sum": f"{s.src}.sum(dim={s.dim})", "abssum": f"{s.src}.abs().sum(dim={s.dim})",
+         "absmax": f"{s.src}.abs().amax(dim={s.dim})"}[s.kind]
+    if not s.clear:
+        fold = {"max": f"torch.maximum({s.dst}, {x})", "min": f"torch.minimum({s.dst}, {x})"}
+        x = fold.get(s.kind, f"{s.dst} + {x}")
+    return [f'{ind}{s.dst}[:] = rnd({x}, "float32")']
 
 
 # ------------------------------------------------------------------------------------------- drawing
@@ -64,15 +79,15 @@ def draw(c, b, at):
     if not b.fits(dst, mag):
         return
     b.mag[dst] = mag
-    b.emit([{"op": "reduce", "src": src, "dst": dst, "kind": kind, "dim": dim, "clear": clear}], [dst])
+    b.emit([Reduce(src=src, dst=dst, kind=kind, dim=dim, clear=clear)], [dst])
 
 
 def shrink(s, where):
-    return [] if s["clear"] else [(f"statement {where} (reduce) clears first", (dict(s, clear=True),))]
+    return [] if s.clear else [(f"statement {where} (reduce) clears first", (replace(s, clear=True),))]
 
 
 def access(s, p):
     """The source read whole; the destination read (when folded into) and written whole."""
     from harness.programs.access import whole
-    folded = [] if s["clear"] else [whole(p, s["dst"], "read")]
-    return [whole(p, s["src"], "read"), *folded, whole(p, s["dst"], "write")]
+    folded = [] if s.clear else [whole(p, s.dst, "read")]
+    return [whole(p, s.src, "read"), *folded, whole(p, s.dst, "write")]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from harness.programs import model
 from harness.programs.access import Access
+from harness.programs.model import Statement
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class _Event:
     op: str
     where: str               # the statement's path: "3.1" is statement 1 of statement 3's body
     order: int               # program order
-    loop: dict | None        # the statement with a trip count around it
+    loop: Statement | None   # the statement with a trip count around it
     loop_at: str | None
     when_at: str | None
     stage: int | None
@@ -89,26 +90,26 @@ def _events(p) -> list[_Event]:
         for i, s in enumerate(body):
             where, k = ".".join(map(str, path + (i,))), model.kind(s)
             at = stages[i] if stages else stage
-            own = (s, where) if "trips" in s else (loop, loop_at)   # a loop's or stream's own accesses are in it
+            own = (s, where) if hasattr(s, "trips") else (loop, loop_at)   # a loop's or stream's own accesses are in it
             for a in k.access(s, p):
                 a = a if a.who != "block" else dataclasses.replace(a, who=who)
-                out.append(_Event(a, s["op"], where, len(out), *own, when_at, at))
-            if "trips" in s:
-                visit(s["body"], path + (i,), s, where, when_at, getattr(k, "stages_of", lambda s, p: None)(s, p), None,
+                out.append(_Event(a, s.op, where, len(out), *own, when_at, at))
+            if hasattr(s, "trips"):
+                visit(s.body, path + (i,), s, where, when_at, getattr(k, "stages_of", lambda s, p: None)(s, p), None,
                       getattr(k, "BODY_THREADS", who))
-            elif "body" in s:   # a `when`: its statements take its stage
-                visit(s["body"], path + (i,), loop, loop_at, where, None, at, who)
+            elif hasattr(s, "body"):   # a `when`: its statements take its stage
+                visit(s.body, path + (i,), loop, loop_at, where, None, at, who)
     visit(p.body, (), None, None, None, None, None, "block")
     return out
 
 
 def _may_skip(loop) -> bool:
     """A trip count that is 0 for some n (T.ceildiv(n, block) is 1 at least)."""
-    return loop["trips"] in ("n-1", "n//b", 0)
+    return loop.trips in ("n-1", "n//b", 0)
 
 
 def _repeats(loop) -> bool:
-    return loop["trips"] in model.SYMBOLIC_TRIPS or loop["trips"] >= 2
+    return loop.trips in model.SYMBOLIC_TRIPS or loop.trips >= 2
 
 
 def _threads(a: Access, b: Access) -> str:

@@ -2,25 +2,40 @@
 T.cummax), in order or reversed, into a buffer of the same shape, dtype and scope, or in place.
 
 TileLang scans a shared buffer where it is and stages a fragment through a shared copy of it."""
-from harness.programs.model import fields, local, need
+from dataclasses import dataclass
+
+from harness.programs.model import Statement, fields, local, need
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scan(Statement):
+    op = "scan"
+    src: str
+    dst: str
+    kind: str
+    dim: int
+    reverse: bool
+
+
+STATEMENT = Scan
 
 KINDS = ("sum", "max")
 
 
 def check(s, p, scope):
     fields(s, src=str, dst=str, kind=KINDS, dim=(0, 1), reverse=bool)
-    src, dst = local(p, s["src"]), local(p, s["dst"])
-    need(s["dim"] < len(src.shape), f"{src.name} is {len(src.shape)}-D: no dimension {s['dim']}")
+    src, dst = local(p, s.src), local(p, s.dst)
+    need(s.dim < len(src.shape), f"{src.name} is {len(src.shape)}-D: no dimension {s.dim}")
     need((dst.scope, dst.dtype, dst.shape) == (src.scope, src.dtype, src.shape),
          f"{dst.name} must be a {src.scope} {src.dtype} buffer of {list(src.shape)}, as {src.name} is")
 
 
 def reads(s):
-    return [s["src"]]
+    return [s.src]
 
 
 def writes(s):
-    return [s["dst"]]
+    return [s.dst]
 
 
 def full(s, p):
@@ -28,18 +43,18 @@ def full(s, p):
 
 
 def tilelang(s, p, ind):
-    into = "" if s["dst"] == s["src"] else f", {s['dst']}"
-    return [f"{ind}T.cum{s['kind']}({s['src']}{into}, dim={s['dim']}, reverse={s['reverse']})"]
+    into = "" if s.dst == s.src else f", {s.dst}"
+    return [f"{ind}T.cum{s.kind}({s.src}{into}, dim={s.dim}, reverse={s.reverse})"]
 
 
 def torch(s, p, ind):
-    d, x = s["dim"], s["src"]
-    if s["reverse"]:
+    d, x = s.dim, s.src
+    if s.reverse:
         x = f"{x}.flip({d})"
-    x = f"{x}.cumsum({d})" if s["kind"] == "sum" else f"{x}.cummax({d}).values"
-    if s["reverse"]:
+    x = f"{x}.cumsum({d})" if s.kind == "sum" else f"{x}.cummax({d}).values"
+    if s.reverse:
         x = f"{x}.flip({d})"
-    return [f'{ind}{s["dst"]}[:] = rnd({x}, "{p.buffer(s["dst"]).dtype}")']
+    return [f'{ind}{s.dst}[:] = rnd({x}, "{p.buffer(s.dst).dtype}")']
 
 
 # ------------------------------------------------------------------------------------------- drawing
@@ -62,10 +77,10 @@ def draw(c, b, at):
     if not b.fits(dst, mag):
         return
     b.mag[dst] = mag
-    b.emit([{"op": "scan", "src": src, "dst": dst, "kind": kind, "dim": dim, "reverse": c.flip()}], [dst])
+    b.emit([Scan(src=src, dst=dst, kind=kind, dim=dim, reverse=c.flip())], [dst])
 
 
 def access(s, p):
     """The source read whole, the destination (the source itself, in place) written whole."""
     from harness.programs.access import whole
-    return [whole(p, s["src"], "read"), whole(p, s["dst"], "write")]
+    return [whole(p, s.src, "read"), whole(p, s.dst, "write")]

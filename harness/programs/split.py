@@ -20,9 +20,24 @@ stream beside it (one warp-specialized region per kernel). Each side's statement
 side A only, where the threads are numbered from 0. Sides are warp groups: 128 of 256 threads, 128 or 256 of
 384. What either side defines is defined after the split.
 """
+from dataclasses import dataclass
+
 from harness.programs import model
 from harness.programs.builder import load
-from harness.programs.model import Scope, fields, need
+from harness.programs.copy import Copy
+from harness.programs.model import Scope, Statement, fields, need
+
+
+@dataclass(frozen=True, kw_only=True)
+class Split(Statement):
+    op = "split"
+    first: int
+    a: int
+    wait: int
+    body: tuple
+
+
+STATEMENT = Split
 
 FIRST = {256: (128,), 384: (128, 256)}
 PLACES = {"top": 3}
@@ -31,19 +46,19 @@ PLACES = {"top": 3}
 def check(s, p, scope):
     fields(s, first=int, a=int, wait=int, body=tuple)
     need(not scope.in_loop and not scope.in_when, "no split inside a loop or a when")
-    need(sum(x["op"] in ("split", "stream") for x in model.walk(p.body)) == 1, "one split per program, and no stream")
-    need(s["first"] in FIRST.get(p.threads, ()), f"first is a warp group count, one of {FIRST.get(p.threads, ())}")
+    need(sum(x.op in ("split", "stream") for x in model.walk(p.body)) == 1, "one split per program, and no stream")
+    need(s.first in FIRST.get(p.threads, ()), f"first is a warp group count, one of {FIRST.get(p.threads, ())}")
     need(all(b.name != "hand" for b in p.buffers), "the split's barrier is named hand: no buffer may be")
-    body, a, wait = s["body"], s["a"], s["wait"]
+    body, a, wait = s.body, s.a, s.wait
     need(1 <= a < len(body) <= 12 and a <= wait <= len(body), "1 <= a < len(body) <= 12 and a <= wait <= len(body)")
     inside = list(model.walk(body))
-    need(not any(x["op"] in ("split", "stream", "loop") for x in inside), "no loop, stream or split inside a split")
+    need(not any(x.op in ("split", "stream", "loop") for x in inside), "no loop, stream or split inside a split")
     need(not any(getattr(model.kind(x), "THREAD_INDEXED", False) for x in model.walk(body[a:])),
          "thread-indexed statements only on side A (side B's threads start at first)")
     shared = {n for n in scope.defined if p.buffer(n).scope == "shared"}
-    side_a = Scope(s["first"], shared)
+    side_a = Scope(s.first, shared)
     model.check_body(p, body[:a], side_a)
-    side_b = Scope(p.threads - s["first"], shared)
+    side_b = Scope(p.threads - s.first, shared)
     model.check_body(p, body[a:wait], side_b)
     side_b.defined |= {n for n in side_a.defined if p.buffer(n).scope == "shared"}
     model.check_body(p, body[wait:], side_b)
@@ -54,7 +69,7 @@ def check(s, p, scope):
                for n in model.kind(x).reads(x) + model.kind(x).writes(x)}
     shared_frags = sorted(frag_a & frag_b | (frag_a | frag_b) & outside)
     need(not shared_frags, f"fragment {shared_frags[0] if shared_frags else ''} is used on two sides of a split")
-    for name, threads in [(n, s["first"]) for n in frag_a] + [(n, p.threads - s["first"]) for n in frag_b]:
+    for name, threads in [(n, s.first) for n in frag_a] + [(n, p.threads - s.first) for n in frag_b]:
         need(model.spreads(p.buffer(name).shape, threads), f"fragment {name} does not spread over its side's threads")
     clash = sorted(wa & (rb0 | wb0 | wb1) | ra & (wb0 | wb1))
     need(not clash, f"{clash[0] if clash else ''} is written on one side and used on the other before the barrier")
@@ -85,13 +100,13 @@ def full(s, p):
 
 
 def allocations(s, p, ind):
-    return [f"{ind}hand = T.alloc_barrier([{s['first']}])"]
+    return [f"{ind}hand = T.alloc_barrier([{s.first}])"]
 
 
 def tilelang(s, p, ind):
     from harness.programs.emit import body_lines
-    body, a, wait, inner = s["body"], s["a"], s["wait"], ind + "    "
-    return ([f"{ind}tx = T.get_thread_binding()", f"{ind}if tx < {s['first']}:"]
+    body, a, wait, inner = s.body, s.a, s.wait, ind + "    "
+    return ([f"{ind}tx = T.get_thread_binding()", f"{ind}if tx < {s.first}:"]
             + body_lines(body[:a], p, inner, "tilelang") + [f"{inner}T.barrier_arrive(hand)", f"{ind}else:"]
             + body_lines(body[a:wait], p, inner, "tilelang") + [f"{inner}T.mbarrier_wait_parity(hand, 0)"]
             + body_lines(body[wait:], p, inner, "tilelang"))
@@ -99,13 +114,13 @@ def tilelang(s, p, ind):
 
 def torch(s, p, ind):
     from harness.programs.emit import body_lines
-    return body_lines(s["body"], p, ind, "torch")
+    return body_lines(s.body, p, ind, "torch")
 
 
 def draw(c, b, at):
     """Side A: 1 to 3 statements and a shared tile it loads; side B: 0 to 2 statements of its own, the wait, then a
     store of A's tile to a new global (the handoff) and 0 to 2 more."""
-    if at != "bx" or b.threads not in FIRST or any(x["op"] in ("split", "stream") for x in model.walk(b.body)):
+    if at != "bx" or b.threads not in FIRST or any(x.op in ("split", "stream") for x in model.walk(b.body)):
         return
     threads, first = b.threads, c.one(FIRST[b.threads])
     outer, outer_defined = b.body, set(b.defined)
@@ -119,18 +134,18 @@ def draw(c, b, at):
 
     side_a, defined_a = side(c.between((1, 3)), shared, first)
     tile = load(c, b, "shared", c.one(("float16", "bfloat16", "float32")), (b.block, c.one(b.widths("shared"))))
-    side_a, handed = side_a + tile, tile[0]["dst"]
+    side_a, handed = side_a + tile, tile[0].dst
     b.first_thread = first
     before, defined_b = side(c.between((0, 2)), shared, threads - first)
     out = b.new("global", b.buffers[handed].dtype, ("n", b.buffers[handed].shape[1]))
-    after = [{"op": "copy", "src": handed, "dst": out, "at": "bx", "row": 0, "col": 0, "form": "tile"}]
+    after = [Copy(src=handed, dst=out, at="bx", row=0, col=0, form="tile")]
     more, defined_b = side(c.between((0, 2)), defined_b | {n for n in defined_a | {handed} if b.buffers[n].scope == "shared"},
                            threads - first)
     del b.first_thread
     b.body, b.threads = outer, threads
     b.defined = outer_defined | {n for n in defined_a | defined_b | {handed} if b.buffers[n].scope == "shared"}
     body = side_a + before + after + more
-    b.emit([{"op": "split", "first": first, "a": len(side_a), "wait": len(side_a) + len(before), "body": tuple(body)}])
+    b.emit([Split(first=first, a=len(side_a), wait=len(side_a) + len(before), body=tuple(body))])
 
 
 def access(s, p):

@@ -15,8 +15,25 @@ a T.Parallel names no element the language defines (0.1.15, sm_90a, compiles `F[
 The threads are those that run the statement (`threads`: the block's, or a stream's consumers), numbered from 0.
 Its meaning emulates them all at once: for every e below count whose thread passes the test, the same value.
 """
+from dataclasses import dataclass
+
 from harness.programs.builder import EXACT, LENGTH_BLOCKS, load
-from harness.programs.model import cast, fields, local, need
+from harness.programs.model import Statement, cast, fields, local, need
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thread(Statement):
+    op = "thread"
+    dst: str
+    src: str
+    count: int
+    shift: int
+    test: str
+    bound: int
+    threads: int
+
+
+STATEMENT = Thread
 
 TESTS = ("all", "even", "below")
 PLACES = {"top": 2, "trip": 2, "guarded": 2}
@@ -29,25 +46,25 @@ def _elements(b) -> int:
 
 def check(s, p, scope):
     fields(s, dst=str, src=str, count=int, shift=int, test=TESTS, bound=int, threads=int)
-    d, src = local(p, s["dst"], scopes=("shared",)), local(p, s["src"], scopes=("shared",))
-    need(s["threads"] == scope.threads, f"threads is the count that runs it here, {scope.threads}")
-    need(1 <= s["count"] <= min(_elements(d), _elements(src)), f"count is 1 to the elements of {d.name} and {src.name}")
-    need(0 <= s["shift"] < s["count"], "shift is 0 to count - 1")
-    need(src.name != d.name or s["shift"] == 0, "in place only with shift 0 (a thread reads what it writes)")
-    need(s["test"] == "below" or s["bound"] == 0, "bound is for test 'below' (else 0)")
-    need(s["test"] != "below" or 1 <= s["bound"] < s["threads"], "bound is 1 to threads - 1")
+    d, src = local(p, s.dst, scopes=("shared",)), local(p, s.src, scopes=("shared",))
+    need(s.threads == scope.threads, f"threads is the count that runs it here, {scope.threads}")
+    need(1 <= s.count <= min(_elements(d), _elements(src)), f"count is 1 to the elements of {d.name} and {src.name}")
+    need(0 <= s.shift < s.count, "shift is 0 to count - 1")
+    need(src.name != d.name or s.shift == 0, "in place only with shift 0 (a thread reads what it writes)")
+    need(s.test == "below" or s.bound == 0, "bound is for test 'below' (else 0)")
+    need(s.test != "below" or 1 <= s.bound < s.threads, "bound is 1 to threads - 1")
 
 
 def reads(s):
-    return [s["src"]]
+    return [s.src]
 
 
 def writes(s):
-    return [s["dst"]]
+    return [s.dst]
 
 
 def full(s, p):
-    return s["test"] == "all" and s["count"] == _elements(p.buffer(s["dst"]))
+    return s.test == "all" and s.count == _elements(p.buffer(s.dst))
 
 
 def _at(b, e) -> str:
@@ -55,28 +72,28 @@ def _at(b, e) -> str:
 
 
 def tilelang(s, p, ind):
-    d, src, threads, count = p.buffer(s["dst"]), p.buffer(s["src"]), s["threads"], s["count"]
+    d, src, threads, count = p.buffer(s.dst), p.buffer(s.src), s.threads, s.count
     trips = -(-count // threads)
     lines = [f"{ind}tx = T.get_thread_binding()"]
     e = "tx"
     if trips > 1:   # `s` and `tx` are reserved names (model._RESERVED): no buffer takes them
         lines, ind, e = lines + [f"{ind}for s in T.serial({trips}):"], ind + "    ", f"(s * {threads} + tx)"
     tests = ([f"{e} < {count}"] if trips * threads > count else []) + \
-        {"all": [], "even": ["tx % 2 == 0"], "below": [f"tx < {s['bound']}"]}[s["test"]]
+        {"all": [], "even": ["tx % 2 == 0"], "below": [f"tx < {s.bound}"]}[s.test]
     for t in tests:
         lines, ind = lines + [f"{ind}if {t}:"], ind + "    "
-    read = _at(src, f"(({e} + {s['shift']}) % {count})" if s["shift"] else e)
+    read = _at(src, f"(({e} + {s.shift}) % {count})" if s.shift else e)
     value = f'{cast(read, src.dtype, "float32")} + T.cast(tx % 3 - 1, "float32")'
     return lines + [f"{ind}{_at(d, e)} = {cast(value, 'float32', d.dtype)}"]
 
 
 def torch(s, p, ind):
-    d, count = p.buffer(s["dst"]), s["count"]
-    keep = {"all": "tx >= 0", "even": "tx % 2 == 0", "below": f"tx < {s['bound']}"}[s["test"]]
+    d, count = p.buffer(s.dst), s.count
+    keep = {"all": "tx >= 0", "even": "tx % 2 == 0", "below": f"tx < {s.bound}"}[s.test]
     return [f"{ind}i = torch.arange({count})",   # the elements, and the thread that writes each
-            f"{ind}tx = i % {s['threads']}",
+            f"{ind}tx = i % {s.threads}",
             f"{ind}i, tx = i[{keep}], tx[{keep}]",
-            f'{ind}{d.name}.view(-1)[i] = rnd({s["src"]}.flatten()[(i + {s["shift"]}) % {count}] + (tx % 3 - 1), "{d.dtype}")']
+            f'{ind}{d.name}.view(-1)[i] = rnd({s.src}.flatten()[(i + {s.shift}) % {count}] + (tx % 3 - 1), "{d.dtype}")']
 
 
 def draw(c, b, at):
@@ -88,8 +105,8 @@ def draw(c, b, at):
         src = c.one(srcs)
     else:
         stmts = load(c, b, "shared", c.one(("float16", "bfloat16", "float32")), (b.block, c.one(b.widths("shared"))), at=at)
-        b.emit(stmts, [stmts[0]["dst"]])
-        src = stmts[0]["dst"]
+        b.emit(stmts, [stmts[0].dst])
+        src = stmts[0].dst
     sb = b.buffers[src]
     in_place = c.one((False, False, True))
     if in_place:
@@ -105,8 +122,7 @@ def draw(c, b, at):
     mag = b.mag[src] + (LENGTH_BLOCKS if in_place and at == "k" else 1)   # in place, it adds once a trip
     if mag > EXACT[b.buffers[dst].dtype]:
         return
-    stmt = {"op": "thread", "dst": dst, "src": src, "count": count, "shift": shift, "test": test, "bound": bound,
-            "threads": b.threads}
+    stmt = Thread(dst=dst, src=src, count=count, shift=shift, test=test, bound=bound, threads=b.threads)
     b.mag[dst] = max(mag, b.mag.get(dst, 0))
     b.emit([stmt], [dst] if full(stmt, b.program()) else [])
 
@@ -114,4 +130,4 @@ def draw(c, b, at):
 def access(s, p):
     """Each thread reads the source and writes the destination at indices of its own."""
     from harness.programs.access import Access
-    return [Access(name, p.buffer(name).scope, mode, "thread") for name, mode in ((s["src"], "read"), (s["dst"], "write"))]
+    return [Access(name, p.buffer(name).scope, mode, "thread") for name, mode in ((s.src, "read"), (s.dst, "write"))]
