@@ -219,7 +219,10 @@ def run(opts: Options) -> int:
         t0 = time.monotonic()
         pool.start(min(workers, len(cases) if cases else opts.cases))
         probed = pool.probe()
-        cases = cases or plan(opts)
+        if cases is None:  # inside the time box, and minutes for tens of thousands of programs: say so first
+            _err(f"drawing {opts.cases} cases, {opts.per_kernel} per kernel (seed {opts.seed})")
+            cases = plan(opts)
+            _err(f"drawn in {time.monotonic() - t0:.0f} s")
         if not (opts.out / "cases.jsonl").exists():
             write_cases(opts.out / "cases.jsonl", cases)
         previous, notes = read_results(results_path)
