@@ -87,6 +87,27 @@ class Finding:
         return cls(check, message)
 
 
+class ScopeKind(Enum):
+    VARIANT = "variant"  # the case's variant (of its family)
+    KERNEL = "kernel"    # a shared kernel the failure is pinned on (Result.kernel)
+    PROGRAM = "program"  # a generated program, by its construct fingerprint
+
+
+class Scope(str):
+    """A signature's second element: what the failure is scoped by. A str as the files write it: the variant's
+    name, "kernel:NAME" or "program:FINGERPRINT"; its kind is held beside that text, never read back out of it."""
+    kind: ScopeKind
+    name: str
+
+    def __new__(cls, kind: ScopeKind, name: str):
+        scope = super().__new__(cls, name if kind is ScopeKind.VARIANT else f"{kind.value}:{name}")
+        scope.kind, scope.name = kind, name
+        return scope
+
+    def __getnewargs__(self):  # a copy (copy, pickle) keeps the kind
+        return self.kind, self.name
+
+
 # The keys every Result has, first and in this order, as results have always been written.
 _FIRST = ("case_id", "case", "verdict", "stage", "message", "tensor", "region")
 
@@ -157,9 +178,10 @@ class Result:
         a shared kernel (one program, whatever the variant, and whichever family runs it: the dense
         backward's sink gradient serves the varlen backward too) names that kernel instead of the
         family and variant: one bug, one signature."""
-        family, scope = ("", f"kernel:{self.kernel}") if self.kernel else (self.case.family, self.case.variant)
+        family, scope = ("", Scope(ScopeKind.KERNEL, self.kernel)) if self.kernel else (
+            self.case.family, Scope(ScopeKind.VARIANT, self.case.variant))
         if self.case.program:  # a generated program: what it is made of stands for the variant
-            scope = "program:" + programs.fingerprint(case_mod.program_of(self.case.program))
+            scope = Scope(ScopeKind.PROGRAM, programs.fingerprint(case_mod.program_of(self.case.program)))
         return family, scope, self.verdict, self.stage, self.tensor, self.region, normalize(self.message)
 
     def to_dict(self) -> dict:
@@ -205,10 +227,11 @@ _NOISE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"), (re.compile(r"(/[\w.+-]+)+"), 
 
 
 def unscoped(signature) -> tuple:
-    """A signature without a generated program's statement kinds: what stays while the minimizer drops statements
-    (the recorded signature then names the kinds that remain)."""
+    """A Result's signature without a generated program's statement kinds: what stays while the minimizer drops
+    statements (the recorded signature then names the kinds that remain)."""
     signature = tuple(signature)
-    return signature[:1] + ("program",) + signature[2:] if str(signature[1]).startswith("program:") else signature
+    program = isinstance(signature[1], Scope) and signature[1].kind is ScopeKind.PROGRAM
+    return signature[:1] + ("program",) + signature[2:] if program else signature
 
 
 def alike(signature, known: dict):

@@ -56,6 +56,25 @@ def test_the_signature_is_what_it_was():
         "fwd", "default", "HANG", "run", "", "", "no answer within N s (run)")
 
 
+def test_a_signatures_scope_carries_its_kind_beside_the_text_the_files_hold():
+    """The scope is written as it always was ("kernel:NAME", "program:FINGERPRINT", the variant); whether it is a
+    program's is its kind, not its prefix: a variant named "program:x" is a variant, and unscoped leaves it."""
+    import copy
+
+    from harness.programs import generate, model
+    from harness.result import Scope, ScopeKind, unscoped
+
+    program = Result.of(Case(family="program", program=model.to_json(generate.template("reduce"))), "COMPILE_ERROR",
+                        "compile", "boom").signature
+    kernel = Result.from_dict(json.loads(JUDGED)).signature
+    assert program[1].kind is ScopeKind.PROGRAM and program[1].startswith("program:") and kernel[1].kind is ScopeKind.KERNEL
+    assert json.dumps(list(program)) == json.dumps([str(s) for s in program]) and repr(program[1]) == repr(str(program[1]))
+    assert unscoped(program)[1] == "program" and unscoped(program)[2:] == program[2:] and unscoped(kernel) == kernel
+    variant = Scope(ScopeKind.VARIANT, "program:x")
+    assert variant == "program:x" and unscoped(("fwd", variant)) == ("fwd", variant)
+    assert copy.copy(program[1]).kind is ScopeKind.PROGRAM
+
+
 def test_the_verdict_is_an_enum_written_as_its_name():
     r = Result.of(Case(), "MISMATCH", "judge")
     assert r.verdict is Verdict.MISMATCH and r.verdict == "MISMATCH" and f"{r.verdict}" == "MISMATCH"
