@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from enum import Enum
+from enum import Enum, StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -66,12 +66,36 @@ class Verdict(str, Enum):
         return self.value in FAILURES
 
 
+class ScanCheck(StrEnum):
+    """A code-scan check (harness.codegen, one function each; docs/codegen-checks.md), named as its findings are
+    written. Each name is its value, as a Verdict's is: it hashes and compares as that str."""
+    unwaited_async_loads = "unwaited_async_loads"
+    mbarrier_protocol = "mbarrier_protocol"
+    vectorized_atomics = "vectorized_atomics"
+    atomics_on_locals = "atomics_on_locals"
+    unaligned_vectors = "unaligned_vectors"
+    unsynced_tma_stores = "unsynced_tma_stores"
+    reads_after_release = "reads_after_release"
+    named_barrier_counts = "named_barrier_counts"
+    register_budget = "register_budget"
+    barriers_in_skipped_loops = "barriers_in_skipped_loops"
+    registers_across_roles = "registers_across_roles"
+    racing_shared_writes = "racing_shared_writes"
+    overwritten_while_read = "overwritten_while_read"
+    overwritten_before_read = "overwritten_before_read"
+    short_register_arrays = "short_register_arrays"
+
+
 @dataclass(frozen=True)
 class Finding:
-    """What one code-scan check (harness.codegen) found in a kernel's generated code. Written
-    "check: message" in results.jsonl and on the worker pipe (as always), read back by from_json."""
-    check: str
+    """What one code-scan check found in a kernel's generated code (the scan's own finding, harness.codegen's,
+    also has its line). Written "check: message" in results.jsonl and on the worker pipe, as always."""
+    check: ScanCheck  # a str is taken as its ScanCheck
     message: str
+
+    def __post_init__(self):
+        if not isinstance(self.check, ScanCheck):
+            object.__setattr__(self, "check", ScanCheck(self.check))
 
     def __str__(self) -> str:
         return f"{self.check}: {self.message}"
@@ -81,10 +105,12 @@ class Finding:
 
     @classmethod
     def from_json(cls, text) -> Finding:
-        if not isinstance(text, str):
-            raise ValueError(f"a code-scan finding must be a string \"check: message\", got {type(text).__name__}")
-        check, _, message = text.partition(": ")
-        return cls(check, message)
+        """The finding written as `text`: the check is the one whose name begins it; ValueError for a text that names
+        no check."""
+        check = next((c for c in ScanCheck if isinstance(text, str) and text.startswith(f"{c}: ")), None)
+        if check is None:
+            raise ValueError(f"a code-scan finding is \"check: message\" of one of the checks, got {str(text)[:80]!r}")
+        return cls(check, text[len(check) + 2:])
 
 
 class ScopeKind(Enum):
@@ -214,7 +240,7 @@ _WRITE = {"case": case_mod.to_dict, "verdict": lambda v: v.value,
           "predicted": lambda checks: None if checks is None else list(checks),
           "features": lambda names: None if names is None else sorted(names)}
 _READ = {"case": case_mod.from_dict, "hazards": lambda found: tuple(Finding.from_json(f) for f in found),
-         "predicted": tuple, "features": tuple}
+         "predicted": lambda checks: tuple(map(ScanCheck, checks)), "features": tuple}
 
 
 def _copy(r: Result, **values) -> Result:

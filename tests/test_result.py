@@ -75,6 +75,22 @@ def test_a_signatures_scope_carries_its_kind_beside_the_text_the_files_hold():
     assert copy.copy(program[1]).kind is ScopeKind.PROGRAM
 
 
+def test_a_finding_names_its_check_as_a_check_and_is_written_as_it_was():
+    """A code-scan finding's check is one of the scan's (a ScanCheck, one function of harness.codegen each), written
+    "check: message"; a message may hold ": " itself, and a text naming no check is no finding."""
+    from harness import codegen
+    from harness.result import ScanCheck
+
+    assert all(callable(getattr(codegen, c.value)) for c in ScanCheck)
+    found = Finding.from_json("register_budget: setmaxnreg: 240 > 232")
+    assert found == Finding(ScanCheck.register_budget, "setmaxnreg: 240 > 232") and found.check is ScanCheck.register_budget
+    assert Finding("register_budget", "x").check is ScanCheck.register_budget and found.to_json() == str(found)
+    assert json.dumps(Result.from_dict(json.loads(PREDICTED)).to_dict()["predicted"]) == '["register_budget"]'
+    for text in ("no_such_check: x", "register_budget:x", 3):
+        with pytest.raises(ValueError):
+            Finding.from_json(text)
+
+
 def test_the_verdict_is_an_enum_written_as_its_name():
     r = Result.of(Case(), "MISMATCH", "judge")
     assert r.verdict is Verdict.MISMATCH and r.verdict == "MISMATCH" and f"{r.verdict}" == "MISMATCH"
@@ -127,5 +143,5 @@ def test_an_invalid_programs_failure_that_its_valid_part_has_too_is_that_failure
     """An invalid program whose valid part fails the same way says so in its message, and is the recorded class."""
     from harness.result import VALID_PART_FAILS, normalize
 
-    message = "InternalError: Check failed: (has_best) is false: no available layout found"
+    message = "InternalError: ScanCheck failed: (has_best) is false: no available layout found"
     assert normalize(message + VALID_PART_FAILS) == normalize(message)
