@@ -104,14 +104,15 @@ def environment() -> dict:
     smi = shutil.which("nvidia-smi")
     driver = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"]) if smi else ""
     env["driver"] = _first_line(driver) or "none"
-    if torch.cuda.is_available():
+    gpu = torch.cuda.is_available()
+    if gpu:
         p = torch.cuda.get_device_properties(0)
         env["gpu"] = f"{p.name} x{torch.cuda.device_count()}"
         env["capability"] = f"sm_{p.major}{p.minor}"
     else:
         env["gpu"] = NO_GPU
         env["capability"] = ""
-    env["compile_only"] = not torch.cuda.is_available()
+    env["compile_only"] = not gpu
     nvcc = shutil.which("nvcc")
     env["nvcc"] = (_run([nvcc, "--version"]).splitlines() or ["unknown"])[-1] if nvcc else "not found"
     if os.environ.get("PYTHONHASHSEED"):  # TileLang's code generation can depend on it (80929a5b6a72)
