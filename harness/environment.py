@@ -1,6 +1,7 @@
 """What this machine runs: Python, TileLang (version, commit), torch, CUDA, driver, GPU.
 
-Every value is a string, so an environment can be stored in a reproducer and compared.
+Every value is a string but `compile_only` (a bool: no GPU here, so cases compile and are scanned, never run), so
+an environment can be stored in a reproducer and compared.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 NOT_IMPORTABLE = "not importable"
+NO_GPU = "none (compile-only: numerics need a GPU)"  # the `gpu` of a machine without one
 
 
 def _first_line(text: str) -> str:
@@ -102,13 +104,15 @@ def environment() -> dict:
     smi = shutil.which("nvidia-smi")
     driver = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"]) if smi else ""
     env["driver"] = _first_line(driver) or "none"
-    if torch.cuda.is_available():
+    gpu = torch.cuda.is_available()
+    if gpu:
         p = torch.cuda.get_device_properties(0)
         env["gpu"] = f"{p.name} x{torch.cuda.device_count()}"
         env["capability"] = f"sm_{p.major}{p.minor}"
     else:
-        env["gpu"] = "none (compile-only: numerics need a GPU)"
+        env["gpu"] = NO_GPU
         env["capability"] = ""
+    env["compile_only"] = not gpu
     nvcc = shutil.which("nvcc")
     env["nvcc"] = (_run([nvcc, "--version"]).splitlines() or ["unknown"])[-1] if nvcc else "not found"
     if os.environ.get("PYTHONHASHSEED"):  # TileLang's code generation can depend on it (80929a5b6a72)

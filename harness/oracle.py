@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from harness.result import FAILURES as FAILURES  # re-exported: oracle.FAILURES, oracle.VERDICTS
 from harness.result import VERDICTS as VERDICTS
-from harness.result import Result
+from harness.result import Result, ScanCheck
 
 if TYPE_CHECKING:
     import torch
@@ -155,10 +155,10 @@ def region_locator(case, seen_rows_q: torch.Tensor, seen_rows_k: torch.Tensor):
 
 # Code-scan checks whose finding explains a hang: a HANG's `predicted` field holds those its findings show, and
 # its message names them, so hangs with different causes get different signatures.
-DEADLOCKS = ("mbarrier_protocol", "named_barrier_counts", "register_budget")
+DEADLOCKS = (ScanCheck.mbarrier_protocol, ScanCheck.named_barrier_counts, ScanCheck.register_budget)
 
 
-def predicts(findings) -> tuple[str, ...]:
+def predicts(findings) -> tuple[ScanCheck, ...]:
     """The checks among `findings` (result.Finding) that explain a hang (DEADLOCKS), sorted."""
     return tuple(sorted({f.check for f in findings or ()} & set(DEADLOCKS)))
 

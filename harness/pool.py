@@ -22,12 +22,11 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
-from harness import case as case_mod
 from harness import kernels, oracle, schedule
 from harness.environment import environment, in_background
 from harness.result import Finding, Result
 from harness.schedule import Job, Scheduler, Timeouts
-from harness.worker import BUILD, SPAWNED_AT, control
+from harness.worker import SPAWNED_AT, control, request_line
 
 WORKER = [sys.executable, "-m", "harness.worker"]  # the worker's command line, less its --target
 
@@ -104,7 +103,7 @@ class _Worker:
         """Send the job's case to run, or for a build its kernel only to build (Pool.prepare)."""
         self.job, self.found = job, {}
         job.start(time.monotonic(), timeouts)
-        self.proc.stdin.write(((BUILD if job.build else "") + case_mod.to_json(job.case) + "\n").encode())
+        self.proc.stdin.write(request_line(job.case, job.build).encode())
         self.proc.stdin.flush()
 
     def signal(self):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, oracle, untrusted
+from harness.environment import NO_GPU
 from harness.programs.model import fingerprint
 from harness.result import Result
 
@@ -598,14 +599,21 @@ def from_dict(d) -> Reproducer:
         raise RecordError(f"field 'observed.predicted[{bad}]' must be string, got {type(obs['predicted'][bad]).__name__}")
     obs = {**obs, "flaky": obs.get("flaky"), "kernel": obs.get("kernel")}
     for k, v in d["environment"].items():
-        if not isinstance(v, str):
-            raise RecordError(f"field 'environment.{k}' must be string, got {type(v).__name__}")
+        if not isinstance(v, bool if k == "compile_only" else str):
+            raise RecordError(f"field 'environment.{k}' must be {'boolean' if k == 'compile_only' else 'string'}, "
+                              f"got {type(v).__name__}")
     links = _links(d["links"])
     releases = {v: _fact(Release, r, f"releases.{v}") for v, r in (d.get("releases") or {}).items()}
     upstream = _upstream(d["upstream"]) if d.get("upstream") is not None else None
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
-    return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, d["environment"], links,
-                      original, releases, _triage(d.get("triage")), upstream, d["kind"], d.get("description") or "")
+    return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, _environment(d["environment"]),
+                      links, original, releases, _triage(d.get("triage")), upstream, d["kind"], d.get("description") or "")
+
+
+def _environment(env: dict) -> dict:
+    """The recorded environment, with `compile_only` (harness.environment): read where it was recorded, else (a file
+    recorded before the field was) told by its `gpu`, which a machine without one wrote as NO_GPU."""
+    return env if "compile_only" in env else {**env, "compile_only": env.get("gpu") == NO_GPU}
 
 
 def _encodable(value, name) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from enum import Enum
+from enum import Enum, StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -66,12 +66,36 @@ class Verdict(str, Enum):
         return self.value in FAILURES
 
 
+class ScanCheck(StrEnum):
+    """A code-scan check (harness.codegen, one function each; docs/codegen-checks.md), named as its findings are
+    written. Each name is its value, as a Verdict's is: it hashes and compares as that str."""
+    unwaited_async_loads = "unwaited_async_loads"
+    mbarrier_protocol = "mbarrier_protocol"
+    vectorized_atomics = "vectorized_atomics"
+    atomics_on_locals = "atomics_on_locals"
+    unaligned_vectors = "unaligned_vectors"
+    unsynced_tma_stores = "unsynced_tma_stores"
+    reads_after_release = "reads_after_release"
+    named_barrier_counts = "named_barrier_counts"
+    register_budget = "register_budget"
+    barriers_in_skipped_loops = "barriers_in_skipped_loops"
+    registers_across_roles = "registers_across_roles"
+    racing_shared_writes = "racing_shared_writes"
+    overwritten_while_read = "overwritten_while_read"
+    overwritten_before_read = "overwritten_before_read"
+    short_register_arrays = "short_register_arrays"
+
+
 @dataclass(frozen=True)
 class Finding:
-    """What one code-scan check (harness.codegen) found in a kernel's generated code. Written
-    "check: message" in results.jsonl and on the worker pipe (as always), read back by from_json."""
-    check: str
+    """What one code-scan check found in a kernel's generated code (the scan's own finding, harness.codegen's,
+    also has its line). Written "check: message" in results.jsonl and on the worker pipe, as always."""
+    check: ScanCheck  # a str is taken as its ScanCheck
     message: str
+
+    def __post_init__(self):
+        if not isinstance(self.check, ScanCheck):
+            object.__setattr__(self, "check", ScanCheck(self.check))
 
     def __str__(self) -> str:
         return f"{self.check}: {self.message}"
@@ -81,10 +105,33 @@ class Finding:
 
     @classmethod
     def from_json(cls, text) -> Finding:
-        if not isinstance(text, str):
-            raise ValueError(f"a code-scan finding must be a string \"check: message\", got {type(text).__name__}")
-        check, _, message = text.partition(": ")
-        return cls(check, message)
+        """The finding written as `text`: the check is the one whose name begins it; ValueError for a text that names
+        no check."""
+        check = next((c for c in ScanCheck if isinstance(text, str) and text.startswith(f"{c}: ")), None)
+        if check is None:
+            raise ValueError(f"a code-scan finding is \"check: message\" of one of the checks, got {str(text)[:80]!r}")
+        return cls(check, text[len(check) + 2:])
+
+
+class ScopeKind(Enum):
+    VARIANT = "variant"  # the case's variant (of its family)
+    KERNEL = "kernel"    # a shared kernel the failure is pinned on (Result.kernel)
+    PROGRAM = "program"  # a generated program, by its construct fingerprint
+
+
+class Scope(str):
+    """A signature's second element: what the failure is scoped by. A str as the files write it: the variant's
+    name, "kernel:NAME" or "program:FINGERPRINT"; its kind is held beside that text, never read back out of it."""
+    kind: ScopeKind
+    name: str
+
+    def __new__(cls, kind: ScopeKind, name: str):
+        scope = super().__new__(cls, name if kind is ScopeKind.VARIANT else f"{kind.value}:{name}")
+        scope.kind, scope.name = kind, name
+        return scope
+
+    def __getnewargs__(self):  # a copy (copy, pickle) keeps the kind
+        return self.kind, self.name
 
 
 # The keys every Result has, first and in this order, as results have always been written.
@@ -157,9 +204,10 @@ class Result:
         a shared kernel (one program, whatever the variant, and whichever family runs it: the dense
         backward's sink gradient serves the varlen backward too) names that kernel instead of the
         family and variant: one bug, one signature."""
-        family, scope = ("", f"kernel:{self.kernel}") if self.kernel else (self.case.family, self.case.variant)
+        family, scope = ("", Scope(ScopeKind.KERNEL, self.kernel)) if self.kernel else (
+            self.case.family, Scope(ScopeKind.VARIANT, self.case.variant))
         if self.case.program:  # a generated program: what it is made of stands for the variant
-            scope = "program:" + programs.fingerprint(case_mod.program_of(self.case.program))
+            scope = Scope(ScopeKind.PROGRAM, programs.fingerprint(case_mod.program_of(self.case.program)))
         return family, scope, self.verdict, self.stage, self.tensor, self.region, normalize(self.message)
 
     def to_dict(self) -> dict:
@@ -192,7 +240,7 @@ _WRITE = {"case": case_mod.to_dict, "verdict": lambda v: v.value,
           "predicted": lambda checks: None if checks is None else list(checks),
           "features": lambda names: None if names is None else sorted(names)}
 _READ = {"case": case_mod.from_dict, "hazards": lambda found: tuple(Finding.from_json(f) for f in found),
-         "predicted": tuple, "features": tuple}
+         "predicted": lambda checks: tuple(map(ScanCheck, checks)), "features": tuple}
 
 
 def _copy(r: Result, **values) -> Result:
@@ -205,10 +253,11 @@ _NOISE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"), (re.compile(r"(/[\w.+-]+)+"), 
 
 
 def unscoped(signature) -> tuple:
-    """A signature without a generated program's statement kinds: what stays while the minimizer drops statements
-    (the recorded signature then names the kinds that remain)."""
+    """A Result's signature without a generated program's statement kinds: what stays while the minimizer drops
+    statements (the recorded signature then names the kinds that remain)."""
     signature = tuple(signature)
-    return signature[:1] + ("program",) + signature[2:] if str(signature[1]).startswith("program:") else signature
+    program = isinstance(signature[1], Scope) and signature[1].kind is ScopeKind.PROGRAM
+    return signature[:1] + ("program",) + signature[2:] if program else signature
 
 
 def alike(signature, known: dict):

@@ -51,9 +51,9 @@ MOST_LINES = 6  # a clue that many lines mention singles nothing out
 # Generated-code hazards whose construct has a shape in the IR, so the pass that made it can be named:
 # check name -> (the construct's pattern in TVMScript, what it is).
 HAZARD_IR = {
-    "unwaited_async_loads": (re.compile(r"if \w+ == 0:\n\s*T\.mbarrier_wait_parity\("),
-                             "a barrier wait made only in a loop's first iteration: a loop that runs zero times "
-                             "never waits for that load"),
+    result_mod.ScanCheck.unwaited_async_loads: (re.compile(r"if \w+ == 0:\n\s*T\.mbarrier_wait_parity\("),
+                                                "a barrier wait made only in a loop's first iteration: a loop that "
+                                                "runs zero times never waits for that load"),
 }
 
 

@@ -1,9 +1,10 @@
 """The worker side of the process boundary: build, scan, run and judge one case at a time.
 
-`python -m harness.worker --target auto|sm_90a` reads cases (JSON lines) on stdin and answers on
-stdout: {"event": "stage", "stage": "run"} once the kernel is compiled, then {"event": "result",
-...}. Compiled kernels stay in memory, keyed by the case's static fields; TileLang keeps them on
-disk (TILELANG_CACHE_DIR) too. After a device fault the worker exits: its CUDA context is dead.
+`python -m harness.worker --target auto|sm_90a` reads requests on stdin, {"event": "run", "case": {...}} (or
+"build": its kernel only), and answers on stdout: {"event": "stage", "stage": "run"} once the kernel is compiled,
+then {"event": "result", ...}: one JSON event a line each way. Compiled kernels stay in memory, keyed by the
+case's static fields; TileLang keeps them on disk (TILELANG_CACHE_DIR) too. After a device fault the worker
+exits: its CUDA context is dead.
 """
 from __future__ import annotations
 
@@ -346,13 +347,26 @@ def judge_small_cases(device: str) -> list[str]:
     return verdicts
 
 
-BUILD = "build "  # a line starting so asks for the case's kernel only (the pool builds ahead)
+# The pool's requests, named JSON events as the worker's replies are: "run" a case, or "build" its kernel only (the
+# pool builds ahead).
+REQUESTS = ("run", "build")
+
+
+def request_line(case: case_mod.Case, build_only: bool) -> str:
+    """The line the pool sends for `case`."""
+    return json.dumps({"event": "build" if build_only else "run", "case": case_mod.to_dict(case)}) + "\n"
 
 
 def request(line: str) -> tuple[case_mod.Case, bool]:
-    """(case, build_only) of a line the pool sent."""
-    build_only = line.startswith(BUILD)
-    return case_mod.from_json(line.removeprefix(BUILD)), build_only
+    """(case, build_only) of a line the pool sent; CaseError for a line that is no request or holds no case."""
+    try:
+        msg = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise case_mod.CaseError(f"request is not valid JSON: {e}") from None
+    event = msg.get("event") if isinstance(msg, dict) else None
+    if event not in REQUESTS:
+        raise case_mod.CaseError(f"a request is an event {' or '.join(REQUESTS)}, got {line.strip()[:200]}")
+    return case_mod.from_dict(msg.get("case")), event == "build"
 
 
 def main(target: str, families=(), examples=None, guarded=True) -> None:

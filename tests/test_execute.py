@@ -147,11 +147,12 @@ def test_a_deadline_ends_the_run_and_abandons_the_cases_in_flight(tmp_path):
 
 def test_a_case_the_worker_cannot_read_is_a_harness_error(tmp_path, monkeypatch, timeouts):
     """Parent and worker out of step (code edited mid-run): the worker refuses the case and lives."""
-    from harness import case as case_mod
+    from harness import pool as pool_mod
 
-    real = case_mod.to_json
+    real = pool_mod.request_line
     # block_m has no "off" value, so a case without it cannot be read (knobs, say, would load as off).
-    monkeypatch.setattr(case_mod, "to_json", lambda c: real(c).replace('"block_m": 64, ', "") if c.heads == 7 else real(c))
+    monkeypatch.setattr(pool_mod, "request_line", lambda c, build: real(c, build).replace('"block_m": 64, ', "")
+                        if c.heads == 7 else real(c, build))
     with Pool(1, "sm_90a", tmp_path, timeouts) as pool:
         r = pool.run_one(fake(7))
         assert (r.verdict, r.stage) == ("HARNESS_ERROR", "protocol")

@@ -34,6 +34,22 @@ for line in sys.stdin:
 """
 
 
+def test_a_request_is_a_named_event_as_a_reply_is():
+    """The pool asks "run" or "build" in a JSON event holding the case; a line that is no such event is refused."""
+    from harness import worker
+    from harness.case import CaseError
+    from harness.programs import generate, model
+
+    case, program = fake(1, variant="other"), Case(family="program", program=model.to_json(generate.template("reduce")))
+    for asked, build in [(case, False), (case, True), (program, False)]:
+        line = worker.request_line(asked, build)
+        assert json.loads(line)["event"] == ("build" if build else "run") and line.endswith("\n")
+        assert worker.request(line) == (asked, build)
+    for line in ("build " + json.dumps(json.loads(worker.request_line(case, False))["case"]), '{"event": "stage"}', "[]"):
+        with pytest.raises(CaseError):
+            worker.request(line)
+
+
 def test_a_worker_event_the_pool_does_not_know_is_a_harness_error(tmp_path, monkeypatch):
     monkeypatch.setattr(pool_mod, "WORKER", [sys.executable, "-c", OUT_OF_STEP])
     with Pool(1, "sm_90a", tmp_path, Timeouts(compile=20, run=3)) as pool:

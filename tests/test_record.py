@@ -12,7 +12,7 @@ from harness.case import Case
 from harness.result import Finding, Result
 
 ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
-       "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90"}
+       "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90", "compile_only": False}
 CASE = Case(heads=4, kv_heads=2, seqlen_q=130, seqlen_k=77, causal=True)
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,6 +44,23 @@ def test_round_trip(written):
     assert record.from_dict(json.loads(written.read_text())) == rep
     again = record.save(rep, written.parent.parent)  # saving what was loaded changes nothing
     assert again == written and record.load(again) == rep
+
+
+def test_compile_only_is_a_field_of_the_environment_and_old_files_tell_it_by_their_gpu(written):
+    """The environment says whether it is compile-only. A reproducer recorded before it did loads with it (its `gpu` was
+    NO_GPU then); every reproducer here loads so, as it stands."""
+    from harness.environment import NO_GPU, environment
+
+    here = environment()
+    assert here["compile_only"] is (here["gpu"] == NO_GPU)
+    d = json.loads(written.read_text())
+    assert d["environment"]["compile_only"] is False
+    for gpu, compile_only in ((NO_GPU, True), ("NVIDIA H100 x1", False)):
+        old = {**d, "environment": {k: v for k, v in {**ENV, "gpu": gpu}.items() if k != "compile_only"}}
+        assert record.from_dict(old).environment == {**old["environment"], "compile_only": compile_only}
+    recorded = [record.load(p) for p in record.paths(ROOT / "reproducers")]
+    assert {r.environment["compile_only"] for r in recorded if r.environment.get("gpu") == NO_GPU} == {True}
+    assert {r.environment["compile_only"] for r in recorded if r.environment.get("gpu") != NO_GPU} == {False}
 
 
 def test_find(written, tmp_path):
@@ -105,6 +122,8 @@ def _mutations():
         "bad verdict": (obs(verdict="OOPS"), "'observed.verdict'"),
         "short signature": (obs(signature=["fwd"]), "'observed.signature'"),
         "environment": (lambda d: d["environment"].update(torch=2), "'environment.torch'"),
+        "compile-only not a bool": (lambda d: d["environment"].update(compile_only="true"),
+                                    "field 'environment.compile_only' must be boolean, got str"),
         "bad id": (top(id="../x"), "'id'"),
         "invalid case": (lambda d: d["case"].update(heads=3), "field 'case': heads (3) must be a multiple"),
         "unknown case field": (lambda d: d["case"].update(colour=1), "field 'case': unknown case field"),

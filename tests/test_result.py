@@ -56,6 +56,41 @@ def test_the_signature_is_what_it_was():
         "fwd", "default", "HANG", "run", "", "", "no answer within N s (run)")
 
 
+def test_a_signatures_scope_carries_its_kind_beside_the_text_the_files_hold():
+    """The scope is written as it always was ("kernel:NAME", "program:FINGERPRINT", the variant); whether it is a
+    program's is its kind, not its prefix: a variant named "program:x" is a variant, and unscoped leaves it."""
+    import copy
+
+    from harness.programs import generate, model
+    from harness.result import Scope, ScopeKind, unscoped
+
+    program = Result.of(Case(family="program", program=model.to_json(generate.template("reduce"))), "COMPILE_ERROR",
+                        "compile", "boom").signature
+    kernel = Result.from_dict(json.loads(JUDGED)).signature
+    assert program[1].kind is ScopeKind.PROGRAM and program[1].startswith("program:") and kernel[1].kind is ScopeKind.KERNEL
+    assert json.dumps(list(program)) == json.dumps([str(s) for s in program]) and repr(program[1]) == repr(str(program[1]))
+    assert unscoped(program)[1] == "program" and unscoped(program)[2:] == program[2:] and unscoped(kernel) == kernel
+    variant = Scope(ScopeKind.VARIANT, "program:x")
+    assert variant == "program:x" and unscoped(("fwd", variant)) == ("fwd", variant)
+    assert copy.copy(program[1]).kind is ScopeKind.PROGRAM
+
+
+def test_a_finding_names_its_check_as_a_check_and_is_written_as_it_was():
+    """A code-scan finding's check is one of the scan's (a ScanCheck, one function of harness.codegen each), written
+    "check: message"; a message may hold ": " itself, and a text naming no check is no finding."""
+    from harness import codegen
+    from harness.result import ScanCheck
+
+    assert all(callable(getattr(codegen, c.value)) for c in ScanCheck)
+    found = Finding.from_json("register_budget: setmaxnreg: 240 > 232")
+    assert found == Finding(ScanCheck.register_budget, "setmaxnreg: 240 > 232") and found.check is ScanCheck.register_budget
+    assert Finding("register_budget", "x").check is ScanCheck.register_budget and found.to_json() == str(found)
+    assert json.dumps(Result.from_dict(json.loads(PREDICTED)).to_dict()["predicted"]) == '["register_budget"]'
+    for text in ("no_such_check: x", "register_budget:x", 3):
+        with pytest.raises(ValueError):
+            Finding.from_json(text)
+
+
 def test_the_verdict_is_an_enum_written_as_its_name():
     r = Result.of(Case(), "MISMATCH", "judge")
     assert r.verdict is Verdict.MISMATCH and r.verdict == "MISMATCH" and f"{r.verdict}" == "MISMATCH"
@@ -108,5 +143,5 @@ def test_an_invalid_programs_failure_that_its_valid_part_has_too_is_that_failure
     """An invalid program whose valid part fails the same way says so in its message, and is the recorded class."""
     from harness.result import VALID_PART_FAILS, normalize
 
-    message = "InternalError: Check failed: (has_best) is false: no available layout found"
+    message = "InternalError: ScanCheck failed: (has_best) is false: no available layout found"
     assert normalize(message + VALID_PART_FAILS) == normalize(message)

@@ -6,6 +6,7 @@ import math
 import re
 
 from harness.codegen.source import _BASE, _ELEM, _VEC_TYPE, Finding, _closing
+from harness.result import ScanCheck
 
 _TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w.]*)|(<<|>>|&&|\|\||[-+*/%&|()<>,?:!~^]))")
 _TYPES = {"int", "int64_t", "int32_t", "uint", "uint32_t", "uint64_t", "long", "unsigned", "signed", "char",
@@ -122,6 +123,6 @@ def unaligned_vectors(source: str, buffers) -> list[Finding]:
             d = divisor(offset)
             if d * size % width and (buf, width) not in seen:
                 seen.add((buf, width))
-                findings.append(Finding("unaligned_vectors", n, f"{width}-byte vector access to {buf} at an offset "
+                findings.append(Finding(ScanCheck.unaligned_vectors, n, f"{width}-byte vector access to {buf} at an offset "
                                         f"provably a multiple of only {d} element(s) ({d * size} bytes)"))
     return findings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from harness.codegen.source import _BUFFER, Finding
+from harness.result import ScanCheck
 
 _VEC_ATOMIC = re.compile(r"AtomicAddx(\d)\(\(?&\(+(?:\(\w+\*\))?(\w+)\)?\[")
 
@@ -25,7 +26,7 @@ def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[Finding]
                 continue
             if why not in seen:
                 seen.add(why)
-                findings.append(Finding("vectorized_atomics", n, why))
+                findings.append(Finding(ScanCheck.vectorized_atomics, n, why))
     return findings
 
 
@@ -38,6 +39,6 @@ def atomics_on_locals(source: str) -> list[Finding]:
         for name in _ATOMIC_ON_NAME.findall(line):
             if name not in seen and re.search(rf"^\s*[\w:]+ {name};", source, re.M):
                 seen.add(name)
-                findings.append(Finding("atomics_on_locals", n, f"atomic add into local variable {name}: "
+                findings.append(Finding(ScanCheck.atomics_on_locals, n, f"atomic add into local variable {name}: "
                                         "the update never reaches memory"))
     return findings

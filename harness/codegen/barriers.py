@@ -7,6 +7,7 @@ import itertools
 import re
 
 from harness.codegen.source import _FOR, Finding, _eval
+from harness.result import ScanCheck
 
 _INIT = re.compile(r"(\w+)\[(\d+)\]\.init\((\d+)\);")
 
@@ -146,22 +147,22 @@ def _replay(roles, inits, trips) -> list[Finding]:
                 kind, name, slot, value, line = op
                 key, role = (name, slot), procs[i][0]
                 if key not in inits:
-                    return [Finding("mbarrier_protocol", line, f"{name}[{slot}] is used but never initialized")]
+                    return [Finding(ScanCheck.mbarrier_protocol, line, f"{name}[{slot}] is used but never initialized")]
                 if kind == "wait":
                     if phases[key] % 2 == value:  # the phase of that parity has not completed
                         break
                     if waited.get((role, key)) == (value, phases[key]):  # the same phase again: stale if more come
                         stale.append((key, phases[key], Finding(
-                            "mbarrier_protocol", line, f"{role}: successive waits on {name}[{slot}] for parity "
+                            ScanCheck.mbarrier_protocol, line, f"{role}: successive waits on {name}[{slot}] for parity "
                             f"{value} return on the same phase, though the barrier completes later ones")))
                     if phases[key] == 0 and key in loaded:
-                        return [Finding("mbarrier_protocol", line, f"{role}: wait on {name}[{slot}] (parity {value}) "
+                        return [Finding(ScanCheck.mbarrier_protocol, line, f"{role}: wait on {name}[{slot}] (parity {value}) "
                                         "returns before any phase completed: its TMA data has not landed")]
                     waited[(role, key)] = (value, phases[key])
                 elif kind != "load":
                     pending[key] -= value
                     if pending[key] < 0:
-                        return [Finding("mbarrier_protocol", line, f"{name}[{slot}]: more arrivals in one phase than "
+                        return [Finding(ScanCheck.mbarrier_protocol, line, f"{name}[{slot}]: more arrivals in one phase than "
                                         f"its count {inits[key]}")]
                     if pending[key] == 0:
                         phases[key] += 1
@@ -179,7 +180,7 @@ def _replay(roles, inits, trips) -> list[Finding]:
     role, (_, name, slot, parity, line) = blocked[0]
     others = "; ".join(f"{r} at {n}[{s}] line {ln}" for r, (_, n, s, _, ln) in blocked[1:])
     also = f" (also blocked: {others})" if others else ""
-    return [Finding("mbarrier_protocol", line, f"deadlock at trip count {trips}: {role} waits on {name}[{slot}] "
+    return [Finding(ScanCheck.mbarrier_protocol, line, f"deadlock at trip count {trips}: {role} waits on {name}[{slot}] "
                     f"for parity {parity}, which no arrival completes{also}")]
 
 
@@ -220,7 +221,7 @@ def named_barrier_counts(source: str) -> list[Finding]:
     def visit(nodes, role, count):
         for node in nodes:
             if node[0] == "op" and int(node[3]) != count:
-                findings.append(Finding("named_barrier_counts", node[5], f"bar.sync {node[2]} counts {node[3]} "
+                findings.append(Finding(ScanCheck.named_barrier_counts, node[5], f"bar.sync {node[2]} counts {node[3]} "
                                         f"threads but {role} ({count} threads) run it: a deadlock"))
             elif node[0] == "for":
                 visit(node[4], role, count)
@@ -261,7 +262,7 @@ def _fills(roles, inits, trips, dests) -> Finding | None:
                 elif kind == "fill":
                     tile = (dests[line], value)
                     if tile in unread:
-                        return Finding("overwritten_before_read", line, f"TMA load into {tile[0]} (element {value}) "
+                        return Finding(ScanCheck.overwritten_before_read, line, f"TMA load into {tile[0]} (element {value}) "
                                        f"on {name}[{slot}] while the load at line {unread[tile][1]} into it (on "
                                        f"{unread[tile][0][0]}[{unread[tile][0][1]}]) is still waited for by no thread: "
                                        "its data is overwritten before anyone reads it")

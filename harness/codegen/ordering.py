@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from harness.codegen.source import _BUFFER, _FOR, Finding
+from harness.result import ScanCheck
 
 _WAIT = re.compile(r"(\w+)\[([^\]]+)\]\.wait\(")
 _TMA_LOAD = re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], \(&\(\(\(\w+\*\)(\w+)\)")
@@ -66,7 +67,7 @@ def unwaited_async_loads(source: str) -> list[Finding]:
         where = "never waited on" if not seen else "waited on only inside a loop that may run zero times"
         alias = f"; {dest} shares shared memory with {', '.join(aliases)}" if aliases else ""
         slot = key[1] if key[1] is not None else "*"
-        findings.append(Finding("unwaited_async_loads", n, f"TMA load into {dest} on {key[0]}[{slot}] {where}{alias}"))
+        findings.append(Finding(ScanCheck.unwaited_async_loads, n, f"TMA load into {dest} on {key[0]}[{slot}] {where}{alias}"))
     return findings
 
 
@@ -97,7 +98,7 @@ def unsynced_tma_stores(source: str) -> list[Finding]:
         written.update((name, n) for name in _thread_writes(line) & shared)
         m = _TMA_STORE.search(line)
         if m and m.group(1) in written:
-            found.append(Finding("unsynced_tma_stores", n, f"TMA store of {m.group(1)} after threads wrote it "
+            found.append(Finding(ScanCheck.unsynced_tma_stores, n, f"TMA store of {m.group(1)} after threads wrote it "
                                  f"(line {written.pop(m.group(1))}) with no barrier in between"))
     return found
 
@@ -149,7 +150,7 @@ def reads_after_release(source: str) -> list[Finding]:
             for buf in sorted(refs & guarded[released[0]]):
                 if (buf, released[0]) not in seen:
                     seen.add((buf, released[0]))
-                    found.append(Finding("reads_after_release", n, f"{buf} read after this iteration released its "
+                    found.append(Finding(ScanCheck.reads_after_release, n, f"{buf} read after this iteration released its "
                                          f"stage ({released[0]}.arrive() at line {released[2]}): the producer may "
                                          f"overwrite it meanwhile"))
     return found
@@ -183,7 +184,7 @@ def barriers_in_skipped_loops(source: str) -> list[Finding]:
             w = pending.get(buf)
             if w and w[3] is not None and w[3] not in loops and _offset_of(line, buf) != w[2] and buf not in seen:
                 seen.add(buf)
-                found.append(Finding("barriers_in_skipped_loops", n, f"{buf} written by the threads at line {w[0]} "
+                found.append(Finding(ScanCheck.barriers_in_skipped_loops, n, f"{buf} written by the threads at line {w[0]} "
                                      f"and read here, after a loop that may run zero times (for ... < {w[3][1]}); "
                                      "every barrier between them is inside that loop"))
         for buf in written:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from harness.codegen.barriers import _LAUNCH
 from harness.codegen.source import _BASE, _BUFFER, _C_TO_PY, _ELEM, _FOR, _VEC_TYPE, Finding, _closing, _Dim, _eval, _Fixed
+from harness.result import ScanCheck
 
 # Where each shared buffer lives: (the memory it is carved from, its byte offset there). Views of buf_dyn_shmem at
 # one offset are one memory: TileLang gives a buffer's bytes to another once the first is dead.
@@ -238,7 +239,7 @@ def racing_shared_writes(source: str) -> list[Finding]:
     for a, b, byte, t1, t2 in _races(source, lambda acc: _same_epoch(acc, True)):
         if (a.buffer, b.buffer) not in seen:
             seen.add((a.buffer, b.buffer))
-            found.append(Finding("racing_shared_writes", b.line, f"{b.buffer} written here and {a.buffer} at line "
+            found.append(Finding(ScanCheck.racing_shared_writes, b.line, f"{b.buffer} written here and {a.buffer} at line "
                                  f"{a.line}, with no barrier between: byte {byte} of {a.memory} by threads {t1} and {t2}"))
     return found
 
@@ -254,7 +255,7 @@ def overwritten_while_read(source: str) -> list[Finding]:
         if (a.buffer, b.buffer) not in seen:
             seen.add((a.buffer, b.buffer))
             loop = next(la for la, lb in zip(a.loops, b.loops) if la == lb)
-            found.append(Finding("overwritten_while_read", b.line, f"{b.buffer} written here by thread {t2} in the same "
+            found.append(Finding(ScanCheck.overwritten_while_read, b.line, f"{b.buffer} written here by thread {t2} in the same "
                                  f"trip of the loop over {loop[1]} (line {loop[0]}) in which thread {t1} read byte {byte} "
                                  f"of {a.memory} ({a.buffer}, line {a.line}), with no barrier between"))
     return found

@@ -7,6 +7,7 @@ import re
 from harness import cuda_features
 from harness.codegen.barriers import _ROLE, _roles_with
 from harness.codegen.source import Finding
+from harness.result import ScanCheck
 
 _SETMAXNREG = (("setmaxnreg", re.compile(r"tl::warpgroup_reg_(alloc|dealloc)<(\d+)>\(\)()")),)
 REGISTERS_PER_SM = 65536  # sm_90: setmaxnreg.inc waits until the SM's register file can grant it
@@ -25,7 +26,7 @@ def register_budget(source: str) -> list[Finding]:
     if total <= REGISTERS_PER_SM:
         return []
     parts = " + ".join(f"{count} x {regs} ({role})" for role, count, regs in asked)
-    return [Finding("register_budget", line, f"setmaxnreg asks {parts} = {total} registers, more than the "
+    return [Finding(ScanCheck.register_budget, line, f"setmaxnreg asks {parts} = {total} registers, more than the "
                     f"{REGISTERS_PER_SM} of an SM: a deadlock")]
 
 
@@ -64,7 +65,7 @@ def registers_across_roles(source: str) -> list[Finding]:
         _, eq, rhs = line.partition(" = ")
         for name in sorted((set(_NAME.findall(rhs if eq else line)) & arrays & loaded) - seen):
             seen.add(name)
-            found.append(Finding("registers_across_roles", n, f"{name} holds data every thread loaded before the "
+            found.append(Finding(ScanCheck.registers_across_roles, n, f"{name} holds data every thread loaded before the "
                                  f"warp-specialized split (line {split + 1}: `{lines[split].strip()}`) and is read here, "
                                  "inside one role, whose threads are fewer than those that hold it"))
         depth += line.count("{") - line.count("}")
@@ -77,6 +78,6 @@ def short_register_arrays(source: str, fragments: dict[str, int]) -> list[Findin
     """A fragment's register array smaller than the elements each thread of the block must hold of it (`fragments`:
     name -> elements; cuda_features.per_thread): the layout has lost elements."""
     wanted = cuda_features.per_thread(source, fragments)
-    return [Finding("short_register_arrays", 0, f"register array {name}[{size}] holds fewer than the {wanted[name]} "
+    return [Finding(ScanCheck.short_register_arrays, 0, f"register array {name}[{size}] holds fewer than the {wanted[name]} "
                     f"elements per thread of fragment {name} ({fragments[name]} over the block's threads)")
             for name, size in cuda_features.register_arrays(source).items() if size < wanted.get(name, 0)]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.result import ScanCheck
+
 _FOR = re.compile(r"^\s*for \(int (\w+) = (.+?); \1 < (.+); \+\+\1\)")
 _BUFFER = re.compile(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)")
 
 
 @dataclass
 class Finding:
-    check: str
+    check: ScanCheck
     line: int
     message: str
 

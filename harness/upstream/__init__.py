@@ -437,9 +437,8 @@ def _recorded(value) -> str:
 
 def draft_environment_line(rep) -> str:
     env = rep.environment
-    gpu = env.get("gpu", "")
-    gpu = ("none (compile-only)" if gpu.startswith("none")
-           else _recorded(gpu) + (f" ({env['capability']})" if env.get("capability") else ""))
+    gpu = ("none (compile-only)" if env["compile_only"]
+           else _recorded(env.get("gpu")) + (f" ({env['capability']})" if env.get("capability") else ""))
     parts = [f"TileLang {_recorded(env.get('tilelang'))}" + (f" (commit {env['tilelang_commit']})"
                                                              if env.get("tilelang_commit") else " (commit not recorded)"),
              f"GPU {gpu}"]
