@@ -269,7 +269,7 @@ def _feature(name, value) -> str:
     if isinstance(value, bool):
         return name
     if name == "program":
-        return f"program [{fingerprint(case_mod.program_of(value))}]"
+        return f"program [{fingerprint(value)}]"
     return value if isinstance(value, str) else f"{name}={list(value) if isinstance(value, tuple) else value}"
 
 
@@ -300,7 +300,7 @@ def default_description(result: Result) -> str:
     c = result.case
     feats = [_feature(name, value) for name, value in case_mod.features_on(c, static_only=True).items()]
     if c.program:  # its shape is the program's own
-        p = case_mod.program_of(c.program)
+        p = c.program
         shape = f"n={c.seqlen_q} block={p.block} threads={p.threads}"
     else:
         shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "

@@ -159,7 +159,7 @@ class Result:
         family and variant: one bug, one signature."""
         family, scope = ("", f"kernel:{self.kernel}") if self.kernel else (self.case.family, self.case.variant)
         if self.case.program:  # a generated program: what it is made of stands for the variant
-            scope = "program:" + programs.fingerprint(case_mod.program_of(self.case.program))
+            scope = "program:" + programs.fingerprint(self.case.program)
         return family, scope, self.verdict, self.stage, self.tensor, self.region, normalize(self.message)
 
     def to_dict(self) -> dict:

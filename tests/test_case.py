@@ -85,10 +85,10 @@ def test_mask_fields_are_checked():
 
 def test_fields_declare_static_dynamic_and_off():
     assert case_mod.DYNAMIC == ("batch", "seqlen_q", "seqlen_k", "seed", "seqlens", "mask")
-    program = case_mod.programs.to_json(case_mod.generate.template("copy"))
+    program = case_mod.generate.template("copy")
     assert set(case_mod.STATIC) | set(case_mod.DYNAMIC) == set(case_mod.to_dict(Case(forms=("q_load=loop",), program=program)))
     assert case_mod.OFF == {"dtype": "float16", "causal": False, "window": (-1, -1), "sinks": False,
-                            "layout": "bhsd", "knobs": (), "forms": (), "program": "", "seed": 0, "mask": "none",
+                            "layout": "bhsd", "knobs": (), "forms": (), "program": None, "seed": 0, "mask": "none",
                             "mask_broadcast": "bh", "bias": False}
     c = Case(heads=4, kv_heads=2, causal=True, layout="bshd", seed=9)
     # Lengths, batch and seed share a compiled kernel; any static field does not.

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
+from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -315,10 +315,14 @@ def _import(module: str):
     return sys.modules[name]
 
 
+def kernel_fields(case: Case) -> tuple[str, ...]:
+    """The fields one compiled kernel serves: the static ones, and the dynamic ones its family compiles in."""
+    return STATIC + family(case.family).compiled
+
+
 def kernel_key(case: Case) -> tuple:
-    """What one compiled kernel serves: the static fields, and the dynamic ones its family compiles in."""
-    compiled = family(case.family).compiled
-    return static_key(case) + tuple(getattr(case, name) for name in compiled)
+    """What one compiled kernel serves: the values of its kernel_fields."""
+    return tuple(getattr(case, name) for name in kernel_fields(case))
 
 
 def names() -> tuple[str, ...]:

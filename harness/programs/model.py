@@ -12,6 +12,7 @@ generated one: its names become identifiers in generated code, and are checked a
 """
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import re
@@ -55,12 +56,24 @@ class Buffer:
         return self.scope != "global"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Program:
+    """Equal, and hashed alike, when their canonical texts are: a Case holds one, and a compiled kernel's key with it."""
     block: int
     threads: int
     buffers: tuple          # Buffer, in declaration order (globals are the kernel's parameters, in this order)
     body: tuple             # statement dicts
+
+    @functools.cached_property
+    def text(self) -> str:
+        """to_json(self), computed once."""
+        return to_json(self)
+
+    def __eq__(self, other):
+        return self.text == other.text if isinstance(other, Program) else NotImplemented
+
+    def __hash__(self):
+        return hash(self.text)
 
     def buffer(self, name) -> Buffer:
         for b in self.buffers:
@@ -111,18 +124,21 @@ def fingerprint(program: Program) -> str:
 
 # ------------------------------------------------------------------------------------------- JSON
 def to_dict(p: Program) -> dict:
+    """The JSON object, as json.loads gives it back: keys sorted, lists (a case's file writes it as it is)."""
     buffers = [{"name": b.name, "scope": b.scope, "dtype": b.dtype, "shape": list(b.shape),
                 **({"swizzle": True} if b.swizzle else {}), **({"layout": b.layout} if b.layout else {})}
                for b in p.buffers]
-    return {"block": p.block, "threads": p.threads, "buffers": buffers, "body": [_thawed(s) for s in p.body]}
+    return _plain({"block": p.block, "threads": p.threads, "buffers": buffers, "body": p.body})
 
 
-def _thawed(s) -> dict:
-    return {**s, "body": [_thawed(x) for x in s["body"]]} if "body" in s else dict(s)
+def _plain(x):
+    if isinstance(x, dict):
+        return {k: _plain(x[k]) for k in sorted(x)}
+    return [_plain(v) for v in x] if isinstance(x, (list, tuple)) else x
 
 
 def to_json(p: Program) -> str:
-    """The canonical text (sorted keys, no spaces): a Case holds this, so equal programs compare equal."""
+    """The canonical text (sorted keys, no spaces): what Program equality and hashing compare."""
     return json.dumps(to_dict(p), sort_keys=True, separators=(",", ":"))
 
 

@@ -99,13 +99,13 @@ def _used(d: dict) -> dict:
 def mutate(p: model.Program, rng, insert: Callable | None = None) -> model.Program | None:
     """One valid mutant of `p` other than `p`, by operations drawn from `rng` (random.Random), or None after TRIES."""
     for _ in range(TRIES):
-        d = json.loads(model.to_json(p))
+        d = model.to_dict(p)
         if not _apply(d, rng.choice(OPERATIONS), rng, insert):
             continue
         try:
             q = model.from_dict(_used(d))
         except model.ProgramError:
             continue
-        if model.to_json(q) != model.to_json(p):
+        if q != p:
             return q
     return None
