@@ -127,10 +127,10 @@ def shard_of(case: case_mod.Case, n: int) -> int:
 
 def _held(name, value):
     """A kernel field's value as a Case once held it, so that a case keeps its shard: a program as its text ("" for
-    none)."""
+    none), forms as "block=form" names."""
     if name == "program":
         return "" if value is None else value.text
-    return value
+    return case_mod.form_names(value) if name == "forms" else value
 
 
 def plan(opts: Options) -> list[case_mod.Case]:

@@ -270,6 +270,8 @@ def _feature(name, value) -> str:
         return name
     if name == "program":
         return f"program [{fingerprint(value)}]"
+    if name == "forms":
+        value = case_mod.form_names(value)
     return value if isinstance(value, str) else f"{name}={list(value) if isinstance(value, tuple) else value}"
 
 

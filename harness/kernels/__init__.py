@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError
+from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError, form_names
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -228,7 +228,7 @@ class Family:
         on = [name for name in OPTIONAL if name not in self.takes and getattr(case, name) != OFF[name]]
         if on:
             return f"{case.family} does not take {', '.join(on)}; it takes: {', '.join(self.takes) or 'none'}"
-        foreign = [f for f in case.forms if f.split("=", 1)[0] not in self.forms]
+        foreign = form_names(pair for pair in case.forms if pair[0] not in self.forms)
         if foreign:
             return f"{case.family} writes {', '.join(foreign)} in the default form only; its blocks with forms: " \
                    f"{', '.join(self.forms) or 'none'}"
@@ -358,7 +358,7 @@ def written(case: Case, write: Callable):
         if not case.forms:
             raise
         first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise Unbuildable(f"this TileLang cannot write the program in forms {', '.join(case.forms)}: "
+        raise Unbuildable(f"this TileLang cannot write the program in forms {', '.join(form_names(case.forms))}: "
                           f"{type(e).__name__}: {first}") from e
 
 
