@@ -85,7 +85,7 @@ def run(count, seed, per_kernel, workers, cases_from=None, harness=bench.ROOT) -
     cases = campaign_mod.load_cases(cases_from) if cases_from else \
         campaign_mod.draw(["program"], count, seed, per_kernel, per_row=per_kernel)
     programs = len({kernels.kernel_key(c) for c in cases})
-    seconds = interpreted([(case_mod.program_of(c.program), c.seqlen_q) for c in cases])
+    seconds = interpreted([(c.program, c.seqlen_q) for c in cases])
     print(f"{len(cases)} cases of {programs} programs, {workers} workers; interpreter on them: median "
           f"{statistics.median(seconds) * 1e3:.1f} ms, mean {statistics.mean(seconds) * 1e3:.1f} ms a case (float64 "
           f"reference and float32 baseline)", flush=True)

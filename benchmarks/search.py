@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import record  # noqa: E402
 from harness.case import CaseError  # noqa: E402
-from harness.programs import model  # noqa: E402
 from harness.result import Result, alike, unscoped  # noqa: E402
 
 
@@ -35,8 +34,7 @@ def _readable(lines):
 
 def measure(run: Path, known: dict, wall=None) -> dict:
     results, unreadable = _readable(x for x in (run / "results.jsonl").read_text().splitlines() if x.strip())
-    programs = {model.to_json(model.from_dict(r.case.program)) if isinstance(r.case.program, dict) else r.case.program
-                for r in results}
+    programs = {r.case.program for r in results}
     failed = [r for r in results if r.failed]
     classes = {unscoped(r.signature) for r in failed}
     new = {unscoped(r.signature) for r in failed if r.signature not in known and not alike(r.signature, known)}
@@ -46,7 +44,7 @@ def measure(run: Path, known: dict, wall=None) -> dict:
         out["cases whose program breaks today's rules (left out)"] = unreadable
     try:
         from harness.programs import relations
-        held = Counter(name for text in programs for name in relations.held(model.from_json(text)))
+        held = Counter(name for p in programs for name in relations.held(p))
         out["relations held"] = len(held)
     except ImportError:
         pass

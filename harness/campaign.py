@@ -122,8 +122,16 @@ def load_cases(path: Path) -> list[case_mod.Case]:
 def shard_of(case: case_mod.Case, n: int) -> int:
     """Which of n shards (1..n) runs `case`: decided by its kernel (static fields), so a kernel is
     compiled on one runner only, and the same on every machine."""
-    key = json.dumps(kernels.kernel_key(case), default=list).encode()
+    key = json.dumps([_held(name, getattr(case, name)) for name in kernels.kernel_fields(case)], default=list).encode()
     return int(hashlib.sha1(key).hexdigest(), 16) % n + 1
+
+
+def _held(name, value):
+    """A kernel field's value as a Case once held it, so that a case keeps its shard: a program as its text ("" for
+    none), forms as "block=form" names."""
+    if name == "program":
+        return "" if value is None else value.text
+    return case_mod.form_names(value) if name == "forms" else value
 
 
 def plan(opts: Options) -> list[case_mod.Case]:

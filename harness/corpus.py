@@ -32,15 +32,15 @@ class Corpus:
         self.folder = Path(folder)
         self.features: set[str] = set()
         self.pairs: set[tuple[str, str]] = set()
-        self.entries: dict[str, list[Case]] = {}  # kept program's text -> its cases run so far, in order
+        self.entries: dict[model.Program, list[Case]] = {}  # kept program -> its cases run so far, in order
 
     def offer(self, result: Result) -> bool:
         """Take in a program case's result; True if its program joins the corpus (a feature or pair not seen yet)."""
-        text = result.case.program
-        if not text or result.features is None:
+        program = result.case.program
+        if program is None or result.features is None:
             return False
-        if text in self.entries:
-            self.entries[text].append(result.case)
+        if program in self.entries:
+            self.entries[program].append(result.case)
             return False
         features = set(result.features)
         pairs = {(a, b) for a in features for b in features if a < b}
@@ -48,8 +48,9 @@ class Corpus:
         self.features |= features
         self.pairs |= pairs
         if new:
-            self.entries[text] = [result.case]
+            self.entries[program] = [result.case]
             self.folder.mkdir(parents=True, exist_ok=True)
+            text = model.to_json(program)
             (self.folder / f"{hashlib.sha1(text.encode()).hexdigest()[:12]}.json").write_text(text + "\n")
         return new
 
@@ -60,15 +61,15 @@ class Corpus:
         for _ in range(3 * count):  # a parent may have no valid mutant, or one already run
             if len(out) >= count or not parents:
                 break
-            text = rng.choice(parents)
-            child = mutate.mutate(model.from_json(text), rng, generate.insert)
+            parent = rng.choice(parents)
+            child = mutate.mutate(parent, rng, generate.insert)
             if child is None:
                 continue
-            cases = self.entries[text]
+            cases = self.entries[parent]
             for c in [c for c in cases if c.knobs == cases[0].knobs][:per_kernel]:
                 if interpret.out_of_range(child, c.seqlen_q, c.seed):  # its values outgrew the bounds of a drawn one
                     continue
-                m = c.replace(program=model.to_json(child)).validate()
+                m = c.replace(program=child).validate()
                 if m.id not in taken and len(out) < count:
                     taken.add(m.id)
                     out.append(m)

@@ -246,7 +246,7 @@ def program_source(rep) -> str:
              f"({rep.environment.get('gpu', '?')}): {seen.verdict} {seen.message}"
     # A crash while the twin's control ran is the knob-free kernel's.
     knobs = () if seen.stage == "twin" else case.knobs
-    return standalone.text(case_mod.program_of(case.program), case.seqlen_q, case.seed,
+    return standalone.text(case.program, case.seqlen_q, case.seed,
                            [compat.KNOBS[k] for k in knobs], seen.verdict, _wrap(header),
                            failing.get("tolerance", 0.0), control=seen.region.startswith("twin:"),
                            error=_words(seen.message))

@@ -197,9 +197,8 @@ def as_predicted(result: Result, checks, limit: float) -> Result:
 # ----------------------------------------------------------------------------- results
 def invalid(case) -> str:
     """Why the case's program is invalid on purpose (harness.programs.overrun), or "" (valid, or no program)."""
-    from harness import case as case_mod
     from harness.programs import overrun
-    return overrun.reason(case_mod.program_of(case.program)) if case.program else ""
+    return overrun.reason(case.program) if case.program else ""
 
 
 def valid_twin(case):
@@ -207,10 +206,9 @@ def valid_twin(case):
     program is valid, or would not be a program without them."""
     if not invalid(case):
         return None
-    from harness import case as case_mod
-    from harness.programs import model, overrun
-    kept = overrun.without(case_mod.program_of(case.program))
-    return kept and case.replace(program=model.to_json(kept))
+    from harness.programs import overrun
+    kept = overrun.without(case.program)
+    return kept and case.replace(program=kept)
 
 
 def refused(case, result: Result) -> Result:

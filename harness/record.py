@@ -270,7 +270,9 @@ def _feature(name, value) -> str:
     if isinstance(value, bool):
         return name
     if name == "program":
-        return f"program [{fingerprint(case_mod.program_of(value))}]"
+        return f"program [{fingerprint(value)}]"
+    if name == "forms":
+        value = case_mod.form_names(value)
     return value if isinstance(value, str) else f"{name}={list(value) if isinstance(value, tuple) else value}"
 
 
@@ -301,7 +303,7 @@ def default_description(result: Result) -> str:
     c = result.case
     feats = [_feature(name, value) for name, value in case_mod.features_on(c, static_only=True).items()]
     if c.program:  # its shape is the program's own
-        p = case_mod.program_of(c.program)
+        p = c.program
         shape = f"n={c.seqlen_q} block={p.block} threads={p.threads}"
     else:
         shape = (f"b={c.batch} h={c.heads}/{c.kv_heads} sq={c.seqlen_q} sk={c.seqlen_k} "

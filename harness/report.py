@@ -115,7 +115,7 @@ def relation_table(results: list[Result]) -> pd.DataFrame:
             programs.setdefault(r.case.program, r.case_id)
     if not programs:
         return pd.DataFrame()
-    rows, covered = relations.coverage([(case_id, case_mod.program_of(text)) for text, case_id in programs.items()])
+    rows, covered = relations.coverage([(case_id, p) for p, case_id in programs.items()])
     return pd.DataFrame(rows + [{"relation": covered, "programs": "", "example": ""}])
 
 

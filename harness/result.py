@@ -207,7 +207,7 @@ class Result:
         family, scope = ("", Scope(ScopeKind.KERNEL, self.kernel)) if self.kernel else (
             self.case.family, Scope(ScopeKind.VARIANT, self.case.variant))
         if self.case.program:  # a generated program: what it is made of stands for the variant
-            scope = Scope(ScopeKind.PROGRAM, programs.fingerprint(case_mod.program_of(self.case.program)))
+            scope = Scope(ScopeKind.PROGRAM, programs.fingerprint(self.case.program))
         return family, scope, self.verdict, self.stage, self.tensor, self.region, normalize(self.message)
 
     def to_dict(self) -> dict:

@@ -12,7 +12,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from harness import kernels, pairwise
-from harness.case import FEATURES, MASKS, Case, program_of
+from harness.case import FEATURES, MASKS, Case
 from harness.programs.builder import LENGTH_BLOCKS
 
 PRIMES = (2, 3, 5, 7, 11, 13, 31, 61, 67, 127, 131, 251, 257, 509)
@@ -176,7 +176,7 @@ LENGTHS = {
     "ring_q": _ring("q"),
     "decode": lambda c: decode(c.block_n),
     "same": lambda c: same(c.block_m, c.block_n),
-    "program": lambda c: program_lengths(program_of(c.program).block),
+    "program": lambda c: program_lengths(c.program.block),
 }
 
 

@@ -1,6 +1,4 @@
 """A campaign's corpus (harness.corpus): what it keeps, and the rounds that add its mutants, with a fake pool."""
-import json
-
 import pytest
 
 from harness.case import Case
@@ -9,7 +7,7 @@ from harness.programs import model
 from harness.result import Result
 from tests.test_mutate import FILL, LOAD, SCAN, STORE, _program
 
-P = model.to_json(_program([LOAD, SCAN, FILL, STORE]))
+P = _program([LOAD, SCAN, FILL, STORE])
 
 
 def _case(program=P, n=40):
@@ -23,8 +21,8 @@ def _result(case, features):
 
 def test_a_program_is_kept_for_a_feature_or_a_pair_not_seen_before(tmp_path):
     corpus = Corpus(tmp_path / "corpus")
-    other = model.to_json(_program([LOAD, FILL, STORE]))
-    third = model.to_json(_program([LOAD, SCAN, STORE]))
+    other = _program([LOAD, FILL, STORE])
+    third = _program([LOAD, SCAN, STORE])
     assert corpus.offer(_result(_case(), ["a", "b"]))
     assert not corpus.offer(_result(_case(other), ["a"]))      # nothing new
     assert corpus.offer(_result(_case(other, 41), ["a", "c"]))  # c is new
@@ -45,15 +43,15 @@ class FakePool:
         while cases:
             self.batches.append([c.id for c in cases])
             for c in reversed(cases):
-                ops = [s["op"] + str(i) for i, s in enumerate(json.loads(c.program)["body"])]
+                ops = [s.op + str(i) for i, s in enumerate(c.program.body)]
                 yield _result(c, ops)
             cases = more() if more else []
 
 
 def _campaign(tmp_path, share=1 / 3, budget=6):
     appended = []
-    todo = [_case(n=n) for n in (40, 41)] + [_case(model.to_json(_program([LOAD, FILL, STORE])), n) for n in (40, 41)] \
-        + [_case(model.to_json(_program([LOAD, SCAN, STORE])), n) for n in (40, 41)]
+    todo = [_case(n=n) for n in (40, 41)] + [_case(_program([LOAD, FILL, STORE]), n) for n in (40, 41)] \
+        + [_case(_program([LOAD, SCAN, STORE]), n) for n in (40, 41)]
     feedback = Feedback(Corpus(tmp_path / "corpus"), share, budget, seed=5, per_kernel=2, workers=1,
                         taken={c.id for c in todo}, append=appended.extend)
     feedback.size = 4
@@ -66,7 +64,7 @@ def test_rounds_add_mutants_of_the_corpus_up_to_the_budget_the_same_for_a_seed(t
     results, appended, batches = _campaign(tmp_path / "one")
     assert 0 < len(appended) <= 6 and len(results) == 6 + len(appended)
     assert [len(b) for b in batches][:2] == [4, 2 + 2]  # the first round's mutants (4 drawn cases' share: 2) run next
-    parents = {P, model.to_json(_program([LOAD, FILL, STORE])), model.to_json(_program([LOAD, SCAN, STORE]))}
+    parents = {P, _program([LOAD, FILL, STORE]), _program([LOAD, SCAN, STORE])}
     assert all(m.program not in parents and (m.seqlen_q, m.seed) in {(40, 0), (41, 0)} for m in appended)
     again = _campaign(tmp_path / "two")[1]
     assert [c.id for c in again] == [c.id for c in appended]

@@ -62,10 +62,10 @@ def test_a_program_a_release_cannot_write_in_its_forms_is_unbuildable_in_the_def
         raise SyntaxError("DiagnosticError: one or more error diagnostics were emitted")
 
     with pytest.raises(kernels.Unbuildable, match="cannot write the program in forms p_operand=shared: SyntaxError"):
-        kernels.written(case_mod.Case(forms=("p_operand=shared",)), rejected)
+        kernels.written(case_mod.Case(forms=(("p_operand", "shared"),)), rejected)
     with pytest.raises(SyntaxError):
         kernels.written(case_mod.Case(), rejected)
-    assert kernels.written(case_mod.Case(forms=("q_load=loop",)), lambda: "prim_func") == "prim_func"
+    assert kernels.written(case_mod.Case(forms=(("q_load", "loop"),)), lambda: "prim_func") == "prim_func"
 
 
 # ----------------------------------------------------------------------------- checked when registered

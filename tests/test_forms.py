@@ -14,21 +14,29 @@ from harness.case import FORMS, Case, CaseError
 
 def test_a_case_without_forms_keeps_its_json_and_id():
     assert "forms" not in case_mod.to_json(Case())
-    with_forms = Case(forms=("kv_loop=serial", "q_load=loop")).validate()
+    with_forms = Case(forms=(("kv_loop", "serial"), ("q_load", "loop"))).validate()
     assert case_mod.from_json(case_mod.to_json(with_forms)) == with_forms
     assert with_forms.id != Case().id
     assert with_forms.form("kv_loop") == "serial" and with_forms.form("row_max") == "running"
 
 
-@pytest.mark.parametrize("forms", [("q_load=copy",), ("nothing=loop",), ("q_load",), ("q_load=loop", "kv_loop=serial"),
-                                   ("q_load=loop", "q_load=loop")])
+@pytest.mark.parametrize("forms", [(("q_load", "copy"),), (("nothing", "loop"),), (("q_load", "loop"), ("kv_loop", "serial")),
+                                   (("q_load", "loop"), ("q_load", "loop"))])
 def test_forms_must_name_another_form_of_a_known_block_sorted_once(forms):
     with pytest.raises(CaseError, match="form"):
         Case(forms=forms).validate()
 
 
+def test_a_file_writes_forms_as_block_form_names_and_reads_them_back_as_pairs():
+    c = Case(forms=(("kv_loop", "serial"), ("q_load", "loop")))
+    assert case_mod.to_dict(c)["forms"] == ["kv_loop=serial", "q_load=loop"]
+    assert case_mod.from_dict(case_mod.to_dict(c)).forms == c.forms
+    with pytest.raises(CaseError, match="form 'q_load' is not 'block=form'"):
+        case_mod.from_dict({**case_mod.to_dict(c), "forms": ["q_load"]})
+
+
 def test_a_family_without_a_block_in_forms_does_not_take_it():
-    reason = kernels.family("bwd").unsupported(Case(family="bwd", variant="atomic", forms=("q_load=loop",)))
+    reason = kernels.family("bwd").unsupported(Case(family="bwd", variant="atomic", forms=(("q_load", "loop"),)))
     assert reason and "default form only" in reason
 
 
@@ -36,7 +44,7 @@ def test_a_family_without_a_block_in_forms_does_not_take_it():
 @given(strategies.static_case("fwd"))
 def test_drawn_forms_are_valid_and_declared(case):
     case.validate()
-    assert all(f.split("=")[0] in kernels.family("fwd").forms for f in case.forms)
+    assert all(block in kernels.family("fwd").forms for block, _ in case.forms)
 
 
 @settings(max_examples=20, deadline=None)
@@ -58,10 +66,10 @@ def test_the_covering_array_holds_every_form_of_every_block_with_each_level_pair
 
 
 def test_the_minimizer_drops_one_form_at_a_time():
-    c = Case(forms=("kv_loop=serial", "q_load=loop", "row_max=fresh"))
+    c = Case(forms=(("kv_loop", "serial"), ("q_load", "loop"), ("row_max", "fresh")))
     steps = {s.forms for _, s in minimize._features(c) if s.forms != c.forms}
-    assert {(), ("q_load=loop", "row_max=fresh"), ("kv_loop=serial", "row_max=fresh"),
-            ("kv_loop=serial", "q_load=loop")} <= steps
+    assert {(), (("q_load", "loop"), ("row_max", "fresh")), (("kv_loop", "serial"), ("row_max", "fresh")),
+            (("kv_loop", "serial"), ("q_load", "loop"))} <= steps
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +81,7 @@ def _no_code_scan(monkeypatch):
 def test_the_default_kernel_is_cached_scanned_for_the_default_case_itself():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0])})
     cache = {}
-    worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", cache, {}, {"O": torch.tensor([1.0])})
+    worker.unlike_control(fam, Case(forms=(("q_load", "loop"),)), "cpu", cache, {}, {"O": torch.tensor([1.0])})
     assert cache[kernels.kernel_key(Case())] == ((), [], "digest", ())
 
 
@@ -86,13 +94,13 @@ def _fake(outputs_of):
 
 def test_forms_that_agree_bit_for_bit_pass():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0, 2.0])})
-    assert worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([1.0, 2.0])}) is None
+    assert worker.unlike_control(fam, Case(forms=(("q_load", "loop"),)), "cpu", {}, {}, {"O": torch.tensor([1.0, 2.0])}) is None
 
 
 def test_a_one_ulp_difference_is_a_mismatch_naming_the_tensor_and_region():
     fam = _fake(lambda forms: {"O": torch.tensor([1.0, 2.0], dtype=torch.float16)})
     mine = {"O": torch.tensor([1.0, 2.0], dtype=torch.float16).nextafter(torch.tensor(3.0, dtype=torch.float16))}
-    r = worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, mine)
+    r = worker.unlike_control(fam, Case(forms=(("q_load", "loop"),)), "cpu", {}, {}, mine)
     assert (r.verdict, r.tensor, r.region) == ("MISMATCH", "O", "forms")
     assert "in 2 elements" in r.message and "first at [0]" in r.message
 
@@ -100,14 +108,14 @@ def test_a_one_ulp_difference_is_a_mismatch_naming_the_tensor_and_region():
 def test_a_default_kernel_whose_own_runs_differ_proves_nothing():
     runs = iter([torch.tensor([1.0]), torch.tensor([1.5])])
     fam = _fake(lambda forms: {"O": next(runs)})
-    assert worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
+    assert worker.unlike_control(fam, Case(forms=(("q_load", "loop"),)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
 
 
 def test_a_default_kernel_that_does_not_compile_proves_nothing():
     def broken(case, target):
         raise RuntimeError("no")
     fam = types.SimpleNamespace(build=broken, run=None, canonical=None, twins=False)
-    assert worker.unlike_control(fam, Case(forms=("q_load=loop",)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
+    assert worker.unlike_control(fam, Case(forms=(("q_load", "loop"),)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
 
 
 def test_a_forms_case_on_a_gpu_builds_its_default_kernel_with_its_own(monkeypatch):
@@ -118,15 +126,15 @@ def test_a_forms_case_on_a_gpu_builds_its_default_kernel_with_its_own(monkeypatc
                                 twins=False, build=lambda case, target: built.append(case.forms) or case.forms)
     monkeypatch.setattr(kernels, "family", lambda name: fam)
     cache = {}
-    r = worker.run_case(Case(forms=("q_load=loop",)), "auto", cache, build_only=True)
-    assert r.verdict == "COMPILED" and built == [("q_load=loop",), ()] and "control" in r.seconds
+    r = worker.run_case(Case(forms=(("q_load", "loop"),)), "auto", cache, build_only=True)
+    assert r.verdict == "COMPILED" and built == [(("q_load", "loop"),), ()] and "control" in r.seconds
     assert cache[kernels.kernel_key(Case())] == ((), [], "digest", ())
     built.clear()
-    r = worker.run_case(Case(forms=("kv_load=loop",)), "sm_90a", {})
-    assert built == [("kv_load=loop",)] and "control" not in (r.seconds or {})
+    r = worker.run_case(Case(forms=(("kv_load", "loop"),)), "sm_90a", {})
+    assert built == [(("kv_load", "loop"),)] and "control" not in (r.seconds or {})
 
 
 def test_the_pool_schedules_a_forms_case_with_its_default_kernel():
     from harness.pool import control_key
-    assert control_key(Case(forms=("q_load=loop",))) == kernels.kernel_key(Case())
+    assert control_key(Case(forms=(("q_load", "loop"),))) == kernels.kernel_key(Case())
     assert control_key(Case()) is None

@@ -38,9 +38,9 @@ def test_a_request_is_a_named_event_as_a_reply_is():
     """The pool asks "run" or "build" in a JSON event holding the case; a line that is no such event is refused."""
     from harness import worker
     from harness.case import CaseError
-    from harness.programs import generate, model
+    from harness.programs import generate
 
-    case, program = fake(1, variant="other"), Case(family="program", program=model.to_json(generate.template("reduce")))
+    case, program = fake(1, variant="other"), Case(family="program", program=generate.template("reduce"))
     for asked, build in [(case, False), (case, True), (program, False)]:
         line = worker.request_line(asked, build)
         assert json.loads(line)["event"] == ("build" if build else "run") and line.endswith("\n")

@@ -273,7 +273,7 @@ def test_the_generator_draws_each_kind_within_a_few_hundred_programs(op):
 
 
 def _compiled(p) -> object:
-    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=100, seqlen_k=100)
+    c = case_mod.Case(family="program", program=p, seqlen_q=100, seqlen_k=100)
     return worker.run_case(c, "sm_90a", {})
 
 
@@ -309,7 +309,7 @@ def test_an_accepted_invalid_program_that_ran_reports_what_the_guard_bands_count
 
     from harness.kernels import program_family
     p = _overrun(form="store", src="S", dst="Q", region=[0, 0, 64, 32])
-    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=64, seqlen_k=64)
+    c = case_mod.Case(family="program", program=p, seqlen_q=64, seqlen_k=64)
 
     def run(kernel, case, inputs):
         q = inputs["Q"]
@@ -324,8 +324,8 @@ def test_an_accepted_invalid_program_that_ran_reports_what_the_guard_bands_count
 
 def test_a_compile_error_of_an_invalid_program_is_refuses_invalid_and_no_failure_while_a_valid_ones_stays():
     from harness.result import Result
-    bad = case_mod.Case(family="program", program=model.to_json(_overrun()))
-    good = case_mod.Case(family="program", program=model.to_json(_program(OVER, [LOAD, STORE])))
+    bad = case_mod.Case(family="program", program=_overrun())
+    good = case_mod.Case(family="program", program=_program(OVER, [LOAD, STORE]))
     refused = oracle.refused(bad, Result.of(bad, "COMPILE_ERROR", "compile", "InternalError: out of bounds"))
     assert refused.verdict == "REFUSES_INVALID" and not refused.verdict.failed
     assert refused.message == "refused (fill of S[48:80, 0:32] reaches past [64, 32]): InternalError: out of bounds"
@@ -337,9 +337,9 @@ def test_a_refusal_counts_as_refuses_invalid_only_if_the_program_compiles_withou
     failure elsewhere in it): the worker compiles the program without the overrun, and only if that compiles is the
     refusal REFUSES_INVALID; otherwise the compile error stands, the valid part's."""
     from harness import blame
-    bad = case_mod.Case(family="program", program=model.to_json(_overrun()))
+    bad = case_mod.Case(family="program", program=_overrun())
     twin = oracle.valid_twin(bad)
-    assert twin is not None and not oracle.invalid(twin) and "overrun" not in twin.program
+    assert twin is not None and not oracle.invalid(twin) and "overrun" not in model.to_json(twin.program)
     monkeypatch.setattr(blame, "from_compiler", lambda e: True)   # the stand-in error below is TileLang's
     for twin_compiles, verdict in ((True, "REFUSES_INVALID"), (False, "COMPILE_ERROR")):
         def build(fam, case, target, twin_compiles=twin_compiles):
@@ -358,7 +358,7 @@ def test_a_refusal_of_a_program_that_is_nothing_without_its_overrun_is_refuses_i
     from harness import blame
     only = _program(OVER, [LOAD, {"op": "overrun", "form": "store", "src": "S", "dst": "Q", "region": [0, 0, 64, 32],
                                   "invalid": True}])
-    bad = case_mod.Case(family="program", program=model.to_json(only))
+    bad = case_mod.Case(family="program", program=only)
     assert oracle.invalid(bad) and oracle.valid_twin(bad) is None
     monkeypatch.setattr(blame, "from_compiler", lambda e: True)
 
@@ -391,7 +391,7 @@ def test_a_program_whose_values_outgrow_the_generators_bounds_is_caught_before_i
     inf = ["exp2", ["exp2", ["exp2", ["num", 8]]]]                      # 2 ** (2 ** 256)
     p = _mapped(inf, "float32")
     assert interpret.out_of_range(p, 100, 0) == "O is not finite"
-    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=100, seqlen_k=100)
+    c = case_mod.Case(family="program", program=p, seqlen_q=100, seqlen_k=100)
     with pytest.raises(program_family.OutOfRange) as e:
         program_family.reference(c, interpret.initial(p, 100, 0), torch.float64)
     assert blame.classify(e.value, "judge")[0] == "UNSUPPORTED"
@@ -410,7 +410,7 @@ def test_an_attention_chain_whose_running_max_is_taken_on_the_first_trip_only_is
     loop["body"] = [{"op": "when", "test": "first", "at": "k", "body": [s]} if s["op"] == "reduce" else s
                     for s in loop["body"]]
     p = model.from_dict(chain)
-    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=448, seqlen_k=448, seed=25)
+    c = case_mod.Case(family="program", program=p, seqlen_q=448, seqlen_k=448, seed=25)
     with pytest.raises(program_family.OutOfRange) as e:
         program_family.reference(c, interpret.initial(p, 448, 25), torch.float64)
     assert blame.classify(e.value, "judge") == ("UNSUPPORTED", f"OutOfRange: {e.value}")

@@ -369,7 +369,7 @@ def test_the_dq_layout_is_a_bijection_and_the_reference_gives_memory_in_its_orde
 
 def test_a_case_carries_its_program_as_an_object_and_refuses_a_bad_one():
     p = generate.template("pipelined_gemm")
-    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=70, seqlen_k=70)
+    c = case_mod.Case(family="program", program=p, seqlen_q=70, seqlen_k=70)
     d = json.loads(case_mod.to_json(c))
     assert isinstance(d["program"], dict) and case_mod.from_json(case_mod.to_json(c)) == c
     d["program"]["body"][0]["op"] = "launch_missiles"
@@ -399,7 +399,7 @@ def test_shrinking_keeps_programs_valid_and_reaches_a_few_statements():
 
 
 def _judged(p, n, change=None):
-    c = case_mod.Case(family="program", program=model.to_json(p), seqlen_q=n, seqlen_k=n, seed=3)
+    c = case_mod.Case(family="program", program=p, seqlen_q=n, seqlen_k=n, seed=3)
     fam = kernels.family("program")
     inputs = fam.make_inputs(c, "cpu")
     outputs = fam.reference(c, inputs, torch.float64)
@@ -421,13 +421,13 @@ def test_program_lengths_stay_below_the_generators_trip_bound():
     cases = strategies.draw("program", 30, seed=2, per_kernel=3)
     assert len(cases) == 30
     for c in cases:
-        p = case_mod.program_of(c.program)
+        p = c.program
         assert 1 <= c.seqlen_q < LENGTH_BLOCKS * p.block and c.heads == 1 and set(c.knobs) <= set(program_family.TWINS)
 
 
 def test_the_signature_names_the_constructs_and_the_twin():
     p = generate.template("reduce")
-    c = case_mod.Case(family="program", program=model.to_json(p), knobs=("no_tma",))
+    c = case_mod.Case(family="program", program=p, knobs=("no_tma",))
     from harness.result import Result
     r = Result.of(c, "MISMATCH", "judge", "x", tensor=p.written()[0], region="twin:no_tma")
     assert r.signature[1] == "program:" + model.fingerprint(p) and "twin:no_tma" in r.signature
@@ -484,12 +484,12 @@ def test_the_minimizer_drops_statements_while_the_failure_stays():
     from harness.result import Result
 
     def evaluate(c):
-        p = case_mod.program_of(c.program)
+        p = c.program
         bad = any(s.op == "reduce" for s in model.walk(p.body))
         return Result.of(c, "COMPILE_ERROR" if bad else "COMPILED", "compile", "reduce refused" if bad else "")
-    start = case_mod.Case(family="program", program=model.to_json(generate.template("attention")), seqlen_q=70, seqlen_k=70)
+    start = case_mod.Case(family="program", program=generate.template("attention"), seqlen_q=70, seqlen_k=70)
     small, steps = minimize.minimize(start, evaluate(start).signature, evaluate, budget_s=60)
-    p = case_mod.program_of(small.program)
+    p = small.program
     # A reduce needs a fragment a gemm fills from two loads, a result something reads (its own fold: a fill
     # first), and an output: 7 statements, down from 14.
     assert evaluate(small).verdict == "COMPILE_ERROR" and len(list(model.walk(p.body))) <= 7, model.fingerprint(p)
@@ -535,7 +535,7 @@ def test_a_failure_met_through_other_statements_is_shown_alike_a_recorded_one():
     from harness.result import Result, alike
 
     def failed(name, message="TypeError: Downcast from tirx.Sub to ir.IntImm failed."):
-        c = case_mod.Case(family="program", program=model.to_json(generate.template(name)))
+        c = case_mod.Case(family="program", program=generate.template(name))
         return Result.of(c, "COMPILE_ERROR", "compile", message)
     recorded, other, unlike = failed("reduce"), failed("attention"), failed("attention", "InternalError: no layout")
     assert recorded.signature != other.signature
@@ -552,7 +552,7 @@ def test_a_failure_row_names_the_code_scan_checks_its_cases_carried():
     from harness.codegen.source import Finding
     from harness.result import Result
 
-    c = case_mod.Case(family="program", program=model.to_json(generate.template("attention")))
+    c = case_mod.Case(family="program", program=generate.template("attention"))
     race = Finding("barriers_in_skipped_loops", 57, "S4 written by the threads at line 57 and read here")
     failed = [Result.of(c.replace(seed=s), "MISMATCH", "judge", "G7: max error 2 > tolerance 0 at [24, 0]", tensor="G7",
                         region="interior", hazards=h) for s, h in ((1, (race,)), (2, ()))]
@@ -670,11 +670,11 @@ def test_a_construct_the_release_lacks_is_unsupported_with_its_name_and_not_draw
     strategy draws no program that uses it."""
     from harness import compat, strategies, worker
     monkeypatch.delattr(compat.T, "cumsum")
-    scan = case_mod.Case(family="program", program=model.to_json(generate.template("scan")), seqlen_q=70, seqlen_k=70)
+    scan = case_mod.Case(family="program", program=generate.template("scan"), seqlen_q=70, seqlen_k=70)
     result = worker.run_case(scan, "sm_90a", {})
     assert (result.verdict.value, result.stage) == ("UNSUPPORTED", "plan") and "T.cumsum" in result.message
     drawn = strategies.draw("program", 60, seed=5)
-    assert drawn and not any("T.cumsum" in emit.tilelang_source(case_mod.program_of(c.program)) for c in drawn)
+    assert drawn and not any("T.cumsum" in emit.tilelang_source(c.program) for c in drawn)
 
 
 def test_a_global_updated_by_two_atomic_kinds_or_by_an_atomic_and_a_store_is_refused():

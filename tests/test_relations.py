@@ -218,7 +218,7 @@ def test_the_summary_shows_the_relations_of_the_programs_that_ran():
     from harness import report
     from harness.case import Case
     from harness.result import Result
-    ran = [Result.of(Case(family="program", program=model.to_json(p), seqlen_q=n, seqlen_k=n), "PASS", "judge")
+    ran = [Result.of(Case(family="program", program=p, seqlen_q=n, seqlen_k=n), "PASS", "judge")
            for p in (FRAGMENT, SHARED) for n in (1, 70)]
     table = report.relation_table(ran + [Result.of(Case(), "PASS", "judge")])
     by = dict(zip(table["relation"], table["programs"]))

@@ -1,7 +1,6 @@
 """The run report: markdown, CSV and one self-contained HTML page with plots."""
 from harness import cli, report
 from harness.case import Case
-from harness.programs import model
 from harness.result import Result
 from tests.test_mutate import FILL, LOAD, SCAN, STORE, _program
 
@@ -73,7 +72,7 @@ def test_both_reports_say_what_the_run_was_and_harness_report_says_it_again(tmp_
 def test_the_summary_counts_the_cuda_features_and_pairs_seen_per_program_and_plots_them(tmp_path):
     def ran(program, features):
         return Result.of(Case(family="program", program=program), "COMPILED", "compile", features=features)
-    one, two = (model.to_json(_program(body)) for body in ([LOAD, SCAN, STORE], [LOAD, FILL, STORE]))
+    one, two = (_program(body) for body in ([LOAD, SCAN, STORE], [LOAD, FILL, STORE]))
     runs = [ran(one, ("a", "b")), ran(one, ("a", "b", "c")), ran(two, ("b", "c")), Result.of(Case(), "PASS", "judge")]
     assert report.feature_growth(runs) == [(1, 2, 1), (2, 3, 2)]  # a program counts once, at its first result
     text = report.write(tmp_path, runs)

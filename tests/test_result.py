@@ -61,10 +61,10 @@ def test_a_signatures_scope_carries_its_kind_beside_the_text_the_files_hold():
     program's is its kind, not its prefix: a variant named "program:x" is a variant, and unscoped leaves it."""
     import copy
 
-    from harness.programs import generate, model
+    from harness.programs import generate
     from harness.result import Scope, ScopeKind, unscoped
 
-    program = Result.of(Case(family="program", program=model.to_json(generate.template("reduce"))), "COMPILE_ERROR",
+    program = Result.of(Case(family="program", program=generate.template("reduce")), "COMPILE_ERROR",
                         "compile", "boom").signature
     kernel = Result.from_dict(json.loads(JUDGED)).signature
     assert program[1].kind is ScopeKind.PROGRAM and program[1].startswith("program:") and kernel[1].kind is ScopeKind.KERNEL

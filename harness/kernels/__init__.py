@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError, static_key
+from harness.case import DRAWN_KNOBS, DTYPES, FEATURES, OFF, OPTIONAL, STATIC, Case, CaseError, form_names
 
 # name -> "module:attribute" of its Family object.
 _REGISTRY = {
@@ -247,7 +247,7 @@ class Family:
         on = [name for name in OPTIONAL if name not in self.takes and getattr(case, name) != OFF[name]]
         if on:
             return f"{case.family} does not take {', '.join(on)}; it takes: {', '.join(self.takes) or 'none'}"
-        foreign = [f for f in case.forms if f.split("=", 1)[0] not in self.forms]
+        foreign = form_names(pair for pair in case.forms if pair[0] not in self.forms)
         if foreign:
             return f"{case.family} writes {', '.join(foreign)} in the default form only; its blocks with forms: " \
                    f"{', '.join(self.forms) or 'none'}"
@@ -334,10 +334,14 @@ def _import(module: str):
     return sys.modules[name]
 
 
+def kernel_fields(case: Case) -> tuple[str, ...]:
+    """The fields one compiled kernel serves: the static ones, and the dynamic ones its family compiles in."""
+    return STATIC + family(case.family).compiled
+
+
 def kernel_key(case: Case) -> tuple:
-    """What one compiled kernel serves: the static fields, and the dynamic ones its family compiles in."""
-    compiled = family(case.family).compiled
-    return static_key(case) + tuple(getattr(case, name) for name in compiled)
+    """What one compiled kernel serves: the values of its kernel_fields."""
+    return tuple(getattr(case, name) for name in kernel_fields(case))
 
 
 def names() -> tuple[str, ...]:
@@ -373,7 +377,7 @@ def written(case: Case, write: Callable):
         if not case.forms:
             raise
         first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise Unbuildable(f"this TileLang cannot write the program in forms {', '.join(case.forms)}: "
+        raise Unbuildable(f"this TileLang cannot write the program in forms {', '.join(form_names(case.forms))}: "
                           f"{type(e).__name__}: {first}") from e
 
 

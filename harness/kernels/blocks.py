@@ -50,9 +50,9 @@ def kv_head(by, heads, kv_heads):
 
 
 def softmax_forms(forms):
-    """(mask_init, fresh_max, merged) of a case's forms ("block=form"): the flags of window_scores and
+    """(mask_init, fresh_max, merged) of a case's forms ((block, form) pairs): the flags of window_scores and
     softmax_step, whose blocks (scores_mask, row_max, rescale) each kernel calling them can vary."""
-    form = dict(f.split("=", 1) for f in forms)
+    form = dict(forms)
     return form.get("scores_mask") == "init", form.get("row_max") == "fresh", form.get("rescale") == "merged"
 
 

@@ -5,7 +5,7 @@ static configuration (harness.case.static_key). Variants differ in the epilogue 
 stores O through shared memory (a tile copy TileLang may lower to a TMA store) and LSE as a tile
 copy; `direct` stores both element-wise from registers, guarded by the sequence length.
 Masking: harness/kernels/masking.py; where the sequence and head axes sit: harness/layout.py.
-`forms` (harness.case.FORMS, "block=form") writes blocks in another equivalent form: every
+`forms` (harness.case.FORMS, (block, form) pairs) writes blocks in another equivalent form: every
 block of that table has one here or in blocks.py. `softcap` > 0 caps the scores at that value with
 tanh (the softcap_fwd family).
 """
@@ -22,7 +22,7 @@ def program(heads, kv_heads, head_dim, head_dim_v, dtype, left, right, sinks, la
     if variant not in VARIANTS:
         raise ValueError(f"fwd has no variant {variant!r}")
     direct = variant == "direct"
-    form = dict(f.split("=", 1) for f in forms)
+    form = dict(forms)
     q_loop, kv_loop, p_shared = form.get("q_load") == "loop", form.get("kv_load") == "loop", form.get("p_operand") == "shared"
     serial = form.get("kv_loop") == "serial"
     mask_init, fresh_max, merged = blocks.softmax_forms(forms)

@@ -19,7 +19,6 @@ import tempfile
 import torch
 
 from harness import bands
-from harness import case as case_mod
 from harness.kernels import Family, Rule, launch
 from harness.programs import emit, interpret, model
 
@@ -39,10 +38,6 @@ class OutOfRange(RuntimeError):
 
 class Rejected(RuntimeError):
     """TileLang's frontend refused a well-formed program (its parser or tracer raised): "rejects valid"."""
-
-
-def program(case):
-    return case_mod.program_of(case.program)
 
 
 def module(p):
@@ -70,16 +65,16 @@ def module(p):
 
 def build(case, target: str):
     from harness import compat
-    return compat.compile(module(program(case)).program, target, case.knobs, kernel="program")
+    return compat.compile(module(case.program).program, target, case.knobs, kernel="program")
 
 
 def make_inputs(case, device) -> dict:
-    return {name: t.to(device) for name, t in interpret.initial(program(case), case.seqlen_q, case.seed).items()}
+    return {name: t.to(device) for name, t in interpret.initial(case.program, case.seqlen_q, case.seed).items()}
 
 
 def run(kernel, case, inputs) -> dict:
     """The kernel over copies of the buffers it writes (guarded), so that `inputs` keeps their initial contents."""
-    p = program(case)
+    p = case.program
     outputs = {name: bands.adopt(name, inputs[name]) for name in p.written()}
     launch("program", kernel, *(outputs.get(b.name, inputs[b.name]) for b in p.globals))
     return outputs
@@ -88,7 +83,7 @@ def run(kernel, case, inputs) -> dict:
 def reference(case, inputs, dtype) -> dict:
     """The interpreter (harness.programs.interpret): float64, or float32 (the kernel's arithmetic) for the baseline."""
     device = next(iter(inputs.values())).device
-    out = interpret.run(program(case), case.seqlen_q, inputs, torch.float64 if dtype == torch.float64 else torch.float32)
+    out = interpret.run(case.program, case.seqlen_q, inputs, torch.float64 if dtype == torch.float64 else torch.float32)
     broken = [name for name, t in out.items() if dtype == torch.float64 and not bool(torch.isfinite(t).all())]
     if broken:  # small integer inputs and bounded statements never overflow float64: the program broke its bounds
         raise OutOfRange(f"the program's float64 meaning is not finite in {', '.join(broken)}: its values outgrew "
@@ -114,21 +109,21 @@ def lacks(case) -> str | None:
     if not case.program:
         return None
     from harness import compat
-    return compat.missing_language(language(program(case)))
+    return compat.missing_language(language(case.program))
 
 
 def tensors(case) -> tuple:
-    return tuple((name, "forward") for name in program(case).written())
+    return tuple((name, "forward") for name in case.program.written())
 
 
 def fragments(case) -> dict:
     """Each fragment's elements: the code scan weighs its register array against them (harness.codegen)."""
-    return {b.name: math.prod(b.shape) for b in program(case).buffers if b.scope == "fragment"}
+    return {b.name: math.prod(b.shape) for b in case.program.buffers if b.scope == "fragment"}
 
 
 def locate(case, inputs):
     """Region of an output element: the ragged last block's rows, an interior block's, or a buffer every block shares."""
-    p = program(case)
+    p = case.program
     n = case.seqlen_q
 
     def where(name, index):
@@ -160,7 +155,7 @@ FAMILY = Family(
     lengths="program",
     knobs=TWINS,
     twins=True,
-    exact=lambda case: exact(program(case)),
+    exact=lambda case: exact(case.program),
     lacks=lacks,
     rules=(Rule("a program case has a program", ("program",), lambda c: bool(c.program), asserted=True),),
 )

@@ -4,15 +4,13 @@ from __future__ import annotations
 import functools
 
 from harness.programs import emit
-from harness.programs.model import INPUT_RANGE, Program, to_json
+from harness.programs.model import INPUT_RANGE, Program
 
 
 @functools.lru_cache(maxsize=256)
-def _expected(text: str):
+def _expected(p: Program):
     import torch
 
-    from harness.programs.model import from_json
-    p = from_json(text)
     namespace = {"torch": torch}
     # The text is generated from a checked program: names are identifiers, numbers typed (model.check).
     exec(compile(emit.HELPERS + "\n" + emit.torch_source(p), "<program reference>", "exec"), namespace)
@@ -34,7 +32,7 @@ def run(p: Program, n: int, initial: dict, dtype=None) -> dict:
     import torch
     dtype = dtype or torch.float64
     inputs = [initial[b.name].detach().cpu() for b in p.globals]
-    return _expected(to_json(p))(n, *inputs, F=dtype)
+    return _expected(p)(n, *inputs, F=dtype)
 
 
 def out_of_range(p: Program, n: int, seed: int) -> str:

@@ -17,6 +17,7 @@ is a tuple of them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import keyword
 import re
@@ -61,12 +62,24 @@ class Buffer:
         return self.scope != "global"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Program:
+    """Equal, and hashed alike, when their canonical texts are: a Case holds one, and a compiled kernel's key with it."""
     block: int
     threads: int
     buffers: tuple          # Buffer, in declaration order (globals are the kernel's parameters, in this order)
     body: tuple             # Statement, in program order
+
+    @functools.cached_property
+    def text(self) -> str:
+        """to_json(self), computed once."""
+        return to_json(self)
+
+    def __eq__(self, other):
+        return self.text == other.text if isinstance(other, Program) else NotImplemented
+
+    def __hash__(self):
+        return hash(self.text)
 
     def buffer(self, name) -> Buffer:
         for b in self.buffers:
@@ -134,10 +147,11 @@ def fingerprint(program: Program) -> str:
 
 # ------------------------------------------------------------------------------------------- JSON
 def to_dict(p: Program) -> dict:
+    """The JSON object, as json.loads gives it back: keys sorted, lists (a case's file writes it as it is)."""
     buffers = [{"name": b.name, "scope": b.scope, "dtype": b.dtype, "shape": list(b.shape),
                 **({"swizzle": True} if b.swizzle else {}), **({"layout": b.layout} if b.layout else {})}
                for b in p.buffers]
-    return {"block": p.block, "threads": p.threads, "buffers": buffers, "body": [_thawed(s) for s in p.body]}
+    return _plain({"block": p.block, "threads": p.threads, "buffers": buffers, "body": [_thawed(s) for s in p.body]})
 
 
 def _thawed(s: Statement) -> dict:
@@ -150,8 +164,14 @@ def _thawed(s: Statement) -> dict:
     return out
 
 
+def _plain(x):
+    if isinstance(x, dict):
+        return {k: _plain(x[k]) for k in sorted(x)}
+    return [_plain(v) for v in x] if isinstance(x, (list, tuple)) else x
+
+
 def to_json(p: Program) -> str:
-    """The canonical text (sorted keys, no spaces): a Case holds this, so equal programs compare equal."""
+    """The canonical text (sorted keys, no spaces): what Program equality and hashing compare."""
     return json.dumps(to_dict(p), sort_keys=True, separators=(",", ":"))
 
 
