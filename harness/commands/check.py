@@ -6,9 +6,9 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels
+from harness.commands.campaign_options import EXITS as RUN_EXITS
+from harness.commands.campaign_options import campaign_args, run_campaign
 from harness.commands.common import in_file
-from harness.commands.run import EXITS as RUN_EXITS
-from harness.commands.run import campaign_args, run_campaign
 
 EXITS = RUN_EXITS  # a run otherwise
 
