@@ -4,13 +4,13 @@ bit for bit where exact). Drawn programs run in campaigns: `harness run --famili
 import pytest
 
 from harness.case import Case
-from harness.programs import generate, model, templates
+from harness.programs import generate, templates
 
 
 def _chain(name: str) -> Case:
     p = generate.template(name)
     n = 2 * p.block + 1  # a ragged last block
-    return Case(family="program", program=model.to_json(p), seqlen_q=n, seqlen_k=n).validate()
+    return Case(family="program", program=p, seqlen_q=n, seqlen_k=n).validate()
 
 
 CHAINS = [pytest.param(_chain(name), id=name) for name in templates.TEMPLATES]
