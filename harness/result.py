@@ -192,6 +192,14 @@ class Result:
         """The compiler's failure, to be recorded (Verdict.failed)."""
         return self.verdict.failed
 
+    def describe(self) -> str:
+        """One line: verdict, where, and every tensor's error against its tolerance."""
+        where = " ".join(x for x in (self.stage, self.tensor, self.region) if x)
+        checks = "; ".join(f"{c['tensor']} error {c['error']:.4g} {'<=' if c['ok'] else '>'} tolerance {c['tolerance']:.4g}"
+                           for c in self.checks or [])
+        message = self.message if self.verdict != "PASS" else ""
+        return " | ".join(x for x in (f"{self.verdict} ({where})" if where else self.verdict, checks, message) if x)
+
     def is_new(self, known) -> bool:
         """A failure whose signature is not among `known` (the recorded reproducers' signatures): a new bug."""
         return self.failed and self.signature not in known

@@ -442,8 +442,8 @@ def test_harness_programs_lists_every_kind_chain_and_twin():
 
 
 def _exported(rid, tmp_path):
-    from harness import export, record
-    path, calls = export.export(record.load(record.find(rid)), tmp_path / f"{rid}.py")
+    from harness import export, reproducer_files, reproducer_loading
+    path, calls = export.export(reproducer_loading.load(reproducer_files.find(rid)), tmp_path / f"{rid}.py")
     return path
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness import record
+from harness import reproducer_building, reproducer_files, reproducer_loading
 from harness.case import Case, CaseError, to_dict
 from harness.result import Finding, Result, Verdict
 
@@ -121,13 +121,13 @@ def test_built_results_keep_the_key_order_of_old():
 
 
 def test_a_reproducer_recorded_before_result_loads_as_one():
-    rep = record.load(record.find("54d466153e16"))
+    rep = reproducer_loading.load(reproducer_files.find("54d466153e16"))
     seen = rep.result
     assert (seen.verdict, seen.stage, seen.region) == ("MISMATCH", "judge", "empty_rows")
     assert list(rep.signature) == rep.observed["signature"]
     back = seen.to_dict()
     assert back.pop("case") == to_dict(rep.case) and list(back.items()) == list(rep.observed.items())
-    again = record.observed(seen, rep.observed["flaky"])
+    again = reproducer_building.observed(seen, rep.observed["flaky"])
     assert {k: again[k] for k in rep.observed} == rep.observed  # what a reproducer's `observed` is built from
 
 

@@ -12,9 +12,21 @@ from types import SimpleNamespace
 import pytest
 from packaging.version import Version
 
-from harness import cli, export, record, replay, reproducer_index, triage, upstream, worker
+from harness import (
+    cli,
+    export,
+    replay,
+    reproducer_building,
+    reproducer_files,
+    reproducer_index,
+    reproducer_loading,
+    reproducer_model,
+    triage,
+    upstream,
+    worker,
+)
 from harness.case import Case
-from harness.record import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
+from harness.reproducer_model import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
 from harness.result import Finding, Result
 from harness.upstream import outputs
 
@@ -34,8 +46,8 @@ def _save(tmp_path, case=COMPILE, title=None, env=ENV, id=None, message=ERROR, *
                      message, tensor="" if compile_error else "O", checks=[] if compile_error else
                      [{"tensor": "O", "ok": False, "verdict": "MISMATCH", "error": 2.86, "tolerance": 0.00195,
                        "where": {"index": [0, 0, 3, 1]}}])
-    rep = dataclasses.replace(record.build(failing, env, title=title, id=id), **facts)
-    return record.load(record.save(rep, tmp_path / "reproducers"))
+    rep = dataclasses.replace(reproducer_building.build(failing, env, title=title, id=id), **facts)
+    return reproducer_loading.load(reproducer_files.save(rep, tmp_path / "reproducers"))
 
 
 @pytest.fixture
@@ -183,7 +195,7 @@ def test_same_root_cause_either_way_and_one_report_per_root_cause(tmp_path, expo
     assert upstream.primary(alone, directory).id == "cccccccccccc"
     # The one with the report's words recorded covers the others, however they link.
     worded = dataclasses.replace(face, upstream=Upstream(title="[BUG] the words"))
-    record.save(worded, directory)
+    reproducer_files.save(worded, directory)
     assert upstream.primary(first, directory).id == "bbbbbbbbbbbb"
     assert cli.main(["upstream", first.id, "--dir", str(directory), "--envs", str(tmp_path)]) == 0
     assert (directory / "upstream" / "bbbbbbbbbbbb.md").is_file() and not (directory / "upstream" / "aaaaaaaaaaaa.md").exists()
@@ -324,7 +336,7 @@ _FIRST_BAD = re.compile(r"\*\*First bad release: (?:(?P<exact>[\w.]+)\*\*|(?:aft
 def test_a_committed_report_holds_to_its_reproducer(path):
     """Its size, its title, and its provenance and workaround against the matrix, the bisects and the triage."""
     text = path.read_text()
-    rep = record.load(record.find(path.stem, ROOT / "reproducers"))
+    rep = reproducer_loading.load(reproducer_files.find(path.stem, ROOT / "reproducers"))
     assert len(text.splitlines()) <= upstream.REPORT_LINES and len(text) < upstream.ISSUE_LIMIT
     first = text.splitlines()[0]
     assert "…" not in first and (first.startswith("# [BUG][") or first.startswith("<!-- a comment for https://github.com/"))
@@ -381,8 +393,8 @@ sys.exit(1)
 WORDS = Upstream(title="[BUG][ice-on-valid-code] a fill at 384 threads", expected="it compiles",
                  observed="the fill is planned over 384 threads", cause="Read in the source: Fill::Lower.",
                  fix="predicate the tail", workaround="Use 128 threads.",
-                 controls=(record.Variant("fine", "threads=128", workaround=True),
-                           record.Variant("numbers", "run it on a GPU", gpu=True)))
+                 controls=(reproducer_model.Variant("fine", "threads=128", workaround=True),
+                           reproducer_model.Variant("numbers", "run it on a GPU", gpu=True)))
 
 
 def _worded(tmp_path, **facts):
@@ -462,5 +474,5 @@ def test_one_venue_from_the_typed_links(tmp_path, exported):
     assert "| comment on #2643, not ready: GPU output missing |" in index
     assert "| withdrawn: Reads shared memory before writing it |" in index
     held = dataclasses.replace(commented, upstream=dataclasses.replace(WORDS, hold="read #1714 first"))
-    record.save(held, directory)
+    reproducer_files.save(held, directory)
     assert "not ready: GPU output missing; on hold: read #1714 first |" in reproducer_index.render(directory)

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness import record, sanitizer
+from harness import reproducer_model, sanitizer
 from harness.commands.common import (
     BAD_INPUT,
     HARNESS_ERROR,
@@ -51,7 +51,7 @@ def run_campaign(args, families) -> int:
         return 2
     why = cannot_write_any(lambda: inside_sources(args.out, args.reproducers),
                            lambda: cannot_write_files(Path(args.out), files=RUN_FILES, dirs=("logs",)),
-                           lambda: cannot_write_files(Path(args.reproducers), dirs=tuple(record.KINDS.values())))
+                           lambda: cannot_write_files(Path(args.reproducers), dirs=tuple(reproducer_model.KINDS.values())))
     if why:
         print(f"harness {args.command}: {why}", file=sys.stderr)
         return 2
