@@ -8,7 +8,7 @@ from harness import case as case_mod
 from harness import kernels, oracle
 from harness.programs.model import fingerprint
 from harness.reproducer_files import free_id, known_signatures, save, signature_id
-from harness.reproducer_model import KINDS, TITLE_MAX, Links, Reproducer
+from harness.reproducer_model import FOLDER_OF_KIND, TITLE_MAX, Links, Reproducer
 from harness.result import Result
 
 
@@ -106,7 +106,7 @@ def write(result: Result, env: dict, root, title=None, flaky=None, minimized_fro
     """Record a failure in the compiler's group under `root`, unless its signature is already recorded (in any
     group, a candidate's too): then return that file."""
     sig = result.signature
-    known = known_signatures(root, kinds=tuple(KINDS)).get(sig)
+    known = known_signatures(root, kinds=tuple(FOLDER_OF_KIND)).get(sig)
     if known:
         return known
     return save(build(result, env, title, flaky, minimized_from, id=free_id(sig, root)), root)

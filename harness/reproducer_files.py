@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from harness.reproducer_loading import load
-from harness.reproducer_model import ID, KINDS, KNOWN, RecordError, Reproducer
+from harness.reproducer_model import FOLDER_OF_KIND, ID, KNOWN, RecordError, Reproducer
 
 
 def signature_id(signature) -> str:
@@ -26,14 +26,14 @@ def file_name(id: str) -> str:
 
 def file_path(root, kind: str, id: str) -> Path:
     """Where the reproducer `id` of `kind` lives under the reproducers folder `root`: root/<group>/<id>.json."""
-    return Path(root) / KINDS[kind] / file_name(id)
+    return Path(root) / FOLDER_OF_KIND[kind] / file_name(id)
 
 
 def paths(root) -> list[Path]:
-    """Every reproducer file under `root`, group by group in KINDS' order, each sorted by id. A folder of
+    """Every reproducer file under `root`, group by group in FOLDER_OF_KIND's order, each sorted by id. A folder of
     reproducers without groups (one group's, as `--dir reproducers/examples`) lists its own."""
     root = Path(root)
-    return [p for folder in (root, *(root / group for group in KINDS.values())) for p in sorted(folder.glob("*.json"))]
+    return [p for folder in (root, *(root / group for group in FOLDER_OF_KIND.values())) for p in sorted(folder.glob("*.json"))]
 
 
 def save(rep: Reproducer, root) -> Path:
@@ -102,4 +102,4 @@ def find(id_or_path, root="reproducers") -> Path:
     if matches:
         raise RecordError(f"{id_or_path!r} is ambiguous in {root}: {', '.join(m.stem for m in matches)}")
     raise RecordError(f"no reproducer {id_or_path!r}: not a file, and no {file_name(id_or_path)} in {root} or its "
-                      f"groups ({', '.join(KINDS.values())})")
+                      f"groups ({', '.join(FOLDER_OF_KIND.values())})")

@@ -14,8 +14,8 @@ from harness import case as case_mod
 from harness import kernels, oracle, untrusted
 from harness.environment import NO_GPU
 from harness.reproducer_model import (
+    FOLDER_OF_KIND,
     ID,
-    KINDS,
     MATRIX,
     SCHEMA,
     Bisect,
@@ -174,8 +174,8 @@ def from_dict(d) -> Reproducer:
     _encodable(d, "")
     if not ID.fullmatch(d["id"]):
         raise RecordError(f"field 'id' must be 1 to 64 letters, digits, '_' or '-', got {d['id'][:80]!r}")
-    if d["kind"] not in KINDS:
-        raise RecordError(f"field 'kind' must be one of {', '.join(KINDS)}, got {d['kind'][:60]!r}")
+    if d["kind"] not in FOLDER_OF_KIND:
+        raise RecordError(f"field 'kind' must be one of {', '.join(FOLDER_OF_KIND)}, got {d['kind'][:60]!r}")
     obs = d["observed"]
     _fields(obs, _OBSERVED, "observed.")
     if obs["verdict"] not in oracle.FAILURES:

@@ -1,6 +1,6 @@
 """A reproducer: one failure of the compiler (or of an example program), what was observed, and what was learned.
 
-Each reproducer says what it is, in its `kind` (KINDS): a bug of the compiler, a bug of one of TileLang's
+Each reproducer says what it is, in its `kind` (FOLDER_OF_KIND): a bug of the compiler, a bug of one of TileLang's
 example programs itself, or a candidate not yet confirmed as either; the kind names the group, the folder of
 reproducers/ its file lives in (harness.reproducer_files).
 
@@ -26,7 +26,7 @@ ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what an id may be; fullmatch only: `$
 MATRIX = ("reproduced", "not reproduced", "fails differently", "cannot test")  # a release's result for a case
 # A reproducer's kind -> its group, the folder of reproducers/ that holds it. compiler: TileLang's bug; example: a
 # bug of the example program itself (TileLang does what the program says); candidate: not yet confirmed as either.
-KINDS = {"compiler": "compiler", "example": "examples", "candidate": "candidates"}
+FOLDER_OF_KIND = {"compiler": "compiler", "example": "examples", "candidate": "candidates"}
 KNOWN = ("compiler", "example")  # the kinds a campaign knows: a failure of one is a known bug, a candidate's is new
 TITLE_MAX = 100  # a title is one line a person scans in INDEX.md; the rest goes to the description
 
@@ -186,7 +186,7 @@ class Reproducer:
     releases: dict = field(default_factory=dict)   # version -> Release
     triage: Triage | None = None
     upstream: Upstream | None = None
-    kind: str = "compiler"     # one of KINDS: a new recording is the compiler's until triage says otherwise
+    kind: str = "compiler"     # one of FOLDER_OF_KIND: a new recording is the compiler's until triage says otherwise
     description: str = ""      # what the title leaves out: the shape, the evidence, how it was found
 
     @property

@@ -94,7 +94,7 @@ def test_every_reproducer_lies_in_its_group_and_replays_by_its_id():
     folder; and reproducers/test_reproducers.py has one test for it, selected by the id."""
     root = ROOT / "reproducers"
     found = reproducer_files.paths(root)
-    assert {p.parent.name for p in found} == set(reproducer_model.KINDS.values())
+    assert {p.parent.name for p in found} == set(reproducer_model.FOLDER_OF_KIND.values())
     for path in found:
         rep = reproducer_loading.load(path)
         assert path == reproducer_files.file_path(root, rep.kind, rep.id), f"{path}: kind {rep.kind!r}: git mv it into its group"
@@ -315,8 +315,8 @@ def test_the_index_lists_every_reproducer_as_its_file_says():
     text = (root / "INDEX.md").read_text()
     assert text == reproducer_index.render(root), "reproducers/INDEX.md is stale: run `harness index`"
     sections = text.split("\n## ")[1:]
-    assert len(sections) == len(reproducer_model.KINDS)
-    for section, group in zip(sections, reproducer_model.KINDS.values()):
+    assert len(sections) == len(reproducer_model.FOLDER_OF_KIND)
+    for section, group in zip(sections, reproducer_model.FOLDER_OF_KIND.values()):
         assert f"in [{group}/]({group}/)" in section
         assert all(f"]({group}/" in row for row in section.splitlines() if row.startswith("| ["))
     assert all(f"[{p.stem}]({p.relative_to(root).as_posix()})" in text for p in reproducer_files.paths(root))
