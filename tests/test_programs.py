@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from harness import case as case_mod
 from harness import kernels, oracle, pairwise, reference, strategies
 from harness.kernels import program_family
-from harness.programs import KINDS, copy, emit, generate, interpret, model, templates
+from harness.programs import STATEMENT_KINDS, copy, emit, generate, interpret, model, templates
 from harness.programs.builder import LENGTH_BLOCKS
 from harness.programs.model import ProgramError
 
@@ -31,7 +31,7 @@ COPY = _buffers(("A", "global", "float16", ("n", 72)), ("O", "global", "float32"
 
 
 def test_every_statement_kind_is_registered_with_its_record_and_both_semantics():
-    for name, module in KINDS.items():
+    for name, module in STATEMENT_KINDS.items():
         assert issubclass(module.STATEMENT, model.Statement) and module.STATEMENT.op == name
         for part in ("check", "reads", "writes", "full", "tilelang", "torch"):
             assert callable(getattr(module, part)), f"{name} lacks {part}"
@@ -437,7 +437,7 @@ def test_harness_programs_lists_every_kind_chain_and_twin():
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "harness.cli", "programs"], capture_output=True, text=True, check=True).stdout
-    for name in (*KINDS, *templates.TEMPLATES, *program_family.TWINS):
+    for name in (*STATEMENT_KINDS, *templates.TEMPLATES, *program_family.TWINS):
         assert f" {name}" in out, name
 
 
