@@ -18,12 +18,12 @@ from harness.reproducer_model import (
     ID,
     MATRIX,
     SCHEMA,
-    Bisect,
     Control,
     Culprit,
     File,
     Issue,
     Links,
+    RecordedBisect,
     RecordError,
     Release,
     Reproducer,
@@ -46,8 +46,8 @@ _CHECK = {"tensor": str, "ok": bool, "verdict": str, "error": _NUMBER, "toleranc
 
 _ISSUE = {"repo": str, "number": int, "kind": (str, None), "state": (str, None), "note": (str, None), "release": (str, None)}
 _FACTS = {Issue: _ISSUE, Sibling: {"id": str, "note": (str, None)},
-          Bisect: {"kind": str, "good": str, "bad": str, "first_bad": str, "last_good": str, "fixes": (bool, None),
-                   "note": (str, None)},
+          RecordedBisect: {"kind": str, "good": str, "bad": str, "first_bad": str, "last_good": str,
+                           "fixes": (bool, None), "note": (str, None)},
           Search: {"query": str, "result": str}, File: {"path": str, "kind": str, "note": (str, None)},
           Release: {"result": str, "note": (str, None)},
           Culprit: {"pass": str, "file": (str, None), "function": (str, None), "note": (str, None)},
@@ -58,10 +58,10 @@ _FACTS = {Issue: _ISSUE, Sibling: {"id": str, "note": (str, None)},
                      "controls": (list, None), "withdrawn": (str, None), "hold": (str, None),
                      "review": (list, None)}}
 # links: field -> the type of its items (str: as written)
-_LINKS = {"tracker_issue": Issue, "related": Issue, "same_root_cause_as": Sibling, "bisected_by": Bisect,
+_LINKS = {"tracker_issue": Issue, "related": Issue, "same_root_cause_as": Sibling, "bisected_by": RecordedBisect,
           "fixed_by": Issue, "introduced_by": Issue, "searches": Search, "files": File, "notes": str}
 _CHOICES = {(Issue, "kind"): ("issue", "pull"), (Issue, "state"): ("open", "closed", "merged"),
-            (Bisect, "kind"): ("release", "commit"), (File, "kind"): ("standalone", "cuda", "study"),
+            (RecordedBisect, "kind"): ("release", "commit"), (File, "kind"): ("standalone", "cuda", "study"),
             (Release, "result"): MATRIX}
 
 

@@ -66,7 +66,7 @@ class Sibling:
 
 
 @dataclass(frozen=True)
-class Bisect:
+class RecordedBisect:
     """A bisect that ran (`harness bisect`), across releases or commits, from its --good to its --bad: the first
     bad and the last good it found. `fixes`: it looked for the fix (--good newer than --bad), so `last_good` is the
     first without the bug and `first_bad` the last with it."""
@@ -100,7 +100,7 @@ class Links:
     tracker_issue: tuple = ()       # Issue: this bug on a tracker
     related: tuple = ()             # Issue: the nearest issues and pull requests; each note says how it differs
     same_root_cause_as: tuple = ()  # Sibling
-    bisected_by: tuple = ()         # Bisect
+    bisected_by: tuple = ()         # RecordedBisect
     fixed_by: tuple = ()            # Issue: merged (in `release`), or open: a proposed fix
     introduced_by: tuple = ()       # Issue: the pull request that introduced the construct
     searches: tuple = ()            # Search

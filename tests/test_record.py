@@ -185,8 +185,8 @@ def test_typed_links_and_facts_round_trip(written):
         tracker_issue=(reproducer_model.Issue("tile-ai/tilelang", 2643, state="open", note="this bug"),),
         related=(reproducer_model.Issue("tile-ai/TileOPs", 1852, state="closed", note="the same error elsewhere"),),
         same_root_cause_as=(reproducer_model.Sibling("157ba1f2e171", "also at head dim 128"),),
-        bisected_by=(reproducer_model.Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
-                     reproducer_model.Bisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)),
+        bisected_by=(reproducer_model.RecordedBisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
+                     reproducer_model.RecordedBisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)),
         fixed_by=(reproducer_model.Issue("tile-ai/tilelang", 2737, kind="pull", state="merged", release="0.1.13"),),
         searches=(reproducer_model.Search("the tracker: a fill over 384 threads", "nothing found"),),
         files=(reproducer_model.File("reproducers/x.standalone.py", "standalone"),), notes=("as written",))

@@ -26,7 +26,19 @@ from harness import (
     worker,
 )
 from harness.case import Case
-from harness.reproducer_model import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
+from harness.reproducer_model import (
+    Control,
+    Culprit,
+    File,
+    Issue,
+    Links,
+    RecordedBisect,
+    Release,
+    Search,
+    Sibling,
+    Triage,
+    Upstream,
+)
 from harness.result import Finding, Result
 from harness.upstream import outputs
 
@@ -104,8 +116,8 @@ def test_nothing_recorded_reads_so_and_nothing_is_invented(tmp_path, exported):
 def test_the_report_reads_the_typed_fields(tmp_path, exported):
     links = Links(related=(Issue("tile-ai/tilelang", 2566, state="open", note="a single-iteration loop, not this"),),
                   searches=(Search("the tracker: a wait in a loop's first iteration", "nothing found"),),
-                  bisected_by=(Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
-                               Bisect("commit", "a1b2c3d", "e4f5a6b", "9f9f9f9", "a1b2c3d")),
+                  bisected_by=(RecordedBisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
+                               RecordedBisect("commit", "a1b2c3d", "e4f5a6b", "9f9f9f9", "a1b2c3d")),
                   introduced_by=(Issue("tile-ai/tilelang", 2444, kind="pull", state="merged", note="the wait lowering"),),
                   fixed_by=(Issue("tile-ai/tilelang", 3000, kind="pull", state="open", note="a proposed fix"),),
                   notes=("as written",))
@@ -153,7 +165,7 @@ def test_the_first_bad_release_from_the_matrix_is_a_range_it_does_not_contradict
     assert f"`harness bisect {rep.id} --good 0.1.7.post3 --bad 0.1.10` (needs a GPU" in provenance
     # A release between them that could not tell is said to be so; a fix found by a bisect is said as a fix.
     matrix["0.1.8"] = Release("cannot test")
-    fixed = Bisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)
+    fixed = RecordedBisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)
     rep = _save(tmp_path, NUMERIC, id="bbbbbbbbbbbb", releases=matrix, links=Links(bisected_by=(fixed,)))
     provenance = _section(_report(rep, tmp_path).text, "Provenance")
     assert "(the release matrix; not bisected; 0.1.8 could not tell)" in provenance
@@ -182,7 +194,7 @@ def test_a_known_open_issue_gets_a_comment(tmp_path, exported):
 def test_same_root_cause_either_way_and_one_report_per_root_cause(tmp_path, exported, monkeypatch):
     monkeypatch.setattr(upstream, "environment", lambda: NOT_HERE)
     first = _save(tmp_path, id="aaaaaaaaaaaa", links=Links(bisected_by=(
-        Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13"),)))
+        RecordedBisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13"),)))
     face = _save(tmp_path, id="bbbbbbbbbbbb", links=Links(same_root_cause_as=(Sibling("aaaaaaaaaaaa", "the forward's face"),)))
     alone = _save(tmp_path, id="cccccccccccc")
     directory = tmp_path / "reproducers"

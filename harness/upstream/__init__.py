@@ -105,7 +105,7 @@ class _Untested(Exception):
     pass
 
 
-def state_result(path: Path, rep_id: str) -> tuple[reproducer_model.Bisect | None, str] | None:
+def state_result(path: Path, rep_id: str) -> tuple[reproducer_model.RecordedBisect | None, str] | None:
     """A `harness bisect` state file of `rep_id`: (the bisect it concluded, or None; where and how far it went).
     None for another reproducer's file, or one that cannot be read."""
     try:
@@ -136,7 +136,7 @@ def state_result(path: Path, rep_id: str) -> tuple[reproducer_model.Bisect | Non
     fixes = kind == "release" and _version(order[0]) > _version(order[-1])
     note = f"{where}; steps: {done}" + (f"; untestable between them: {', '.join(order[i] for i in skipped)}"
                                         if skipped else "")
-    return reproducer_model.Bisect(kind, order[0], order[-1], order[hi], order[lo], fixes, note), note
+    return reproducer_model.RecordedBisect(kind, order[0], order[-1], order[hi], order[lo], fixes, note), note
 
 
 def state_files(rep_id: str, envs: Path | None, extra=()) -> list[Path]:
@@ -145,7 +145,7 @@ def state_files(rep_id: str, envs: Path | None, extra=()) -> list[Path]:
     return found + [Path(p) for p in extra if Path(p) not in found]
 
 
-def bisects(rep, states: list[Path]) -> tuple[list[reproducer_model.Bisect], list[str]]:
+def bisects(rep, states: list[Path]) -> tuple[list[reproducer_model.RecordedBisect], list[str]]:
     """The bisects recorded in `rep`'s links and concluded in its state files; and the state files' words for
     those not concluded."""
     done, pending = list(rep.links.bisected_by), []
@@ -158,7 +158,7 @@ def bisects(rep, states: list[Path]) -> tuple[list[reproducer_model.Bisect], lis
     return done, pending
 
 
-def describe_bisect(b: reproducer_model.Bisect) -> str:
+def describe_bisect(b: reproducer_model.RecordedBisect) -> str:
     what = (f"fixed in {b.last_good}, the last {b.kind} with it {b.first_bad}" if b.fixes
             else f"first bad {b.kind} {b.first_bad}, last good {b.last_good}")
     return f"{what} (`harness bisect --good {b.good} --bad {b.bad}`" + (f"; {b.note})" if b.note else ")")
@@ -184,7 +184,8 @@ class Provenance:
     lines: list[str] = field(default_factory=list)
 
 
-def provenance(rep, found: list[reproducer_model.Bisect], related: dict[str, list[reproducer_model.Bisect]]) -> Provenance:
+def provenance(rep, found: list[reproducer_model.RecordedBisect],
+               related: dict[str, list[reproducer_model.RecordedBisect]]) -> Provenance:
     p = Provenance()
     matrix = releases(rep)
     present = [v for v, r in matrix.items() if r.result == "reproduced"]
