@@ -549,11 +549,11 @@ def test_a_failure_met_through_other_statements_is_shown_alike_a_recorded_one():
 def test_a_failure_row_names_the_code_scan_checks_its_cases_carried():
     """391bcfb1f341 was 2c4e73a32b9e in another region: no signature matched, but the scan had named its race."""
     from harness import report
-    from harness.codegen.source import Finding
+    from harness.codegen.source import LineFinding
     from harness.result import Result
 
     c = case_mod.Case(family="program", program=generate.template("attention"))
-    race = Finding("barriers_in_skipped_loops", 57, "S4 written by the threads at line 57 and read here")
+    race = LineFinding("barriers_in_skipped_loops", 57, "S4 written by the threads at line 57 and read here")
     failed = [Result.of(c.replace(seed=s), "MISMATCH", "judge", "G7: max error 2 > tolerance 0 at [24, 0]", tensor="G7",
                         region="interior", hazards=h) for s, h in ((1, (race,)), (2, ()))]
     table = report.failure_table(failed, {})
