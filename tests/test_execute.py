@@ -7,7 +7,7 @@ import pytest
 from harness.case import Case
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, threads_per_worker
-from harness.result import Finding
+from harness.result import ScanFinding
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
     from harness import oracle, reproducer_building
     from harness.replay import replay
     from harness.status import Status
-    hang = oracle.hang(fake(15), 60, "run", [Finding("register_budget", "x")])
+    hang = oracle.hang(fake(15), 60, "run", [ScanFinding("register_budget", "x")])
     rep = reproducer_building.build(hang, {})
     bad = replay(rep, tmp_path / "bad", timeouts=timeouts)
     assert bad.status is Status.REPRODUCED and "1/1 compiles show register_budget" in bad.verdict, bad
@@ -195,7 +195,7 @@ def test_a_hang_the_code_scan_explains_minimizes_without_a_gpu(tmp_path, capsys)
     """`harness minimize` without a GPU: a compile showing the recorded hang's cause counts as that
     hang (replay.as_predicted), so the case shrinks while the deadlock stays predicted."""
     from harness import cli, oracle, reproducer_building, reproducer_files, reproducer_loading, reproducer_model
-    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 60, "run", [Finding("register_budget", "x")])
+    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 60, "run", [ScanFinding("register_budget", "x")])
     learned = {"links": reproducer_model.Links(notes=("a note",)),
                "releases": {"0.1.10": reproducer_model.Release("reproduced")},
                "triage": reproducer_model.Triage(reproducer_model.Culprit("tl.Pass")),
@@ -213,7 +213,7 @@ def test_a_campaign_shrinks_a_hang_its_scan_explains_compile_only(tmp_path, monk
     """On a GPU a hang costs a run timeout per step; one the code scan explains shrinks compile-only,
     and the shrunk case is kept only if it then hangs the same way when run."""
     from harness import campaign, oracle, reproducer_loading
-    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 3, "run", [Finding("register_budget", "x")])
+    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 3, "run", [ScanFinding("register_budget", "x")])
     opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "reps", minimize=True, minimize_budget=60,
                             timeouts=timeouts)
     [path] = campaign.record_failures([hang], opts, "auto", known={})

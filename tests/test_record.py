@@ -18,7 +18,7 @@ from harness import (
     reproducer_model,
 )
 from harness.case import Case
-from harness.result import Finding, Result
+from harness.result import Result, ScanFinding
 
 ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
        "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90", "compile_only": False}
@@ -300,7 +300,7 @@ def test_which_reproducers_need_a_gpu():
     assert rep("MISMATCH", "O: max error 1").needs_gpu
     assert reproducer_building.build(oracle.hang(failure().case, 60, "run"), {}).needs_gpu
     assert not rep("COMPILE_ERROR", "InternalError: x").needs_gpu
-    hang = oracle.hang(failure().case, 60, "run", [Finding("register_budget", "x"), Finding("named_barrier_counts", "y")])
+    hang = oracle.hang(failure().case, 60, "run", [ScanFinding("register_budget", "x"), ScanFinding("named_barrier_counts", "y")])
     scanned = reproducer_building.build(hang, {})
     assert not scanned.needs_gpu and scanned.scan_checks == ["named_barrier_counts", "register_budget"]
     assert scanned.observed["predicted"] == ["named_barrier_counts", "register_budget"]  # a field, not words read back

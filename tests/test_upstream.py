@@ -39,7 +39,7 @@ from harness.reproducer_model import (
     Triage,
     Upstream,
 )
-from harness.result import Finding, Result
+from harness.result import Result, ScanFinding
 from harness.upstream import outputs
 
 COMPILE = Case(family="fake", heads=9, kv_heads=9)
@@ -297,8 +297,8 @@ def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported,
     made = "for kb in range(n):\n    if kb == 0:\n        T.mbarrier_wait_parity(mbarrier[4], 0)\n    T.gemm(q_s, k_s, acc_s)"
     trace = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized", "pass2"],
                          after=["for kb in range(n):\n    T.gemm(q_s, k_s, acc_s)", made, made], result="kernel")
-    hazard = Finding("unwaited_async_loads", "TMA load into q_s on mbarrier[4] waited on only inside a loop that may run "
-                     "zero times")
+    hazard = ScanFinding("unwaited_async_loads", "TMA load into q_s on mbarrier[4] waited on only inside a loop that may run "
+                         "zero times")
     monkeypatch.setattr(replay, "gpu_count", lambda: 0)
     monkeypatch.setattr(triage, "trace", lambda build: trace)
     monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ((hazard,), "digest", ()))
