@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import record  # noqa: E402
+from harness import reproducer_files  # noqa: E402
 from harness.case import CaseError  # noqa: E402
 from harness.result import Result, alike, unscoped  # noqa: E402
 
@@ -62,7 +62,7 @@ def main():
     p.add_argument("--wall", default="", help="each run's seconds, comma-separated (programs per second)")
     p.add_argument("--reproducers", type=Path, default=Path("reproducers"))
     a = p.parse_args()
-    known = record.known_signatures(a.reproducers)
+    known = reproducer_files.known_signatures(a.reproducers)
     walls = [float(w) for w in a.wall.split(",") if w] or [None] * len(a.runs)
     for run, wall in zip(a.runs, walls):
         m = measure(run, known, wall)

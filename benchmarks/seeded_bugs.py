@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness import case as case_mod  # noqa: E402
-from harness import oracle, record  # noqa: E402
+from harness import oracle, reproducer_files, reproducer_loading  # noqa: E402
 from harness.report import markdown  # noqa: E402
 from harness.result import Result  # noqa: E402
 
@@ -229,8 +229,8 @@ def known_here() -> set:
     fixed sink_grad bug of 0.1.12, say) is, since that bug cannot be what failed."""
     from harness.environment import tilelang
     version = tilelang()["tilelang"]
-    return {sig for sig, path in record.known_signatures(ROOT / "reproducers").items()
-            if record.load(path).environment.get("tilelang") == version}
+    return {sig for sig, path in reproducer_files.known_signatures(ROOT / "reproducers").items()
+            if reproducer_loading.load(path).environment.get("tilelang") == version}
 
 
 KNOWN: set = set()

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness import case as case_mod
-from harness import record
+from harness import reproducer_building, reproducer_files
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, default_size
 from harness.result import Result
@@ -132,7 +132,7 @@ def compile_pool(request):
 
 @pytest.fixture(scope="session")
 def known_bugs(request):
-    return record.known_signatures(request.config.getoption("--record-dir"))
+    return reproducer_files.known_signatures(request.config.getoption("--record-dir"))
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ def pytest_runtest_makereport(item, call):
     result = getattr(item, "harness_failure", None)
     if report.when == "call" and report.failed and result is not None and result.failed:
         from harness.environment import environment
-        path = record.write(result, environment(), item.config.getoption("--record-dir"))
+        path = reproducer_building.write(result, environment(), item.config.getoption("--record-dir"))
         report.sections.append(("reproducer", f"recorded {path}"))
         report.user_properties.append(("reproducer", str(path)))  # JUnit XML names it
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from harness import case as case_mod
-from harness import corpus, kernels, oracle, record, report, untrusted
+from harness import corpus, kernels, oracle, report, reproducer_building, reproducer_files, reproducer_loading, untrusted
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
 from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
@@ -105,7 +105,7 @@ def load_cases(path: Path) -> list[case_mod.Case]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                case = record.checked_case(untrusted.loads(line))
+                case = reproducer_loading.checked_case(untrusted.loads(line))
             except json.JSONDecodeError as e:
                 raise CampaignError(f"{path} line {n}: case is not valid JSON: {e}") from None
             except (case_mod.CaseError, ValueError) as e:  # CaseError, or too large or deep
@@ -339,7 +339,7 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
     results, counts, new_failures = [], Counter(), 0
     broken = []
     # Known bugs (reported, never counted as new), read while the first cases run: a second at a warm server.
-    known_bugs = in_background(partial(record.known_signatures, opts.reproducers, broken))
+    known_bugs = in_background(partial(reproducer_files.known_signatures, opts.reproducers, broken))
     known = None
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
@@ -361,7 +361,7 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
             new = r.is_new(known)
             if new and r.signature not in recorded:
                 recorded.add(r.signature)
-                bar.write(f"reproducer (new, not yet minimized): {record.write(r, env, opts.reproducers)}",
+                bar.write(f"reproducer (new, not yet minimized): {reproducer_building.write(r, env, opts.reproducers)}",
                           file=sys.stderr)
             new_failures += new
             if opts.stop_after and new_failures >= opts.stop_after:
@@ -376,7 +376,7 @@ def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Pat
 def _read(known_bugs: Future, opts: Options, broken: list) -> dict:
     known = known_bugs.result()
     if broken:
-        _err(record.skipped_line(opts.reproducers, broken))
+        _err(reproducer_files.skipped_line(opts.reproducers, broken))
     return known
 
 
@@ -386,7 +386,7 @@ def sanitized(path: Path, opts: Options) -> str:
     from harness import replay, sanitizer
 
     try:
-        out, found = replay.sanitized(record.load(path), opts.sanitize, opts.out / "logs" / "sanitize", opts.arch,
+        out, found = replay.sanitized(reproducer_loading.load(path), opts.sanitize, opts.out / "logs" / "sanitize", opts.arch,
                                       opts.timeouts)
     except sanitizer.SanitizerError as e:
         return str(e)
@@ -417,7 +417,7 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
                 _err(f"minimizing {r.case_id}: {' '.join(sig[2:6])}")
                 r = _minimized(r, sig, pool, scan, opts)
                 original = firsts[sig].case if r.case_id != firsts[sig].case_id else None
-            paths.append(record.write(r, env, opts.reproducers, minimized_from=original))
+            paths.append(reproducer_building.write(r, env, opts.reproducers, minimized_from=original))
             like = alike(sig, known)
             print(f"reproducer (new): {paths[-1]}" + (f" (the same failure as {Path(like).stem} through other statements: "
                                                        "likely one bug)" if like else ""))
@@ -436,5 +436,5 @@ def _minimized(r: Result, sig, pool, scan, opts: Options) -> Result:
     if small.id == r.case_id:
         return r
     ran = pool.run_one(small)
-    _err(f"  the shrunk case on the GPU: {record.describe(ran)}")
+    _err(f"  the shrunk case on the GPU: {ran.describe()}")
     return ran if unscoped(ran.signature) == unscoped(sig) else r

@@ -159,7 +159,7 @@ DEADLOCKS = (ScanCheck.mbarrier_protocol, ScanCheck.named_barrier_counts, ScanCh
 
 
 def predicts(findings) -> tuple[ScanCheck, ...]:
-    """The checks among `findings` (result.Finding) that explain a hang (DEADLOCKS), sorted."""
+    """The checks among `findings` (result.ScanFinding) that explain a hang (DEADLOCKS), sorted."""
     return tuple(sorted({f.check for f in findings or ()} & set(DEADLOCKS)))
 
 

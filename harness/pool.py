@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness import kernels, oracle, schedule
 from harness.environment import environment, in_background
-from harness.result import Finding, Result
+from harness.result import Result, ScanFinding
 from harness.schedule import Job, Scheduler, Timeouts
 from harness.worker import SPAWNED_AT, control, request_line
 
@@ -391,7 +391,7 @@ class Pool:
         w.job.reached(msg["stage"], time.monotonic(), self.timeouts)
         w.found = {k: msg[k] for k in ("hazards", "code") if k in msg}
         if "hazards" in w.found:
-            w.found["hazards"] = tuple(Finding.from_json(f) for f in w.found["hazards"])
+            w.found["hazards"] = tuple(ScanFinding.from_json(f) for f in w.found["hazards"])
 
     def _on_refused(self, w, msg) -> Result:
         """The worker could not read the case (parent and worker disagree about the Case); it lives on."""

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import oracle, record, sanitizer
+from harness import oracle, reproducer_building, reproducer_files, reproducer_loading, sanitizer
 from harness.environment import environment, gpu_count, importable
 from harness.pool import Pool, Timeouts
 from harness.result import Result
@@ -60,7 +60,7 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
                       evidence, results)
     other = next((r for r in results if r.verdict != "COMPILED"), None)
     if other:
-        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {record.describe(other)}", evidence, results)
+        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {other.describe()}", evidence, results)
     return Replay(Status.NOT_REPRODUCED, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(sorted(checks))} (recorded HANG; "
                   "compile-only)", evidence, results)
 
@@ -128,7 +128,7 @@ def sanitized(rep, tool: str, logs, arch="sm_90a", timeouts: Timeouts | None = N
 
 def judged(rep, results: list[Result], tgt: str, env) -> Replay:
     """What `results`, runs of `rep.case` for target `tgt`, say about the recorded bug."""
-    evidence = [f"now:       {record.describe(r)}  [{where(env)}]" for r in results] + kernels_moved(rep, env)
+    evidence = [f"now:       {r.describe()}  [{where(env)}]" for r in results] + kernels_moved(rep, env)
     if tgt != "auto" and rep.scan_checks:
         return _judge_by_scan(rep, results, evidence)
     n = len(results)
@@ -144,7 +144,7 @@ def judged(rep, results: list[Result], tgt: str, env) -> Replay:
         return Replay(Status.REPRODUCED if same else Status.FAILS_DIFFERENTLY, verdict, evidence, results)
     other = next((r for r in results if r.verdict != good), None)
     if other:  # UNSUPPORTED here, or our own HARNESS_ERROR: no evidence either way
-        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {record.describe(other)}", evidence, results)
+        return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {other.describe()}", evidence, results)
     return Replay(Status.NOT_REPRODUCED, f"NOT REPRODUCED: {n}/{n} runs {good} (recorded {rep.result.verdict})",
                   evidence, results)
 
@@ -154,7 +154,7 @@ def replay_test(json_path, tmp_path) -> None:
     Without a GPU a compile error still replays (compiled for sm_90a); anything else skips."""
     import pytest
 
-    out = replay(record.load(json_path), tmp_path)
+    out = replay(reproducer_loading.load(json_path), tmp_path)
     if out.status is Status.CANNOT_TEST:
         pytest.skip(out.verdict)
     assert out.status is Status.NOT_REPRODUCED, "\n".join([out.verdict, *out.evidence])
@@ -179,15 +179,15 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
         evaluate = Evaluator(pool, confirm, rep.signature, view)
         first = evaluate(rep.case)
         if first.signature != rep.signature:
-            return SKIP, f"NOT REPRODUCED, nothing to minimize: now {record.describe(first)}"
+            return SKIP, f"NOT REPRODUCED, nothing to minimize: now {first.describe()}"
         small, result, flaky = shrink(first, evaluate, budget, runs, log=log)
     if small == rep.case:
         return 0, f"already minimal: {path}"
     # A default title and description follow the smaller case; words written by hand stay.
-    hand = rep.title != record.default_title(rep.result)
-    new = record.build(result, env, rep.title if hand else None, flaky, rep.minimized_from or rep.case, id=rep.id,
-                       description=rep.description if hand else None)
+    hand = rep.title != reproducer_building.default_title(rep.result)
+    new = reproducer_building.build(result, env, rep.title if hand else None, flaky, rep.minimized_from or rep.case,
+                                    id=rep.id, description=rep.description if hand else None)
     # What was learned about the bug (links, release matrix, triage, the report's words) stays with it.
     kept = dataclasses.replace(new, links=rep.links, releases=rep.releases, triage=rep.triage, upstream=rep.upstream,
                                kind=rep.kind)
-    return 0, f"minimized: {record.save_as(kept, path)}"
+    return 0, f"minimized: {reproducer_files.save_as(kept, path)}"

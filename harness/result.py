@@ -1,6 +1,6 @@
 """One case's outcome (a Result), its verdict, its code-scan findings and its failure signature.
 
-A Result holds typed facts: the `Case` it ran, a `Verdict`, the code scan's `Finding`s, the checks a HANG's
+A Result holds typed facts: the `Case` it ran, a `Verdict`, the code scan's `ScanFinding`s, the checks a HANG's
 cause is predicted by. They become text only at the worker pipe and in the files (results.jsonl, a
 reproducer's `observed` section): `to_dict()` gives the JSON object written today, key for key and in the
 same order, and `from_dict()` reads one back (an older line too: keys this version does not know stay in
@@ -87,9 +87,10 @@ class ScanCheck(StrEnum):
 
 
 @dataclass(frozen=True)
-class Finding:
-    """What one code-scan check found in a kernel's generated code (the scan's own finding, harness.codegen's,
-    also has its line). Written "check: message" in results.jsonl and on the worker pipe, as always."""
+class ScanFinding:
+    """What one code-scan check found in a kernel's generated code (the scan's own finding,
+    harness.codegen.source.LineFinding, also has its line). Written "check: message" in results.jsonl and on the worker
+    pipe, as always."""
     check: ScanCheck  # a str is taken as its ScanCheck
     message: str
 
@@ -104,7 +105,7 @@ class Finding:
         return str(self)
 
     @classmethod
-    def from_json(cls, text) -> Finding:
+    def from_json(cls, text) -> ScanFinding:
         """The finding written as `text`: the check is the one whose name begins it; ValueError for a text that names
         no check."""
         check = next((c for c in ScanCheck if isinstance(text, str) and text.startswith(f"{c}: ")), None)
@@ -151,7 +152,7 @@ class Result:
     traceback: str = ""             # an exception's, for a result blamed on one (harness.blame)
     seconds: dict | None = None     # time per stage (start, compile, inputs, run, judge)
     checks: list | None = None      # each judged tensor (oracle.Check as a dict)
-    hazards: tuple | None = None    # the code scan's findings (Finding)
+    hazards: tuple | None = None    # the code scan's findings (ScanFinding)
     code: str | None = None         # digest of the generated code
     features: tuple | None = None   # its code features (harness.cuda_features), sorted: what the corpus keeps programs for
     fatal: bool = False             # the worker must exit (a poisoned CUDA context); on the pipe only
@@ -191,6 +192,14 @@ class Result:
     def failed(self) -> bool:
         """The compiler's failure, to be recorded (Verdict.failed)."""
         return self.verdict.failed
+
+    def describe(self) -> str:
+        """One line: verdict, where, and every tensor's error against its tolerance."""
+        where = " ".join(x for x in (self.stage, self.tensor, self.region) if x)
+        checks = "; ".join(f"{c['tensor']} error {c['error']:.4g} {'<=' if c['ok'] else '>'} tolerance {c['tolerance']:.4g}"
+                           for c in self.checks or [])
+        message = self.message if self.verdict != "PASS" else ""
+        return " | ".join(x for x in (f"{self.verdict} ({where})" if where else self.verdict, checks, message) if x)
 
     def is_new(self, known) -> bool:
         """A failure whose signature is not among `known` (the recorded reproducers' signatures): a new bug."""
@@ -239,7 +248,7 @@ _WRITE = {"case": case_mod.to_dict, "verdict": lambda v: v.value,
           "hazards": lambda found: None if found is None else [f.to_json() for f in found],
           "predicted": lambda checks: None if checks is None else list(checks),
           "features": lambda names: None if names is None else sorted(names)}
-_READ = {"case": case_mod.from_dict, "hazards": lambda found: tuple(Finding.from_json(f) for f in found),
+_READ = {"case": case_mod.from_dict, "hazards": lambda found: tuple(ScanFinding.from_json(f) for f in found),
          "predicted": lambda checks: tuple(map(ScanCheck, checks)), "features": tuple}
 
 

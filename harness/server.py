@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import kernels, record
+from harness import kernels, reproducer_loading
 from harness.pool import Pool, PoolError, RestartsExhausted, Timeouts
 from harness.result import Result
 
@@ -192,7 +192,7 @@ def _session(stream, pool: Pool, identity: Identity, ready: dict, log) -> str | 
         timeouts = Timeouts(*(_field(_field(run, "timeouts", dict), k, (int, float)) for k in ("compile", "run")))
         budget, seconds = _field(run, "max_restarts", (int, type(None))), _field(run, "seconds", (int, float, type(None)))
         try:
-            cases = [record.checked_case(d) for d in given]
+            cases = [reproducer_loading.checked_case(d) for d in given]
         except case_mod.CaseError as e:
             _send(stream, end={"started": 0, "stopped": None, "refused": f"a case the server cannot read: {e}"})
             continue

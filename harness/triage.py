@@ -35,7 +35,9 @@ class Trace:
 
 
 @dataclass(frozen=True)
-class Finding:
+class ErrorOrigin:
+    """Where a compile error comes from: the pass that raised it (after `passes_before` passes ran), the line of its
+    input that the error names (`evidence`), the first pass whose output held that line, and the lines around it."""
     raised_in: str
     passes_before: int
     introduced_by: str | None     # the first pass whose output holds the evidence line
@@ -59,14 +61,14 @@ HAZARD_IR = {
 
 @dataclass(frozen=True)
 class Made:
-    hazard: result_mod.Finding  # what the check found (harness.codegen, through harness.worker.scan)
+    hazard: result_mod.ScanFinding  # what the check found (harness.codegen, through harness.worker.scan)
     made_by: str | None       # the first pass whose output holds the construct; None: no pass's output does
     construct: str
     excerpt: list[str]
 
 
 def hazards_made(trace: Trace, hazards, script: Callable[[object], str]) -> list[Made]:
-    """For each hazard (a Finding) whose check has a known IR shape, the first pass whose output holds it."""
+    """For each hazard (a ScanFinding) whose check has a known IR shape, the first pass whose output holds it."""
     out, texts = [], {}
 
     def text(t: Trace, i: int) -> str:
@@ -119,7 +121,7 @@ def introduced_by(passes: list[str], texts: Callable[[int], str], line: str) -> 
     return None
 
 
-def find(trace: Trace, script: Callable[[object], str]) -> Finding | None:
+def find(trace: Trace, script: Callable[[object], str]) -> ErrorOrigin | None:
     """What `trace` shows about its error, or None if no pass raised (the error came before the
     passes, or after them: the program builder or the CUDA compiler)."""
     if trace.raised_in is None:
@@ -134,11 +136,11 @@ def find(trace: Trace, script: Callable[[object], str]) -> Finding | None:
             cache[i] = script(trace.after[i])
         return cache[i]
 
-    return Finding(trace.raised_in, len(trace.passes), introduced_by(trace.passes, text, first) if first else None,
-                   first.strip() if first else None, excerpt(given, hits))
+    return ErrorOrigin(trace.raised_in, len(trace.passes), introduced_by(trace.passes, text, first) if first else None,
+                       first.strip() if first else None, excerpt(given, hits))
 
 
-def describe(f: Finding | None, trace: Trace) -> list[str]:
+def describe(f: ErrorOrigin | None, trace: Trace) -> list[str]:
     """The report's lines."""
     error = trace.error
     if f is None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness import blame, kernels, oracle
 from harness import case as case_mod
-from harness.result import VALID_PART_FAILS, Finding, Result
+from harness.result import VALID_PART_FAILS, Result, ScanFinding
 
 SPAWNED_AT = "HARNESS_SPAWNED_AT"  # set by the pool: time.time() when it started this worker
 # Compile targets without a GPU (--arch): Hopper, every family's; Blackwell, what the sm100 outside
@@ -304,7 +304,7 @@ def _text(out) -> str:
     return out.read()
 
 
-def scan(fam, case, kernel) -> tuple[tuple[Finding, ...], str, tuple[str, ...]]:
+def scan(fam, case, kernel) -> tuple[tuple[ScanFinding, ...], str, tuple[str, ...]]:
     """What the compile-only checks see in the generated code (harness.codegen), a digest of
     that code (the same program compiled twice must give the same digest: harness.determinism), and its
     code features (harness.cuda_features), sorted."""
@@ -314,7 +314,7 @@ def scan(fam, case, kernel) -> tuple[tuple[Finding, ...], str, tuple[str, ...]]:
     # One kernel at a time: buffer names, offsets and barrier numbers mean nothing across kernels.
     found = [f for source in sources for f in codegen.check(source, fam.contiguous(case), fam.aligned, fragments)]
     features = sorted(set().union(*(cuda_features.features(source, fragments) for source in sources)))
-    return (tuple(Finding(f.check, f.message) for f in found), hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16],
+    return (tuple(ScanFinding(f.check, f.message) for f in found), hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16],
             tuple(features))
 
 

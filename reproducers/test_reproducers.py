@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import record
+from harness import reproducer_files
 from harness.replay import replay_test
 
-PATHS = record.paths(Path(__file__).resolve().parent)
+PATHS = reproducer_files.paths(Path(__file__).resolve().parent)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[f"{p.parent.name}-{p.stem}" for p in PATHS])

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import record  # noqa: E402
+from harness import reproducer_files, reproducer_loading, reproducer_model  # noqa: E402
 from harness.upstream import outputs  # noqa: E402
 
 
@@ -30,8 +30,8 @@ def main(argv) -> int:
         if (ids and rid not in ids) or not (reports / f"{rid}.md").exists():
             continue  # a program without a report of its own (a face folded into another report's controls)
         try:
-            rep = record.load(record.find(rid, ROOT / "reproducers"))
-        except record.RecordError as e:
+            rep = reproducer_loading.load(reproducer_files.find(rid, ROOT / "reproducers"))
+        except reproducer_model.RecordError as e:
             print(f"{rid}: skipped: {e}")
             continue
         if rep.upstream is None or rep.upstream.withdrawn:

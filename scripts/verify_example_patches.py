@@ -347,10 +347,10 @@ def make_tree(source: Path, dest: Path, patch: Path | None) -> None:
 
 
 def build_case(spec: dict):
-    from harness import record, strategies
+    from harness import reproducer_files, reproducer_loading, strategies
 
     if "repro" in spec:
-        case = record.load(record.find(spec["repro"], ROOT / "reproducers")).case
+        case = reproducer_loading.load(reproducer_files.find(spec["repro"], ROOT / "reproducers")).case
     else:
         case = strategies.peer(spec["family"] if "family" in spec else spec["peer"])[spec.get("index", 0)]
     return case.replace(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.get("set", {}).items()}).validate()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from harness import record
+from harness import reproducer_building, reproducer_files, reproducer_loading
 from harness.bisect import BisectError, Pending, environments, matrix, steps
 from harness.case import Case, to_json
 from harness.result import Result
@@ -66,7 +66,7 @@ class FakeReleases(environments.Releases):
 @pytest.fixture
 def reproducer(tmp_path):
     r = Result.of(Case(seqlen_q=130, seqlen_k=77, causal=True), "COMPILE_ERROR", "compile", "InternalError: boom")
-    return record.write(r, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
+    return reproducer_building.write(r, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
 
 
 def test_an_interrupted_bisect_resumes_from_its_state_file(tmp_path, reproducer, monkeypatch):
@@ -193,7 +193,7 @@ def test_a_numerical_bisect_pauses_on_a_machine_without_a_gpu(tmp_path, monkeypa
     from harness import cli
 
     r = Result.of(Case(seqlen_q=130, seqlen_k=77), "MISMATCH", "judge", "O: max error 1 > tolerance 0.01")
-    rep = record.write(r, {"tilelang": "0.1.12"}, tmp_path / "reproducers")
+    rep = reproducer_building.write(r, {"tilelang": "0.1.12"}, tmp_path / "reproducers")
     monkeypatch.setattr(steps, "gpu_count", lambda: 0)
     (tmp_path / "wheels").mkdir()
     for v in ("0.1.12", "0.1.14", "0.1.15"):
@@ -382,7 +382,7 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
                                                                                                 capsys):
     from harness import cli
 
-    reps = [record.write(Result.of(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
+    reps = [reproducer_building.write(Result.of(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
                          {"tilelang": "0.1.15"}, tmp_path / "reproducers") for message in ("InternalError", "ValueError")]
     for v in ("0.1.12", "0.1.15"):
         (tmp_path / "envs" / f"tilelang-{v}").mkdir(parents=True)
@@ -399,7 +399,7 @@ def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_relea
     assert cli.main(["matrix", "--releases", "0.1.15,0.1.12", "--jobs", "2", "--dir", str(tmp_path / "reproducers"),
                      "--envs", str(tmp_path / "envs")]) == 0
     table = capsys.readouterr().out
-    ids = [record.load(p).id for p in reps]
+    ids = [reproducer_loading.load(p).id for p in reps]
     assert "| reproducer | 0.1.12 | 0.1.15 |" in table
     assert f"| {ids[0]} | not reproduced | fails differently |" in table
     assert f"| {ids[1]} | not reproduced | **REPRODUCED** |" in table
@@ -410,12 +410,12 @@ def test_the_matrix_replays_the_reproducers_of_every_group(tmp_path, monkeypatch
 
     from harness import cli
 
-    flat = [record.write(Result.of(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
+    flat = [reproducer_building.write(Result.of(Case(seqlen_q=130, seqlen_k=77), "COMPILE_ERROR", "compile", message),
                          {"tilelang": "0.1.15"}, tmp_path / "flat") for message in ("InternalError", "ValueError")]
-    reps = [replace(record.load(flat[0]), kind="compiler"), replace(record.load(flat[1]), kind="example")]
+    reps = [replace(reproducer_loading.load(flat[0]), kind="compiler"), replace(reproducer_loading.load(flat[1]), kind="example")]
     (tmp_path / "reproducers" / "compiler").mkdir(parents=True)  # a folder of groups, as reproducers/ is
     for rep in reps:
-        record.save(rep, tmp_path / "reproducers")
+        reproducer_files.save(rep, tmp_path / "reproducers")
     assert not list((tmp_path / "reproducers").glob("*.json"))
     (tmp_path / "envs" / "tilelang-0.1.15").mkdir(parents=True)
     (tmp_path / "envs" / "tilelang-0.1.15" / ".complete").write_text("")

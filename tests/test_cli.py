@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import campaign, cli, record
+from harness import campaign, cli, reproducer_building, reproducer_files, reproducer_loading
 from harness import case as case_mod
 from harness.case import Case
 from harness.result import Result
@@ -34,7 +34,7 @@ def one_line_error(code, err, *, prefix, contains):
 def reproducer(tmp_path):
     failing = Result.of(Case(heads=4, kv_heads=2, seqlen_q=130, seqlen_k=77), "MISMATCH", "judge",
                      "O: max error 0.5 > tolerance 0.004", tensor="O", region="interior", checks=[])
-    return record.write(failing, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
+    return reproducer_building.write(failing, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
 
 
 def test_repro_of_a_file_that_is_not_utf8(tmp_path):
@@ -361,12 +361,13 @@ def test_a_new_failure_is_recorded_while_the_campaign_still_runs(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "harness.cli", FAKE, "run", "--cases-from", str(tmp_path / "c.jsonl"),
                           "--out", str(tmp_path / "out"), "--workers", "1", "--reproducers", str(tmp_path / "r"),
                           "--compile-timeout", "40"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not record.paths(tmp_path / "r") and p.poll() is None:
+    while not reproducer_files.paths(tmp_path / "r") and p.poll() is None:
         time.sleep(0.2)
-    first = [record.load(path).observed["verdict"] for path in record.paths(tmp_path / "r")]
+    first = [reproducer_loading.load(path).observed["verdict"] for path in reproducer_files.paths(tmp_path / "r")]
     p.wait(timeout=120)
     assert first == ["COMPILE_ERROR"]  # seen alone: while the hang was still being waited for, not after the run
-    assert sorted(record.load(p).observed["verdict"] for p in record.paths(tmp_path / "r")) == ["COMPILE_ERROR", "HANG"]
+    verdicts = sorted(reproducer_loading.load(p).observed["verdict"] for p in reproducer_files.paths(tmp_path / "r"))
+    assert verdicts == ["COMPILE_ERROR", "HANG"]
 
 
 def test_repro_statuses_follow_git_bisect_run(tmp_path):
@@ -374,7 +375,7 @@ def test_repro_statuses_follow_git_bisect_run(tmp_path):
     compiles, 125 when the harness itself fails on it."""
     rejected = Result.of(Case(family="fake", heads=9), "COMPILE_ERROR", "compile",
                       "InternalError: Check failed: (continuous % (vector_size * 2) == 0) is false")
-    path = record.write(rejected, {"tilelang": "0.1.15"}, tmp_path / "r")
+    path = reproducer_building.write(rejected, {"tilelang": "0.1.15"}, tmp_path / "r")
     code, out, _ = harness("repro", path, "--logs", tmp_path / "logs")
     assert code == 1 and "REPRODUCED: 1/1 runs fail; signature matches in 1/1 runs" in out
     for heads, status, says in ((1, 0, "NOT REPRODUCED: 1/1 runs COMPILED"),

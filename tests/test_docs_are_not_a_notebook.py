@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import record
+from harness import reproducer_files
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -32,7 +32,7 @@ FINDING = re.compile(r"^(\d{4}-\d{2}-\d{2})-[a-z0-9]+(?:-[a-z0-9]+)*\.md$")
 
 
 def reproducer_ids():
-    return {p.stem for p in record.paths(ROOT / "reproducers")}
+    return {p.stem for p in reproducer_files.paths(ROOT / "reproducers")}
 
 
 def notebook_lines(text, known_ids):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import record
+from harness import reproducer_files
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "reproducers" / "examples"
@@ -46,7 +46,7 @@ def test_there_are_at_most_three_patches_each_with_its_text():
         text = patch.with_suffix(".md").read_text()
         ids = set(re.findall(r"\]\((?:\.\./compiler/)?([0-9a-f]{12})\.json\)", text))
         assert ids, f"{patch.stem}.md links no reproducer"
-        assert all(record.find(i, ROOT / "reproducers") for i in ids), ids
+        assert all(reproducer_files.find(i, ROOT / "reproducers") for i in ids), ids
         assert "```python" in text, f"{patch.stem}.md shows no failing shape"
         assert all(f.startswith("examples/") for f in script().patched_files(patch)), patch.name
 
@@ -81,7 +81,7 @@ def test_every_patch_has_shapes_failing_without_it_and_test_shapes_with_it():
         assert len(set(todo[patch.stem].cases.values())) == len(todo[patch.stem].cases)  # no case twice
     for shape in verify.SHAPES:
         if shape.case and "repro" in shape.case:
-            assert record.find(shape.case["repro"], ROOT / "reproducers"), shape.label
+            assert reproducer_files.find(shape.case["repro"], ROOT / "reproducers"), shape.label
 
 
 def test_the_dry_run_applies_each_patch_to_a_copy(tmp_path, capsys):

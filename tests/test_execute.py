@@ -7,7 +7,7 @@ import pytest
 from harness.case import Case
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, threads_per_worker
-from harness.result import Finding
+from harness.result import ScanFinding
 
 
 @pytest.fixture(scope="module")
@@ -174,11 +174,11 @@ def test_a_fresh_replay_compiles_every_run(tmp_path, timeouts):
 def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypatch, timeouts):
     """A recorded HANG whose message names a code-scan check is judged compile-only by that check:
     what lets `harness bisect` place 0.1.10's setmaxnreg hang (835c5df46cb3) on a CPU machine."""
-    from harness import oracle, record
+    from harness import oracle, reproducer_building
     from harness.replay import replay
     from harness.status import Status
-    hang = oracle.hang(fake(15), 60, "run", [Finding("register_budget", "x")])
-    rep = record.build(hang, {})
+    hang = oracle.hang(fake(15), 60, "run", [ScanFinding("register_budget", "x")])
+    rep = reproducer_building.build(hang, {})
     bad = replay(rep, tmp_path / "bad", timeouts=timeouts)
     assert bad.status is Status.REPRODUCED and "1/1 compiles show register_budget" in bad.verdict, bad
     assert any("95232 registers" in line for line in bad.evidence)
@@ -186,7 +186,7 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
     good = replay(rep, tmp_path / "good", timeouts=timeouts)
     assert (good.status, good.verdict) == (Status.NOT_REPRODUCED, "NOT REPRODUCED: 1/1 compiles without register_budget "
                                                  "(recorded HANG; compile-only)")
-    plain = record.build(oracle.hang(fake(15), 60, "run"), {})
+    plain = reproducer_building.build(oracle.hang(fake(15), 60, "run"), {})
     assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"
 
 
@@ -194,28 +194,30 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
 def test_a_hang_the_code_scan_explains_minimizes_without_a_gpu(tmp_path, capsys):
     """`harness minimize` without a GPU: a compile showing the recorded hang's cause counts as that
     hang (replay.as_predicted), so the case shrinks while the deadlock stays predicted."""
-    from harness import cli, oracle, record
-    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 60, "run", [Finding("register_budget", "x")])
-    learned = {"links": record.Links(notes=("a note",)), "releases": {"0.1.10": record.Release("reproduced")},
-               "triage": record.Triage(record.Culprit("tl.Pass")), "upstream": record.Upstream(title="[BUG] words")}
-    path = record.save(dataclasses.replace(record.build(hang, {}), **learned), tmp_path / "reps")
+    from harness import cli, oracle, reproducer_building, reproducer_files, reproducer_loading, reproducer_model
+    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 60, "run", [ScanFinding("register_budget", "x")])
+    learned = {"links": reproducer_model.Links(notes=("a note",)),
+               "releases": {"0.1.10": reproducer_model.Release("reproduced")},
+               "triage": reproducer_model.Triage(reproducer_model.Culprit("tl.Pass")),
+               "upstream": reproducer_model.Upstream(title="[BUG] words")}
+    path = reproducer_files.save(dataclasses.replace(reproducer_building.build(hang, {}), **learned), tmp_path / "reps")
     assert cli.main(["minimize", str(path), "--budget", "60", "--runs", "0", "--logs", str(tmp_path / "logs")]) == 0
-    rep = record.load(path)
+    rep = reproducer_loading.load(path)
     assert {k: getattr(rep, k) for k in learned} == learned  # what was learned about the bug stays with it
     assert (rep.case.batch, rep.case.seqlen_q, rep.case.heads) == (1, 1, 15)  # the fake's setmaxnreg needs heads 15
-    assert rep.signature == record.build(hang, {}).signature and rep.minimized_from.batch == 3
+    assert rep.signature == reproducer_building.build(hang, {}).signature and rep.minimized_from.batch == 3
     assert "minimized:" in capsys.readouterr().out
 
 
 def test_a_campaign_shrinks_a_hang_its_scan_explains_compile_only(tmp_path, monkeypatch, timeouts):
     """On a GPU a hang costs a run timeout per step; one the code scan explains shrinks compile-only,
     and the shrunk case is kept only if it then hangs the same way when run."""
-    from harness import campaign, oracle, record
-    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 3, "run", [Finding("register_budget", "x")])
+    from harness import campaign, oracle, reproducer_loading
+    hang = oracle.hang(fake(15, batch=3, seqlen_q=90, seqlen_k=90), 3, "run", [ScanFinding("register_budget", "x")])
     opts = campaign.Options(out=tmp_path, reproducers=tmp_path / "reps", minimize=True, minimize_budget=60,
                             timeouts=timeouts)
     [path] = campaign.record_failures([hang], opts, "auto", known={})
-    rep = record.load(path)
+    rep = reproducer_loading.load(path)
     assert (rep.case.batch, rep.case.seqlen_q, rep.case.heads) == (1, 1, 15) and rep.minimized_from.batch == 3
     assert rep.signature == hang.signature and rep.observed["stage"] == "run"
     assert (tmp_path / "logs" / "minimize" / "compile-only").is_dir()  # the steps compiled only
@@ -223,5 +225,5 @@ def test_a_campaign_shrinks_a_hang_its_scan_explains_compile_only(tmp_path, monk
     monkeypatch.setenv("FAKE_GRANTED", "1")
     opts.reproducers = tmp_path / "reps2"
     [path] = campaign.record_failures([hang], opts, "auto", known={})
-    rep = record.load(path)
+    rep = reproducer_loading.load(path)
     assert rep.case.batch == 3 and rep.minimized_from is None

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness import export, kernels, oracle, record
+from harness import export, kernels, oracle, reproducer_building, reproducer_files, reproducer_loading
 from harness import reference as ref
 from harness.case import Case
 from harness.result import Result
@@ -33,7 +33,8 @@ def _program_call(case):
 def _reproducer(case, verdict, tmp_path, tensor="O"):
     failing = Result.of(case, verdict, "judge" if verdict != "COMPILE_ERROR" else "compile", "recorded message",
                      tensor=tensor if verdict != "COMPILE_ERROR" else "", checks=[])
-    return record.load(record.write(failing, {"tilelang": "0.1.15", "gpu": "H100"}, tmp_path / "reproducers"))
+    written = reproducer_building.write(failing, {"tilelang": "0.1.15", "gpu": "H100"}, tmp_path / "reproducers")
+    return reproducer_loading.load(written)
 
 
 def _standalone(case, verdict, tmp_path):
@@ -156,7 +157,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 
 def test_an_outside_kernel_is_refused(tmp_path):
     path = tmp_path / "outside.json"
-    d = json.loads((record.find("3264ffa39b5d")).read_text())
+    d = json.loads((reproducer_files.find("3264ffa39b5d")).read_text())
     path.write_text(json.dumps(d))
     code, _, err = harness("export", path, "--to", tmp_path / "x.py")
     assert code == 2 and err.count("\n") == 1 and "outside kernel" in err

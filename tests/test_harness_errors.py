@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import campaign, cli, record
+from harness import campaign, cli, reproducer_building, reproducer_files, reproducer_loading
 from harness.case import Case
 from harness.result import Result
 
@@ -55,7 +55,7 @@ def refused(code, out, err, written, contains):
 def reproducer(tmp_path):
     failing = Result.of(Case(seqlen_q=130, seqlen_k=77), "MISMATCH", "judge", "O: max error 0.5 > tolerance 0.004",
                         tensor="O", region="interior", checks=[])
-    return record.write(failing, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
+    return reproducer_building.write(failing, {"tilelang": "0.1.15"}, tmp_path / "reproducers")
 
 
 def deep(path):
@@ -232,7 +232,7 @@ def test_bisect_says_what_it_cannot_do(argv, contains, run, reproducer):
 
 
 def test_bisect_of_an_outside_kernel_is_refused_before_installing(run):
-    outside = next(p for p in record.paths(REPRODUCERS) if record.load(p).case.family.startswith("tl_"))
+    outside = next(p for p in reproducer_files.paths(REPRODUCERS) if reproducer_loading.load(p).case.family.startswith("tl_"))
     refused(*run("bisect", outside, "--good", "0.1.10", "--bad", "0.1.15", "--envs", "envs"),
             contains="whose examples differ by release: bisect cannot give each step its own")
 
@@ -608,7 +608,7 @@ def test_n13_minimize_of_a_bug_that_does_not_reproduce_is_125_as_the_table_says(
     """Not 1, which repro says for "reproduced": nothing minimized here, and the file is kept as it was."""
     from harness.commands import minimize
     rejected = Result.of(Case(family="fake", heads=1), "COMPILE_ERROR", "compile", "InternalError: rejected")
-    path = record.write(rejected, {"tilelang": "0.1.15"}, tmp_path / "r")
+    path = reproducer_building.write(rejected, {"tilelang": "0.1.15"}, tmp_path / "r")
     before = path.read_text()
     code, out, err, _ = run("--register=fake=fake_family:FAMILY", "minimize", path, "--logs", "logs")
     assert code == 125 and minimize.EXITS[125].startswith("nothing changed: not reproduced here"), err

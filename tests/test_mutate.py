@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from harness.programs import KINDS, copy, fill, model, mutate
+from harness.programs import STATEMENT_KINDS, copy, fill, model, mutate
 
 
 def _program(body, extra=()):
@@ -27,7 +27,7 @@ def _only(monkeypatch, operation):
 
 def _no_choices(monkeypatch):
     """No kind declares CHOICES: a change can only flip a boolean."""
-    for kind in KINDS.values():
+    for kind in STATEMENT_KINDS.values():
         monkeypatch.setattr(kind, "CHOICES", {}, raising=False)
 
 

@@ -2,7 +2,7 @@ import torch
 
 from harness import blame, oracle
 from harness.case import Case
-from harness.result import Finding, Result
+from harness.result import Result, ScanFinding
 
 
 def locate_nowhere(name, index):
@@ -123,14 +123,15 @@ def test_a_failure_pinned_on_a_shared_kernel_has_one_signature_across_families()
 def test_a_hang_names_the_code_scan_finding_that_explains_it():
     """Two fwd hangs with different causes (0.1.12's barrier count, 0.1.10's register request)
     must not share a signature, or the second is reported as the first, known bug."""
-    loads = Finding("unwaited_async_loads", "TMA load into q_s ...")
+    loads = ScanFinding("unwaited_async_loads", "TMA load into q_s ...")
     plain = oracle.hang(Case(), 60, "run", [loads])
-    barrier = oracle.hang(Case(), 20, "run", [Finding("named_barrier_counts", "bar.sync 3 counts 192 ..."), loads])
-    registers = oracle.hang(Case(), 60, "run", [Finding("register_budget", "setmaxnreg asks ...")])
+    barrier = oracle.hang(Case(), 20, "run", [ScanFinding("named_barrier_counts", "bar.sync 3 counts 192 ..."), loads])
+    registers = oracle.hang(Case(), 60, "run", [ScanFinding("register_budget", "setmaxnreg asks ...")])
     assert (plain.message, plain.predicted) == ("no answer within 60 s (run)", None)
     assert barrier.message == "no answer within 20 s (run); the code scan predicts it: named_barrier_counts"
     assert barrier.predicted == ("named_barrier_counts",) and registers.predicted == ("register_budget",)
-    sigs = {r.signature for r in (plain, barrier, registers, oracle.hang(Case(), 5, "run", [Finding("register_budget", "x")]))}
+    budget = oracle.hang(Case(), 5, "run", [ScanFinding("register_budget", "x")])
+    sigs = {r.signature for r in (plain, barrier, registers, budget)}
     assert len(sigs) == 3
     # What the pool writes when a case never answered: the scan's findings (if it got that far), then the cause.
     assert list(oracle.hang(Case(), 60, "run", [loads], code="ab").to_dict())[-2:] == ["hazards", "code"]

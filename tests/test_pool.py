@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import campaign, record
+from harness import campaign, reproducer_files
 from harness import pool as pool_mod
 from harness.case import Case
 from harness.pool import Pool, RestartsExhausted, Timeouts
@@ -115,7 +115,7 @@ def test_a_campaign_stopped_by_the_budget_keeps_its_results_and_resumes(tmp_path
     assert len(stopped) == 1 and "--max-worker-restarts 1" in stopped[0] and "CRASH at compile" in stopped[0], err
     lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
     assert [json.loads(line)["verdict"] for line in lines] == ["CRASH", "CRASH"]
-    assert len(record.paths(tmp_path / "r")) == 1  # one signature, recorded as it failed
+    assert len(reproducer_files.paths(tmp_path / "r")) == 1  # one signature, recorded as it failed
     # The same command goes on from there: two cases left, one replacement allowed again.
     assert cli.main(argv) == 0  # the crash is a known bug now
     assert len((tmp_path / "out" / "results.jsonl").read_text().splitlines()) == 4

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from harness.programs import KINDS, emit, generate, interpret, model
+from harness.programs import STATEMENT_KINDS, emit, generate, interpret, model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +43,7 @@ NEGATE = types.SimpleNamespace(
 
 @pytest.fixture
 def negate(monkeypatch):
-    monkeypatch.setitem(KINDS, "negate", NEGATE)
+    monkeypatch.setitem(STATEMENT_KINDS, "negate", NEGATE)
     return NEGATE
 
 
@@ -85,7 +85,7 @@ def test_the_composer_names_no_statement_kind():
     literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not hasattr(builtins, n.id)} | \
             {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    assert not (literals | names) & set(KINDS), sorted((literals | names) & set(KINDS))
+    assert not (literals | names) & set(STATEMENT_KINDS), sorted((literals | names) & set(STATEMENT_KINDS))
 
 
 def test_a_corpus_mutant_can_take_a_statement_the_composer_draws():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from harness import case as case_mod
 from harness import kernels, oracle, pairwise, reference, strategies
 from harness.kernels import program_family
-from harness.programs import KINDS, copy, emit, generate, interpret, model, templates
+from harness.programs import STATEMENT_KINDS, copy, emit, generate, interpret, model, templates
 from harness.programs.builder import LENGTH_BLOCKS
 from harness.programs.model import ProgramError
 
@@ -31,7 +31,7 @@ COPY = _buffers(("A", "global", "float16", ("n", 72)), ("O", "global", "float32"
 
 
 def test_every_statement_kind_is_registered_with_its_record_and_both_semantics():
-    for name, module in KINDS.items():
+    for name, module in STATEMENT_KINDS.items():
         assert issubclass(module.STATEMENT, model.Statement) and module.STATEMENT.op == name
         for part in ("check", "reads", "writes", "full", "tilelang", "torch"):
             assert callable(getattr(module, part)), f"{name} lacks {part}"
@@ -437,13 +437,13 @@ def test_harness_programs_lists_every_kind_chain_and_twin():
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "harness.cli", "programs"], capture_output=True, text=True, check=True).stdout
-    for name in (*KINDS, *templates.TEMPLATES, *program_family.TWINS):
+    for name in (*STATEMENT_KINDS, *templates.TEMPLATES, *program_family.TWINS):
         assert f" {name}" in out, name
 
 
 def _exported(rid, tmp_path):
-    from harness import export, record
-    path, calls = export.export(record.load(record.find(rid)), tmp_path / f"{rid}.py")
+    from harness import export, reproducer_files, reproducer_loading
+    path, calls = export.export(reproducer_loading.load(reproducer_files.find(rid)), tmp_path / f"{rid}.py")
     return path
 
 
@@ -549,11 +549,11 @@ def test_a_failure_met_through_other_statements_is_shown_alike_a_recorded_one():
 def test_a_failure_row_names_the_code_scan_checks_its_cases_carried():
     """391bcfb1f341 was 2c4e73a32b9e in another region: no signature matched, but the scan had named its race."""
     from harness import report
-    from harness.codegen.source import Finding
+    from harness.codegen.source import LineFinding
     from harness.result import Result
 
     c = case_mod.Case(family="program", program=generate.template("attention"))
-    race = Finding("barriers_in_skipped_loops", 57, "S4 written by the threads at line 57 and read here")
+    race = LineFinding("barriers_in_skipped_loops", 57, "S4 written by the threads at line 57 and read here")
     failed = [Result.of(c.replace(seed=s), "MISMATCH", "judge", "G7: max error 2 > tolerance 0 at [24, 0]", tensor="G7",
                         region="interior", hazards=h) for s, h in ((1, (race,)), (2, ()))]
     table = report.failure_table(failed, {})

@@ -7,9 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from harness import campaign, cli, oracle, record, reproducer_index
+from harness import (
+    campaign,
+    cli,
+    oracle,
+    reproducer_building,
+    reproducer_files,
+    reproducer_index,
+    reproducer_loading,
+    reproducer_model,
+)
 from harness.case import Case
-from harness.result import Finding, Result
+from harness.result import Result, ScanFinding
 
 ENV = {"python": "3.11.7", "tilelang": "0.1.15", "tilelang_commit": "", "torch": "2.13.0", "cuda": "12.8",
        "driver": "570.1", "gpu": "NVIDIA H100 x1", "capability": "sm_90", "compile_only": False}
@@ -28,22 +37,22 @@ def failure(case=CASE, region="tail_q_tile", verdict="MISMATCH"):
 
 @pytest.fixture
 def written(tmp_path):
-    return record.write(failure(), ENV, tmp_path, flaky={"runs": 3, "reproduced": 3, "deterministic": True})
+    return reproducer_building.write(failure(), ENV, tmp_path, flaky={"runs": 3, "reproduced": 3, "deterministic": True})
 
 
 def test_round_trip(written):
-    rep = record.load(written)
-    assert written.name == f"{rep.id}.json" and rep.id == record.signature_id(failure().signature)
+    rep = reproducer_loading.load(written)
+    assert written.name == f"{rep.id}.json" and rep.id == reproducer_files.signature_id(failure().signature)
     assert rep.kind == "compiler" and written.parent.name == "compiler"  # a new recording: the compiler's group
-    assert rep.case == CASE and rep.minimized_from is None and rep.links == record.Links()
+    assert rep.case == CASE and rep.minimized_from is None and rep.links == reproducer_model.Links()
     assert rep.releases == {} and rep.triage is None and rep.upstream is None
     assert rep.signature == failure().signature
     assert rep.observed["flaky"] == {"runs": 3, "reproduced": 3, "deterministic": True}
     assert rep.observed["checks"][0]["error"] == 0.5 and rep.environment == ENV
     assert "float64 reference" in rep.expected and "MISMATCH O tail_q_tile" in rep.title
-    assert record.from_dict(json.loads(written.read_text())) == rep
-    again = record.save(rep, written.parent.parent)  # saving what was loaded changes nothing
-    assert again == written and record.load(again) == rep
+    assert reproducer_loading.from_dict(json.loads(written.read_text())) == rep
+    again = reproducer_files.save(rep, written.parent.parent)  # saving what was loaded changes nothing
+    assert again == written and reproducer_loading.load(again) == rep
 
 
 def test_compile_only_is_a_field_of_the_environment_and_old_files_tell_it_by_their_gpu(written):
@@ -57,38 +66,40 @@ def test_compile_only_is_a_field_of_the_environment_and_old_files_tell_it_by_the
     assert d["environment"]["compile_only"] is False
     for gpu, compile_only in ((NO_GPU, True), ("NVIDIA H100 x1", False)):
         old = {**d, "environment": {k: v for k, v in {**ENV, "gpu": gpu}.items() if k != "compile_only"}}
-        assert record.from_dict(old).environment == {**old["environment"], "compile_only": compile_only}
-    recorded = [record.load(p) for p in record.paths(ROOT / "reproducers")]
+        assert reproducer_loading.from_dict(old).environment == {**old["environment"], "compile_only": compile_only}
+    recorded = [reproducer_loading.load(p) for p in reproducer_files.paths(ROOT / "reproducers")]
     assert {r.environment["compile_only"] for r in recorded if r.environment.get("gpu") == NO_GPU} == {True}
     assert {r.environment["compile_only"] for r in recorded if r.environment.get("gpu") != NO_GPU} == {False}
 
 
 def test_find(written, tmp_path):
     rep_id = written.stem
-    assert record.find(written, "elsewhere") == written
+    assert reproducer_files.find(written, "elsewhere") == written
     for root in (tmp_path, written.parent):  # the folder of groups, or one group's folder
-        assert record.find(rep_id, root) == written
-        assert record.find(rep_id[:5], root) == written
-    with pytest.raises(record.RecordError, match="no reproducer"):
-        record.find("0000nothere", tmp_path)
-    candidate = record.save(dataclasses.replace(record.load(written), id=rep_id[:5] + "0", kind="candidate"), tmp_path)
-    assert candidate == tmp_path / "candidates" / f"{rep_id[:5]}0.json" and record.find(rep_id[:5] + "0", tmp_path) == candidate
-    with pytest.raises(record.RecordError, match="is ambiguous"):
-        record.find(rep_id[:5], tmp_path)
-    assert record.paths(tmp_path) == [written, candidate]
+        assert reproducer_files.find(rep_id, root) == written
+        assert reproducer_files.find(rep_id[:5], root) == written
+    with pytest.raises(reproducer_model.RecordError, match="no reproducer"):
+        reproducer_files.find("0000nothere", tmp_path)
+    moved = dataclasses.replace(reproducer_loading.load(written), id=rep_id[:5] + "0", kind="candidate")
+    candidate = reproducer_files.save(moved, tmp_path)
+    assert candidate == tmp_path / "candidates" / f"{rep_id[:5]}0.json"
+    assert reproducer_files.find(rep_id[:5] + "0", tmp_path) == candidate
+    with pytest.raises(reproducer_model.RecordError, match="is ambiguous"):
+        reproducer_files.find(rep_id[:5], tmp_path)
+    assert reproducer_files.paths(tmp_path) == [written, candidate]
 
 
 def test_every_reproducer_lies_in_its_group_and_replays_by_its_id():
     """`harness repro <id>` finds every recorded reproducer, as does a unique prefix of its id; its kind names its
     folder; and reproducers/test_reproducers.py has one test for it, selected by the id."""
     root = ROOT / "reproducers"
-    found = record.paths(root)
-    assert {p.parent.name for p in found} == set(record.KINDS.values())
+    found = reproducer_files.paths(root)
+    assert {p.parent.name for p in found} == set(reproducer_model.FOLDER_OF_KIND.values())
     for path in found:
-        rep = record.load(path)
-        assert path == record.file_path(root, rep.kind, rep.id), f"{path}: kind {rep.kind!r}: git mv it into its group"
-        assert record.find(rep.id, root) == path
-        assert record.find(rep.id[:8], root) == path
+        rep = reproducer_loading.load(path)
+        assert path == reproducer_files.file_path(root, rep.kind, rep.id), f"{path}: kind {rep.kind!r}: git mv it into its group"
+        assert reproducer_files.find(rep.id, root) == path
+        assert reproducer_files.find(rep.id[:8], root) == path
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
                           str(root / "test_reproducers.py"), "-k", found[0].stem], capture_output=True, text=True, cwd=ROOT,
                          timeout=300)
@@ -153,38 +164,40 @@ def test_malformed_files_name_the_field(written, name):
     d = json.loads(written.read_text())
     mutate(d)
     written.write_text(json.dumps(d))
-    with pytest.raises(record.RecordError) as e:
-        record.load(written)
+    with pytest.raises(reproducer_model.RecordError) as e:
+        reproducer_loading.load(written)
     assert expected in str(e.value) and "\n" not in str(e.value)
 
 
 def test_truncated_json_and_non_object(written):
     text = written.read_text()
     written.write_text(text[:200])
-    with pytest.raises(record.RecordError, match="not valid JSON"):
-        record.load(written)
+    with pytest.raises(reproducer_model.RecordError, match="not valid JSON"):
+        reproducer_loading.load(written)
     written.write_text("[]")
-    with pytest.raises(record.RecordError, match="must be a JSON object"):
-        record.load(written)
+    with pytest.raises(reproducer_model.RecordError, match="must be a JSON object"):
+        reproducer_loading.load(written)
 
 
 def test_typed_links_and_facts_round_trip(written):
-    rep = record.load(written)
-    links = record.Links(
-        tracker_issue=(record.Issue("tile-ai/tilelang", 2643, state="open", note="this bug"),),
-        related=(record.Issue("tile-ai/TileOPs", 1852, state="closed", note="the same error elsewhere"),),
-        same_root_cause_as=(record.Sibling("157ba1f2e171", "also at head dim 128"),),
-        bisected_by=(record.Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
-                     record.Bisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)),
-        fixed_by=(record.Issue("tile-ai/tilelang", 2737, kind="pull", state="merged", release="0.1.13"),),
-        searches=(record.Search("the tracker: a fill over 384 threads", "nothing found"),),
-        files=(record.File("reproducers/x.standalone.py", "standalone"),), notes=("as written",))
+    rep = reproducer_loading.load(written)
+    links = reproducer_model.Links(
+        tracker_issue=(reproducer_model.Issue("tile-ai/tilelang", 2643, state="open", note="this bug"),),
+        related=(reproducer_model.Issue("tile-ai/TileOPs", 1852, state="closed", note="the same error elsewhere"),),
+        same_root_cause_as=(reproducer_model.Sibling("157ba1f2e171", "also at head dim 128"),),
+        bisected_by=(reproducer_model.RecordedBisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
+                     reproducer_model.RecordedBisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)),
+        fixed_by=(reproducer_model.Issue("tile-ai/tilelang", 2737, kind="pull", state="merged", release="0.1.13"),),
+        searches=(reproducer_model.Search("the tracker: a fill over 384 threads", "nothing found"),),
+        files=(reproducer_model.File("reproducers/x.standalone.py", "standalone"),), notes=("as written",))
     rich = dataclasses.replace(
-        rep, links=links, releases={"0.1.14": record.Release("reproduced"), "0.1.13": record.Release("not reproduced", "CPU")},
-        triage=record.Triage(record.Culprit("tl.LowerTileOp", "src/transform/lower_tile_op.cc", "Lower"),
-                             (record.Control("knob no_warp_specialize added", "compiles", True, knob="no_warp_specialize"),)),
-        upstream=record.Upstream(title="[BUG][ice-on-valid-code] a title", expected="it compiles"))
-    again = record.load(record.save(rich, written.parent.parent))
+        rep, links=links,
+        releases={"0.1.14": reproducer_model.Release("reproduced"), "0.1.13": reproducer_model.Release("not reproduced", "CPU")},
+        triage=reproducer_model.Triage(
+            reproducer_model.Culprit("tl.LowerTileOp", "src/transform/lower_tile_op.cc", "Lower"),
+            (reproducer_model.Control("knob no_warp_specialize added", "compiles", True, knob="no_warp_specialize"),)),
+        upstream=reproducer_model.Upstream(title="[BUG][ice-on-valid-code] a title", expected="it compiles"))
+    again = reproducer_loading.load(reproducer_files.save(rich, written.parent.parent))
     assert again == rich
     assert [i.ref for i in again.links.issues()] == ["#2643", "PR #2737", "TileOPs#1852"]
     assert again.links.fixed_by[0].url == "https://github.com/tile-ai/tilelang/pull/2737"
@@ -196,48 +209,48 @@ def test_typed_links_and_facts_round_trip(written):
 def test_minimized_from_may_be_absent(written):
     d = json.loads(written.read_text())
     del d["minimized_from"], d["observed"]["flaky"]
-    rep = record.from_dict(d)
+    rep = reproducer_loading.from_dict(d)
     assert rep.minimized_from is None and rep.observed["flaky"] is None
 
 
 def test_dedupe_by_signature(written, tmp_path):
     # Another case with the same signature (numbers in the message are normalized away): not recorded again.
     same = failure(CASE.replace(seqlen_q=131, batch=2))
-    assert record.write(same, ENV, tmp_path) == written
-    other = record.write(failure(region="interior"), ENV, tmp_path)
+    assert reproducer_building.write(same, ENV, tmp_path) == written
+    other = reproducer_building.write(failure(region="interior"), ENV, tmp_path)
     assert other != written
     (tmp_path / "broken.json").write_text("{")
     broken = []
-    known = record.known_signatures(tmp_path, broken)
+    known = reproducer_files.known_signatures(tmp_path, broken)
     assert set(known) == {failure().signature, failure(region="interior").signature} and broken == [tmp_path / "broken.json"]
-    assert sorted(p.name for p in record.paths(tmp_path)) == sorted([written.name, other.name, "broken.json"])
+    assert sorted(p.name for p in reproducer_files.paths(tmp_path)) == sorted([written.name, other.name, "broken.json"])
 
 
 def test_a_candidate_is_no_known_bug_but_is_not_recorded_twice(written, tmp_path):
-    candidate = record.file_path(tmp_path, "candidate", written.stem)
+    candidate = reproducer_files.file_path(tmp_path, "candidate", written.stem)
     candidate.parent.mkdir()
     written.rename(candidate)
-    record.save(dataclasses.replace(record.load(candidate), kind="candidate"), tmp_path)
-    assert record.known_signatures(tmp_path) == {}  # a campaign counts its failure as new
-    assert record.write(failure(), ENV, tmp_path) == candidate  # and finds its file, not a second one
-    assert record.paths(tmp_path) == [candidate]
+    reproducer_files.save(dataclasses.replace(reproducer_loading.load(candidate), kind="candidate"), tmp_path)
+    assert reproducer_files.known_signatures(tmp_path) == {}  # a campaign counts its failure as new
+    assert reproducer_building.write(failure(), ENV, tmp_path) == candidate  # and finds its file, not a second one
+    assert reproducer_files.paths(tmp_path) == [candidate]
 
 
 def test_an_edited_reproducer_keeps_its_file(written, tmp_path):
     # A recorded message sharpened by hand (bb5de5939ba0 named its cause later) leaves the file
     # under its old id; a new failure with the old signature gets another id, not that file.
-    rep = record.load(written)
+    rep = reproducer_loading.load(written)
     edited = dataclasses.replace(rep, observed={**rep.observed, "message": rep.observed["message"] + "; cause named",
                                                 "signature": [*rep.signature[:-1], rep.signature[-1] + "; cause named"]})
-    record.save(edited, tmp_path)
-    again = record.write(failure(), ENV, tmp_path)
-    assert again != written and record.load(written) == edited
-    assert record.load(again).signature == failure().signature
-    assert record.write(failure(), ENV, tmp_path) == again  # and the new one dedupes as usual
+    reproducer_files.save(edited, tmp_path)
+    again = reproducer_building.write(failure(), ENV, tmp_path)
+    assert again != written and reproducer_loading.load(written) == edited
+    assert reproducer_loading.load(again).signature == failure().signature
+    assert reproducer_building.write(failure(), ENV, tmp_path) == again  # and the new one dedupes as usual
 
 
 def test_describe():
-    line = record.describe(failure())
+    line = failure().describe()
     assert line.startswith("MISMATCH (judge O tail_q_tile)") and "O error 0.5 > tolerance 0.004" in line
     assert "LSE error 1e-06 <= tolerance 1e-05" in line
 
@@ -261,7 +274,7 @@ def test_campaign_records_one_reproducer_per_new_signature(tmp_path, capsys):
                Result.of(CASE, "PASS", "judge"), Result.of(CASE, "HARNESS_ERROR", "judge", "KeyError: x")]
     paths = campaign.record_failures(results, opts, "sm_90a", known={})
     assert len(paths) == 2 and all(p.exists() for p in paths)  # the HARNESS_ERROR is not recorded
-    assert campaign.record_failures(results, opts, "sm_90a", record.known_signatures(opts.reproducers)) == []
+    assert campaign.record_failures(results, opts, "sm_90a", reproducer_files.known_signatures(opts.reproducers)) == []
     assert capsys.readouterr().out.count("already recorded") == 2
 
 
@@ -283,12 +296,12 @@ def test_run_says_cannot_test_when_tilelang_does_not_import(tmp_path, monkeypatc
 def test_which_reproducers_need_a_gpu():
     """A compile error and a hang the code scan explains replay compile-only (bisect on a CPU)."""
     def rep(verdict, message):
-        return record.build(failure().replace(verdict=verdict, stage="run", message=message), {})
+        return reproducer_building.build(failure().replace(verdict=verdict, stage="run", message=message), {})
     assert rep("MISMATCH", "O: max error 1").needs_gpu
-    assert record.build(oracle.hang(failure().case, 60, "run"), {}).needs_gpu
+    assert reproducer_building.build(oracle.hang(failure().case, 60, "run"), {}).needs_gpu
     assert not rep("COMPILE_ERROR", "InternalError: x").needs_gpu
-    hang = oracle.hang(failure().case, 60, "run", [Finding("register_budget", "x"), Finding("named_barrier_counts", "y")])
-    scanned = record.build(hang, {})
+    hang = oracle.hang(failure().case, 60, "run", [ScanFinding("register_budget", "x"), ScanFinding("named_barrier_counts", "y")])
+    scanned = reproducer_building.build(hang, {})
     assert not scanned.needs_gpu and scanned.scan_checks == ["named_barrier_counts", "register_budget"]
     assert scanned.observed["predicted"] == ["named_barrier_counts", "register_budget"]  # a field, not words read back
     # The cause is what the file says, whatever the message: nothing reads it back out of the words.
@@ -302,8 +315,8 @@ def test_the_index_lists_every_reproducer_as_its_file_says():
     text = (root / "INDEX.md").read_text()
     assert text == reproducer_index.render(root), "reproducers/INDEX.md is stale: run `harness index`"
     sections = text.split("\n## ")[1:]
-    assert len(sections) == len(record.KINDS)
-    for section, group in zip(sections, record.KINDS.values()):
+    assert len(sections) == len(reproducer_model.FOLDER_OF_KIND)
+    for section, group in zip(sections, reproducer_model.FOLDER_OF_KIND.values()):
         assert f"in [{group}/]({group}/)" in section
         assert all(f"]({group}/" in row for row in section.splitlines() if row.startswith("| ["))
-    assert all(f"[{p.stem}]({p.relative_to(root).as_posix()})" in text for p in record.paths(root))
+    assert all(f"[{p.stem}]({p.relative_to(root).as_posix()})" in text for p in reproducer_files.paths(root))

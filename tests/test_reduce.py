@@ -299,9 +299,9 @@ def test_merge_refuses_a_module_used_as_a_value():
 @pytest.mark.parametrize("rid", ["59a003a61bcc", "54d466153e16"])  # a compile error (compile-only); a MISMATCH (a run)
 def test_the_flat_export_is_plain_code_and_builds_the_harnesss_program(rid, tmp_path):
     pytest.importorskip("tilelang")
-    from harness import export, record
+    from harness import export, reproducer_files, reproducer_loading
 
-    rep = record.load(record.find(rid, ROOT / "reproducers"))
+    rep = reproducer_loading.load(reproducer_files.find(rid, ROOT / "reproducers"))
     path, calls = export.export(rep, tmp_path / f"{rid}.py", flat=True)
     text = path.read_text()
     assert "import harness" not in text and "from harness" not in text and "MODULES" not in text

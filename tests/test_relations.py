@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.programs import KINDS, model, relations
+from harness.programs import STATEMENT_KINDS, model, relations
 from harness.programs.access import Access
 
 BUFFERS = [{"name": n, "scope": s, "dtype": d, "shape": list(shape)} for n, s, d, shape in (
@@ -130,7 +130,7 @@ CASES["war.atomic"] = CASES["waw.atomic"] = CASES["raw.atomic"]
 
 
 def test_every_statement_kind_declares_its_accesses():
-    for name, module in KINDS.items():
+    for name, module in STATEMENT_KINDS.items():
         assert callable(getattr(module, "access", None)), f"{name} lacks access"
 
 
@@ -171,9 +171,9 @@ def test_a_relation_is_drawable_only_while_its_kind_is_registered(monkeypatch):
         dst: str
 
     toy = types.SimpleNamespace(STATEMENT=Lane, access=lambda s, p: [Access(s.dst, "shared", "write", "thread", (), (1,))])
-    monkeypatch.delitem(KINDS, "thread")
+    monkeypatch.delitem(STATEMENT_KINDS, "thread")
     assert not {r.name for r in relations.drawable()} & {"raw.thread-indexed", "war.thread-indexed"}
-    monkeypatch.setitem(KINDS, "thread", toy)
+    monkeypatch.setitem(STATEMENT_KINDS, "thread", toy)
     assert {"raw.thread-indexed", "war.thread-indexed", "waw.thread-indexed"} <= {r.name for r in relations.drawable()}
     p = model.Program(64, 128, SHARED.buffers, (*SHARED.body, Lane(dst="S")))
     held = relations.held(p)

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from harness import record
+from harness import reproducer_building, reproducer_files, reproducer_loading
 from harness.case import Case, CaseError, to_dict
-from harness.result import Finding, Result, Verdict
+from harness.result import Result, ScanFinding, Verdict
 
 BWD = json.dumps(to_dict(Case(family="bwd", variant="atomic", seqlen_q=70)))
 FWD = json.dumps(to_dict(Case()))
@@ -43,7 +43,7 @@ def test_lines_written_before_result_round_trip_byte_for_byte():
         assert json.dumps(r.to_dict()) == line
     judged = Result.from_dict(json.loads(JUDGED))
     assert (judged.verdict, judged.kernel, judged.gpu) == ("MISMATCH", "sink_grad", "1")
-    assert judged.hazards == (Finding("register_budget", "x"),) and judged.case == Case(family="bwd", variant="atomic",
+    assert judged.hazards == (ScanFinding("register_budget", "x"),) and judged.case == Case(family="bwd", variant="atomic",
                                                                                              seqlen_q=70)
     assert Result.from_dict(json.loads(FOREIGN)).extra == {"sanitizer": {"errors": 0}}
     assert Result.from_dict(json.loads(PREDICTED)).predicted == ("register_budget",)
@@ -82,13 +82,13 @@ def test_a_finding_names_its_check_as_a_check_and_is_written_as_it_was():
     from harness.result import ScanCheck
 
     assert all(callable(getattr(codegen, c.value)) for c in ScanCheck)
-    found = Finding.from_json("register_budget: setmaxnreg: 240 > 232")
-    assert found == Finding(ScanCheck.register_budget, "setmaxnreg: 240 > 232") and found.check is ScanCheck.register_budget
-    assert Finding("register_budget", "x").check is ScanCheck.register_budget and found.to_json() == str(found)
+    found = ScanFinding.from_json("register_budget: setmaxnreg: 240 > 232")
+    assert found == ScanFinding(ScanCheck.register_budget, "setmaxnreg: 240 > 232") and found.check is ScanCheck.register_budget
+    assert ScanFinding("register_budget", "x").check is ScanCheck.register_budget and found.to_json() == str(found)
     assert json.dumps(Result.from_dict(json.loads(PREDICTED)).to_dict()["predicted"]) == '["register_budget"]'
     for text in ("no_such_check: x", "register_budget:x", 3):
         with pytest.raises(ValueError):
-            Finding.from_json(text)
+            ScanFinding.from_json(text)
 
 
 def test_the_verdict_is_an_enum_written_as_its_name():
@@ -121,13 +121,13 @@ def test_built_results_keep_the_key_order_of_old():
 
 
 def test_a_reproducer_recorded_before_result_loads_as_one():
-    rep = record.load(record.find("54d466153e16"))
+    rep = reproducer_loading.load(reproducer_files.find("54d466153e16"))
     seen = rep.result
     assert (seen.verdict, seen.stage, seen.region) == ("MISMATCH", "judge", "empty_rows")
     assert list(rep.signature) == rep.observed["signature"]
     back = seen.to_dict()
     assert back.pop("case") == to_dict(rep.case) and list(back.items()) == list(rep.observed.items())
-    again = record.observed(seen, rep.observed["flaky"])
+    again = reproducer_building.observed(seen, rep.observed["flaky"])
     assert {k: again[k] for k in rep.observed} == rep.observed  # what a reproducer's `observed` is built from
 
 

@@ -257,9 +257,9 @@ def test_a_missing_binary_is_one_line(monkeypatch, tmp_path):
 
 
 def test_repro_under_a_sanitizer_refuses_bad_input_in_one_line(monkeypatch, capsys, tmp_path):
-    from harness import cli, record
+    from harness import cli, reproducer_files
 
-    rep = str(record.find("59a003a61bcc", Path(__file__).parent.parent / "reproducers"))
+    rep = str(reproducer_files.find("59a003a61bcc", Path(__file__).parent.parent / "reproducers"))
     with pytest.raises(SystemExit) as e:  # refused by the parser, before the reproducer is read
         cli.main(["repro", rep, "--sanitize", "leakcheck", "--logs", str(tmp_path)])
     err = capsys.readouterr().err
@@ -292,7 +292,7 @@ exit $status
 def test_a_sanitized_replay_runs_its_worker_under_the_tool_through_the_pool(monkeypatch, tmp_path, capsys):
     """No `harness repro` subprocess: the replay's one worker runs under the tool (guard bands and the caching
     allocator off), and the tool's report is read from its log file once the worker ended."""
-    from harness import campaign, cli, record, replay
+    from harness import campaign, cli, replay, reproducer_building, reproducer_files
     from harness.case import Case
     from harness.pool import Timeouts
     from harness.result import Result
@@ -304,13 +304,13 @@ def test_a_sanitized_replay_runs_its_worker_under_the_tool_through_the_pool(monk
     monkeypatch.setattr(replay, "gpu_count", lambda: 0)  # a compile error replays compile-only, here as on a GPU
     rejected = Case(family="fake", heads=9)  # the compiler rejects it: COMPILE_ERROR, replayed without a GPU
     failed = Result.of(rejected, "COMPILE_ERROR", "compile", "InternalError: rejected")
-    rep = record.build(failed, {})
+    rep = reproducer_building.build(failed, {})
     out, report = replay.sanitized(rep, "memcheck", tmp_path / "logs", timeouts=Timeouts(compile=60, run=30))
     assert out.status is Status.FAILS_DIFFERENTLY and out.results[0].verdict == "COMPILE_ERROR", out
     assert report is not None and report.clean and report.describe() == "compute-sanitizer memcheck found no errors"
     log = (tmp_path / "logs" / rep.id / "compute-sanitizer-memcheck.log").read_text()
     assert " --no-bands " in log and "caching 1" in log
-    path = record.save(rep, tmp_path / "reps")
+    path = reproducer_files.save(rep, tmp_path / "reps")
     opts = campaign.Options(out=tmp_path / "run", sanitize="memcheck", timeouts=Timeouts(compile=60, run=30))
     assert campaign.sanitized(path, opts) == "compute-sanitizer memcheck found no errors"
     assert cli.main(["repro", str(path), "--sanitize", "memcheck", "--logs", str(tmp_path / "cli")]) == 1

@@ -1,6 +1,6 @@
 """Triage's reading of pass traces, on recorded-style traces (IR as text; no TileLang needed)."""
 from harness import triage
-from harness.result import Finding
+from harness.result import ScanFinding
 
 ERROR = ('InternalError: Layout Layout((32, 64, 1) -> (6, 384), transform: ...) has errors: '
          '("Index mapping does not form a bijective transform.")')
@@ -53,7 +53,8 @@ def test_an_error_outside_the_passes_says_so_with_the_last_pass():
     assert triage.describe(None, trace)[1].startswith("raised outside the passes (after 1 passes ran, the last pass0)")
 
 
-HAZARD = Finding("unwaited_async_loads", "TMA load into q_s on mbarrier[4] waited on only inside a loop that may run zero times")
+HAZARD = ScanFinding("unwaited_async_loads",
+                     "TMA load into q_s on mbarrier[4] waited on only inside a loop that may run zero times")
 LOOP = "for kb in range(n):\n    T.gemm(q_s, k_s, acc_s)"
 FIRST_ONLY = "for kb in range(n):\n    if kb == 0:\n        T.mbarrier_wait_parity(mbarrier[4], 0)\n    T.gemm(q_s, k_s, acc_s)"
 
@@ -71,7 +72,7 @@ def test_a_hazard_no_pass_shows_and_one_with_no_known_shape_are_said_so():
     t = triage.Trace(passes=["pass0"], after=[LOOP])
     [made] = triage.hazards_made(t, [HAZARD], str)
     assert made.made_by is None and "no pass's output holds" in triage.describe_made([made], [HAZARD])[1]
-    other = Finding("register_budget", "300 registers")
+    other = ScanFinding("register_budget", "300 registers")
     assert triage.hazards_made(t, [other], str) == []
     assert "no IR shape is known" in triage.describe_made([], [other])[-1]
     assert "no hazard" in triage.describe_made([], [])[0]

@@ -12,10 +12,34 @@ from types import SimpleNamespace
 import pytest
 from packaging.version import Version
 
-from harness import cli, export, record, replay, reproducer_index, triage, upstream, worker
+from harness import (
+    cli,
+    export,
+    replay,
+    reproducer_building,
+    reproducer_files,
+    reproducer_index,
+    reproducer_loading,
+    reproducer_model,
+    triage,
+    upstream,
+    worker,
+)
 from harness.case import Case
-from harness.record import Bisect, Control, Culprit, File, Issue, Links, Release, Search, Sibling, Triage, Upstream
-from harness.result import Finding, Result
+from harness.reproducer_model import (
+    Control,
+    Culprit,
+    File,
+    Issue,
+    Links,
+    RecordedBisect,
+    Release,
+    Search,
+    Sibling,
+    Triage,
+    Upstream,
+)
+from harness.result import Result, ScanFinding
 from harness.upstream import outputs
 
 COMPILE = Case(family="fake", heads=9, kv_heads=9)
@@ -34,8 +58,8 @@ def _save(tmp_path, case=COMPILE, title=None, env=ENV, id=None, message=ERROR, *
                      message, tensor="" if compile_error else "O", checks=[] if compile_error else
                      [{"tensor": "O", "ok": False, "verdict": "MISMATCH", "error": 2.86, "tolerance": 0.00195,
                        "where": {"index": [0, 0, 3, 1]}}])
-    rep = dataclasses.replace(record.build(failing, env, title=title, id=id), **facts)
-    return record.load(record.save(rep, tmp_path / "reproducers"))
+    rep = dataclasses.replace(reproducer_building.build(failing, env, title=title, id=id), **facts)
+    return reproducer_loading.load(reproducer_files.save(rep, tmp_path / "reproducers"))
 
 
 @pytest.fixture
@@ -92,8 +116,8 @@ def test_nothing_recorded_reads_so_and_nothing_is_invented(tmp_path, exported):
 def test_the_report_reads_the_typed_fields(tmp_path, exported):
     links = Links(related=(Issue("tile-ai/tilelang", 2566, state="open", note="a single-iteration loop, not this"),),
                   searches=(Search("the tracker: a wait in a loop's first iteration", "nothing found"),),
-                  bisected_by=(Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
-                               Bisect("commit", "a1b2c3d", "e4f5a6b", "9f9f9f9", "a1b2c3d")),
+                  bisected_by=(RecordedBisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13", note="CPU"),
+                               RecordedBisect("commit", "a1b2c3d", "e4f5a6b", "9f9f9f9", "a1b2c3d")),
                   introduced_by=(Issue("tile-ai/tilelang", 2444, kind="pull", state="merged", note="the wait lowering"),),
                   fixed_by=(Issue("tile-ai/tilelang", 3000, kind="pull", state="open", note="a proposed fix"),),
                   notes=("as written",))
@@ -141,7 +165,7 @@ def test_the_first_bad_release_from_the_matrix_is_a_range_it_does_not_contradict
     assert f"`harness bisect {rep.id} --good 0.1.7.post3 --bad 0.1.10` (needs a GPU" in provenance
     # A release between them that could not tell is said to be so; a fix found by a bisect is said as a fix.
     matrix["0.1.8"] = Release("cannot test")
-    fixed = Bisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)
+    fixed = RecordedBisect("release", "0.1.15", "0.1.12", "0.1.14", "0.1.15", fixes=True)
     rep = _save(tmp_path, NUMERIC, id="bbbbbbbbbbbb", releases=matrix, links=Links(bisected_by=(fixed,)))
     provenance = _section(_report(rep, tmp_path).text, "Provenance")
     assert "(the release matrix; not bisected; 0.1.8 could not tell)" in provenance
@@ -170,7 +194,7 @@ def test_a_known_open_issue_gets_a_comment(tmp_path, exported):
 def test_same_root_cause_either_way_and_one_report_per_root_cause(tmp_path, exported, monkeypatch):
     monkeypatch.setattr(upstream, "environment", lambda: NOT_HERE)
     first = _save(tmp_path, id="aaaaaaaaaaaa", links=Links(bisected_by=(
-        Bisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13"),)))
+        RecordedBisect("release", "0.1.10", "0.1.15", "0.1.14", "0.1.13"),)))
     face = _save(tmp_path, id="bbbbbbbbbbbb", links=Links(same_root_cause_as=(Sibling("aaaaaaaaaaaa", "the forward's face"),)))
     alone = _save(tmp_path, id="cccccccccccc")
     directory = tmp_path / "reproducers"
@@ -183,7 +207,7 @@ def test_same_root_cause_either_way_and_one_report_per_root_cause(tmp_path, expo
     assert upstream.primary(alone, directory).id == "cccccccccccc"
     # The one with the report's words recorded covers the others, however they link.
     worded = dataclasses.replace(face, upstream=Upstream(title="[BUG] the words"))
-    record.save(worded, directory)
+    reproducer_files.save(worded, directory)
     assert upstream.primary(first, directory).id == "bbbbbbbbbbbb"
     assert cli.main(["upstream", first.id, "--dir", str(directory), "--envs", str(tmp_path)]) == 0
     assert (directory / "upstream" / "bbbbbbbbbbbb.md").is_file() and not (directory / "upstream" / "aaaaaaaaaaaa.md").exists()
@@ -273,8 +297,8 @@ def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported,
     made = "for kb in range(n):\n    if kb == 0:\n        T.mbarrier_wait_parity(mbarrier[4], 0)\n    T.gemm(q_s, k_s, acc_s)"
     trace = triage.Trace(passes=["pass0", "tl.ProducerConsumerWarpSpecialized", "pass2"],
                          after=["for kb in range(n):\n    T.gemm(q_s, k_s, acc_s)", made, made], result="kernel")
-    hazard = Finding("unwaited_async_loads", "TMA load into q_s on mbarrier[4] waited on only inside a loop that may run "
-                     "zero times")
+    hazard = ScanFinding("unwaited_async_loads", "TMA load into q_s on mbarrier[4] waited on only inside a loop that may run "
+                         "zero times")
     monkeypatch.setattr(replay, "gpu_count", lambda: 0)
     monkeypatch.setattr(triage, "trace", lambda build: trace)
     monkeypatch.setattr(worker, "scan", lambda fam, case, kernel: ((hazard,), "digest", ()))
@@ -324,7 +348,7 @@ _FIRST_BAD = re.compile(r"\*\*First bad release: (?:(?P<exact>[\w.]+)\*\*|(?:aft
 def test_a_committed_report_holds_to_its_reproducer(path):
     """Its size, its title, and its provenance and workaround against the matrix, the bisects and the triage."""
     text = path.read_text()
-    rep = record.load(record.find(path.stem, ROOT / "reproducers"))
+    rep = reproducer_loading.load(reproducer_files.find(path.stem, ROOT / "reproducers"))
     assert len(text.splitlines()) <= upstream.REPORT_LINES and len(text) < upstream.ISSUE_LIMIT
     first = text.splitlines()[0]
     assert "…" not in first and (first.startswith("# [BUG][") or first.startswith("<!-- a comment for https://github.com/"))
@@ -381,8 +405,8 @@ sys.exit(1)
 WORDS = Upstream(title="[BUG][ice-on-valid-code] a fill at 384 threads", expected="it compiles",
                  observed="the fill is planned over 384 threads", cause="Read in the source: Fill::Lower.",
                  fix="predicate the tail", workaround="Use 128 threads.",
-                 controls=(record.Variant("fine", "threads=128", workaround=True),
-                           record.Variant("numbers", "run it on a GPU", gpu=True)))
+                 controls=(reproducer_model.Variant("fine", "threads=128", workaround=True),
+                           reproducer_model.Variant("numbers", "run it on a GPU", gpu=True)))
 
 
 def _worded(tmp_path, **facts):
@@ -462,5 +486,5 @@ def test_one_venue_from_the_typed_links(tmp_path, exported):
     assert "| comment on #2643, not ready: GPU output missing |" in index
     assert "| withdrawn: Reads shared memory before writing it |" in index
     held = dataclasses.replace(commented, upstream=dataclasses.replace(WORDS, hold="read #1714 first"))
-    record.save(held, directory)
+    reproducer_files.save(held, directory)
     assert "not ready: GPU output missing; on hold: read #1714 first |" in reproducer_index.render(directory)

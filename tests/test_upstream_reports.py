@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import record
+from harness import reproducer_files, reproducer_loading
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "upstream_planted"
@@ -115,7 +115,7 @@ def test_a_report_holds_nothing_of_the_tool(path):
 
 @pytest.mark.parametrize("path", REPORTS, ids=[p.stem for p in REPORTS])
 def test_a_report_prints_the_error_observed(path):
-    rep = record.load(record.find(path.stem, ROOT / "reproducers"))
+    rep = reproducer_loading.load(reproducer_files.find(path.stem, ROOT / "reproducers"))
     if rep.result.verdict != "COMPILE_ERROR":
         pytest.skip("not a compile error: its output is numbers")
     why = wrong_error(path.read_text(), rep.result.message)

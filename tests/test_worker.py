@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from harness import blame, kernels, record
+from harness import blame, kernels, reproducer_building
 from harness.case import Case
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts
@@ -130,7 +130,7 @@ def test_the_message_is_tvms_error_not_what_it_indents_under_it():
 def test_a_harness_error_is_never_recorded(tmp_path):
     r = Result.of(fake(8), "HARNESS_ERROR", "compile", "KeyError: 'no such program'")
     with pytest.raises(ValueError, match="only compiler failures"):
-        record.write(r, {}, tmp_path)
+        reproducer_building.write(r, {}, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 

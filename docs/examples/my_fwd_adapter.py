@@ -14,7 +14,7 @@ import torch
 
 from harness import reference
 from harness.kernels import launch
-from harness.outside import Program, buffers, canonical, family
+from harness.outside import ExampleProgram, buffers, canonical, family
 
 
 def program_args(case):
@@ -34,7 +34,7 @@ def run(kernels, case, inputs):
 
 
 FAMILY = family(
-    "my_fwd", "fwd.py", lambda case: {"fwd": Program("program", program_args)}, run,
+    "my_fwd", "fwd.py", lambda case: {"fwd": ExampleProgram("program", program_args)}, run,
     variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128), (128, 64, 2, 256)),
     layouts=("bhsd", "bshd"), takes=("causal", "window", "sinks"),
     # Lengths are symbolic in this kernel: one compile serves them all (the default is per length).

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from harness import campaign, record, replay, untrusted
+from harness import campaign, replay, reproducer_loading, reproducer_model, untrusted
 from harness.case import CaseError
 from harness.environment import environment
 from harness.result import Result
@@ -95,10 +95,10 @@ def _examples(tree: str | None) -> None:
 
 def replayed(request: ReplayRequest) -> Replayed:
     """`harness repro --json`'s replay, here."""
-    rep = record.load(Path(request.reproducer))
+    rep = reproducer_loading.load(Path(request.reproducer))
     _examples(request.examples)
     out = replay.replay(rep, request.logs, request.runs, env=environment(), fresh=request.fresh)
-    return Replayed(out.status, out.verdict, tuple(record.describe(r) for r in out.results))
+    return Replayed(out.status, out.verdict, tuple(r.describe() for r in out.results))
 
 
 def ran(request: CampaignRequest) -> Ran:
@@ -122,7 +122,7 @@ def answer(message: dict) -> dict:
         return {"error": f"a {kind} request with other fields: {e}"}
     try:
         return (replayed(request) if kind == "replay" else ran(request)).to_dict()
-    except (record.RecordError, CaseError, campaign.CampaignError) as e:  # bad input, one line
+    except (reproducer_model.RecordError, CaseError, campaign.CampaignError) as e:  # bad input, one line
         return {"error": str(e)}
 
 

@@ -31,12 +31,12 @@ def matrix(reproducers: list[Path], versions: list, releases: environments.Relea
     signature) / cannot test."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from harness import kernels, record
+    from harness import kernels, reproducer_loading
 
     # A failure with another signature is another bug (known or new), not this one.
     words = {Status.REPRODUCED: "**REPRODUCED**", Status.FAILS_DIFFERENTLY: "fails differently",
              Status.NOT_REPRODUCED: "not reproduced", Status.CANNOT_TEST: "cannot test"}
-    reps = [record.load(p) for p in reproducers]
+    reps = [reproducer_loading.load(p) for p in reproducers]
     outside = {p for p, rep in zip(reproducers, reps) if kernels.family(rep.case.family).module}
     rows = ["| reproducer | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
     cells = {}

@@ -106,9 +106,9 @@ class Bisect:
             self.order = [str(v) for v in order]
         self._save()
         self.log(f"{len(self.order)} {self.releases.kind}s from {self.order[0]} to {self.order[-1]}")
-        from harness import record
+        from harness import reproducer_loading
 
-        if record.load(self.reproducer).needs_gpu and not gpu_count():
+        if reproducer_loading.load(self.reproducer).needs_gpu and not gpu_count():
             raise Pending("the reproducer is numerical and this machine has no GPU")
         for end in (self.order[0], self.order[-1]):
             if self.releases.at_hand(end):
@@ -144,9 +144,9 @@ def start(reproducer: Path, rep_id: str, good: str, bad: str, provider, state: P
 
 def report(b: Bisect, order, lo, hi, skipped) -> str:
     """A ready-to-paste markdown report."""
-    from harness import record
+    from harness import reproducer_loading
 
-    rep = record.load(b.reproducer)
+    rep = reproducer_loading.load(b.reproducer)
     kind = b.releases.kind
     appeared = _older(b, order[0], order[-1])  # order runs from the good end to the bad one
     first_bad, last_good = order[hi], order[lo]

@@ -85,10 +85,10 @@ from harness.codegen.barriers import mbarrier_protocol, named_barrier_counts, ov
 from harness.codegen.ordering import barriers_in_skipped_loops, reads_after_release, unsynced_tma_stores, unwaited_async_loads
 from harness.codegen.races import overwritten_while_read, racing_shared_writes
 from harness.codegen.registers import register_budget, registers_across_roles, short_register_arrays
-from harness.codegen.source import Finding
+from harness.codegen.source import LineFinding
 
 
-def check(source: str, contiguous: dict[str, int] | None = None, aligned=(), fragments=None) -> list[Finding]:
+def check(source: str, contiguous: dict[str, int] | None = None, aligned=(), fragments=None) -> list[LineFinding]:
     """Every check on one kernel's source; `fragments`: fragment name -> its elements."""
     return (unwaited_async_loads(source) + mbarrier_protocol(source) + vectorized_atomics(source, contiguous or {})
             + atomics_on_locals(source) + unaligned_vectors(source, aligned) + unsynced_tma_stores(source)

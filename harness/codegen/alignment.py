@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from harness.codegen.source import _BASE, _ELEM, _VEC_TYPE, Finding, _closing
+from harness.codegen.source import _BASE, _ELEM, _VEC_TYPE, LineFinding, _closing
 from harness.result import ScanCheck
 
 _TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w.]*)|(<<|>>|&&|\|\||[-+*/%&|()<>,?:!~^]))")
@@ -111,7 +111,7 @@ def _vector_accesses(line: str, buffers):
             yield _BASE[t.group(1)] * int(t.group(2) or 1), m.group(2), line[m.end():end]
 
 
-def unaligned_vectors(source: str, buffers) -> list[Finding]:
+def unaligned_vectors(source: str, buffers) -> list[LineFinding]:
     """Vector accesses to `buffers` (global parameters) at offsets not provably a multiple of their width."""
     elem = {name: _ELEM.get(t, 1) for t, name in _PARAM.findall(source) if name in buffers}
     findings, seen = [], set()
@@ -123,6 +123,6 @@ def unaligned_vectors(source: str, buffers) -> list[Finding]:
             d = divisor(offset)
             if d * size % width and (buf, width) not in seen:
                 seen.add((buf, width))
-                findings.append(Finding(ScanCheck.unaligned_vectors, n, f"{width}-byte vector access to {buf} at an offset "
-                                        f"provably a multiple of only {d} element(s) ({d * size} bytes)"))
+                findings.append(LineFinding(ScanCheck.unaligned_vectors, n, f"{width}-byte vector access to {buf} at an offset "
+                                            f"provably a multiple of only {d} element(s) ({d * size} bytes)"))
     return findings

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from harness.codegen.source import _BUFFER, Finding
+from harness.codegen.source import _BUFFER, LineFinding
 from harness.result import ScanCheck
 
 _VEC_ATOMIC = re.compile(r"AtomicAddx(\d)\(\(?&\(+(?:\(\w+\*\))?(\w+)\)?\[")
 
 
-def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[Finding]:
+def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[LineFinding]:
     """`contiguous[buffer]`: how many consecutive loop elements land on consecutive addresses."""
     shared = {name for name, _ in _BUFFER.findall(source)}
     findings, seen = [], set()
@@ -26,19 +26,19 @@ def vectorized_atomics(source: str, contiguous: dict[str, int]) -> list[Finding]
                 continue
             if why not in seen:
                 seen.add(why)
-                findings.append(Finding(ScanCheck.vectorized_atomics, n, why))
+                findings.append(LineFinding(ScanCheck.vectorized_atomics, n, why))
     return findings
 
 
 _ATOMIC_ON_NAME = re.compile(r"\bAtomicAdd(?:x\d)?\(\s*([A-Za-z_]\w*)\s*,")
 
 
-def atomics_on_locals(source: str) -> list[Finding]:
+def atomics_on_locals(source: str) -> list[LineFinding]:
     findings, seen = [], set()
     for n, line in enumerate(source.splitlines(), 1):
         for name in _ATOMIC_ON_NAME.findall(line):
             if name not in seen and re.search(rf"^\s*[\w:]+ {name};", source, re.M):
                 seen.add(name)
-                findings.append(Finding(ScanCheck.atomics_on_locals, n, f"atomic add into local variable {name}: "
-                                        "the update never reaches memory"))
+                findings.append(LineFinding(ScanCheck.atomics_on_locals, n, f"atomic add into local variable {name}: "
+                                            "the update never reaches memory"))
     return findings

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from harness.codegen.source import _FOR, Finding, _eval
+from harness.codegen.source import _FOR, LineFinding, _eval
 from harness.result import ScanCheck
 
 _INIT = re.compile(r"(\w+)\[(\d+)\]\.init\((\d+)\);")
@@ -128,7 +128,7 @@ def _run(nodes, env, threads, elect, trips):
             yield kind, name, slot, value, line
 
 
-def _replay(roles, inits, trips) -> list[Finding]:
+def _replay(roles, inits, trips) -> list[LineFinding]:
     """Run the roles as processes against the barriers, each as far as it can before the next
     (the first role runs ahead, the last lags); findings of this trip count and schedule."""
     procs = [(name, _run(nodes, {}, count, None, trips)) for name, count, nodes in roles]
@@ -147,23 +147,23 @@ def _replay(roles, inits, trips) -> list[Finding]:
                 kind, name, slot, value, line = op
                 key, role = (name, slot), procs[i][0]
                 if key not in inits:
-                    return [Finding(ScanCheck.mbarrier_protocol, line, f"{name}[{slot}] is used but never initialized")]
+                    return [LineFinding(ScanCheck.mbarrier_protocol, line, f"{name}[{slot}] is used but never initialized")]
                 if kind == "wait":
                     if phases[key] % 2 == value:  # the phase of that parity has not completed
                         break
                     if waited.get((role, key)) == (value, phases[key]):  # the same phase again: stale if more come
-                        stale.append((key, phases[key], Finding(
+                        stale.append((key, phases[key], LineFinding(
                             ScanCheck.mbarrier_protocol, line, f"{role}: successive waits on {name}[{slot}] for parity "
                             f"{value} return on the same phase, though the barrier completes later ones")))
                     if phases[key] == 0 and key in loaded:
-                        return [Finding(ScanCheck.mbarrier_protocol, line, f"{role}: wait on {name}[{slot}] (parity {value}) "
-                                        "returns before any phase completed: its TMA data has not landed")]
+                        return [LineFinding(ScanCheck.mbarrier_protocol, line, f"{role}: wait on {name}[{slot}] (parity {value}) "
+                                            "returns before any phase completed: its TMA data has not landed")]
                     waited[(role, key)] = (value, phases[key])
                 elif kind != "load":
                     pending[key] -= value
                     if pending[key] < 0:
-                        return [Finding(ScanCheck.mbarrier_protocol, line, f"{name}[{slot}]: more arrivals in one phase than "
-                                        f"its count {inits[key]}")]
+                        return [LineFinding(ScanCheck.mbarrier_protocol, line, f"{name}[{slot}]: more arrivals in one phase than "
+                                            f"its count {inits[key]}")]
                     if pending[key] == 0:
                         phases[key] += 1
                         pending[key] = inits[key]
@@ -180,11 +180,11 @@ def _replay(roles, inits, trips) -> list[Finding]:
     role, (_, name, slot, parity, line) = blocked[0]
     others = "; ".join(f"{r} at {n}[{s}] line {ln}" for r, (_, n, s, _, ln) in blocked[1:])
     also = f" (also blocked: {others})" if others else ""
-    return [Finding(ScanCheck.mbarrier_protocol, line, f"deadlock at trip count {trips}: {role} waits on {name}[{slot}] "
-                    f"for parity {parity}, which no arrival completes{also}")]
+    return [LineFinding(ScanCheck.mbarrier_protocol, line, f"deadlock at trip count {trips}: {role} waits on {name}[{slot}] "
+                        f"for parity {parity}, which no arrival completes{also}")]
 
 
-def mbarrier_protocol(source: str) -> list[Finding]:
+def mbarrier_protocol(source: str) -> list[LineFinding]:
     inits = {(name, int(slot)): int(count) for name, slot, count in _INIT.findall(source)}
     body = _tree(source)
     if not _has_ops(body):
@@ -213,7 +213,7 @@ def _roles_with(source: str, ops) -> list:
 _NAMED_BARRIER = (("sync", re.compile(r"tl::__sync_thread_partial\((\d+), (\d+)\)()")),)
 
 
-def named_barrier_counts(source: str) -> list[Finding]:
+def named_barrier_counts(source: str) -> list[LineFinding]:
     """A named barrier whose thread count differs from the threads of the role that runs it.
     Syncs under a further test on threadIdx (a subgroup's own barrier) are not judged."""
     findings = []
@@ -221,8 +221,8 @@ def named_barrier_counts(source: str) -> list[Finding]:
     def visit(nodes, role, count):
         for node in nodes:
             if node[0] == "op" and int(node[3]) != count:
-                findings.append(Finding(ScanCheck.named_barrier_counts, node[5], f"bar.sync {node[2]} counts {node[3]} "
-                                        f"threads but {role} ({count} threads) run it: a deadlock"))
+                findings.append(LineFinding(ScanCheck.named_barrier_counts, node[5], f"bar.sync {node[2]} counts {node[3]} "
+                                            f"threads but {role} ({count} threads) run it: a deadlock"))
             elif node[0] == "for":
                 visit(node[4], role, count)
             elif node[0] == "if" and "threadIdx" not in node[1]:
@@ -239,7 +239,7 @@ _FILL = ("fill", re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], \(&\((?:\(\(
 _FILL_INTO = re.compile(r"tl::tma_load\(\w+, \w+\[[^\]]+\], \(&\((?:\(\(\w+\*\)(\w+)\)|(\w+))\[")
 
 
-def _fills(roles, inits, trips, dests) -> Finding | None:
+def _fills(roles, inits, trips, dests) -> LineFinding | None:
     """Replay the roles in program order (the block's own code, then each role as far as its barriers let it run
     ahead): a TMA load into a tile that an earlier load filled, issued before any thread waited for that earlier
     load's barrier, overwrites data nobody has read."""
@@ -262,10 +262,10 @@ def _fills(roles, inits, trips, dests) -> Finding | None:
                 elif kind == "fill":
                     tile = (dests[line], value)
                     if tile in unread:
-                        return Finding(ScanCheck.overwritten_before_read, line, f"TMA load into {tile[0]} (element {value}) "
-                                       f"on {name}[{slot}] while the load at line {unread[tile][1]} into it (on "
-                                       f"{unread[tile][0][0]}[{unread[tile][0][1]}]) is still waited for by no thread: "
-                                       "its data is overwritten before anyone reads it")
+                        return LineFinding(ScanCheck.overwritten_before_read, line, f"TMA load into {tile[0]} (element {value}) "
+                                           f"on {name}[{slot}] while the load at line {unread[tile][1]} into it (on "
+                                           f"{unread[tile][0][0]}[{unread[tile][0][1]}]) is still waited for by no thread: "
+                                           "its data is overwritten before anyone reads it")
                     unread[tile] = (key, line)
                 elif kind == "arrive":
                     pending[key] -= value
@@ -279,7 +279,7 @@ def _fills(roles, inits, trips, dests) -> Finding | None:
     return None
 
 
-def overwritten_before_read(source: str) -> list[Finding]:
+def overwritten_before_read(source: str) -> list[LineFinding]:
     """A shared tile loaded by TMA, then loaded again before any thread waited for the first load: a pipelined loop
     whose producer refills, in its first trip (its wait on an empty slot passing at once), a buffer that the code
     before the loop filled for the loop to read."""

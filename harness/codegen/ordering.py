@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from harness.codegen.source import _BUFFER, _FOR, Finding
+from harness.codegen.source import _BUFFER, _FOR, LineFinding
 from harness.result import ScanCheck
 
 _WAIT = re.compile(r"(\w+)\[([^\]]+)\]\.wait\(")
@@ -50,7 +50,7 @@ def _covers(wait_loops, load_loops) -> bool:
     return True
 
 
-def unwaited_async_loads(source: str) -> list[Finding]:
+def unwaited_async_loads(source: str) -> list[LineFinding]:
     offsets = {name: int(off) for name, off in _BUFFER.findall(source)}
     loads, waits = {}, {}
     for n, line, loops in _scopes(source):
@@ -67,7 +67,8 @@ def unwaited_async_loads(source: str) -> list[Finding]:
         where = "never waited on" if not seen else "waited on only inside a loop that may run zero times"
         alias = f"; {dest} shares shared memory with {', '.join(aliases)}" if aliases else ""
         slot = key[1] if key[1] is not None else "*"
-        findings.append(Finding(ScanCheck.unwaited_async_loads, n, f"TMA load into {dest} on {key[0]}[{slot}] {where}{alias}"))
+        findings.append(LineFinding(ScanCheck.unwaited_async_loads, n,
+                                    f"TMA load into {dest} on {key[0]}[{slot}] {where}{alias}"))
     return findings
 
 
@@ -88,7 +89,7 @@ def _thread_writes(line: str) -> set:
     return {m.group(1)} if m else set(_SHARED_REF.findall(lhs)) if eq else set()
 
 
-def unsynced_tma_stores(source: str) -> list[Finding]:
+def unsynced_tma_stores(source: str) -> list[LineFinding]:
     shared = _shared(source)
     written: dict[str, int] = {}  # shared buffer -> line of its latest write since the last barrier
     found = []
@@ -98,8 +99,8 @@ def unsynced_tma_stores(source: str) -> list[Finding]:
         written.update((name, n) for name in _thread_writes(line) & shared)
         m = _TMA_STORE.search(line)
         if m and m.group(1) in written:
-            found.append(Finding(ScanCheck.unsynced_tma_stores, n, f"TMA store of {m.group(1)} after threads wrote it "
-                                 f"(line {written.pop(m.group(1))}) with no barrier in between"))
+            found.append(LineFinding(ScanCheck.unsynced_tma_stores, n, f"TMA store of {m.group(1)} after threads wrote it "
+                                     f"(line {written.pop(m.group(1))}) with no barrier in between"))
     return found
 
 
@@ -122,7 +123,7 @@ def _inside(loops, outer) -> bool:
     return loops[:len(outer)] == outer
 
 
-def reads_after_release(source: str) -> list[Finding]:
+def reads_after_release(source: str) -> list[LineFinding]:
     shared = _shared(source)
     guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it, in the wait's loop
     waited = None  # (slot, loops at the wait)
@@ -150,9 +151,9 @@ def reads_after_release(source: str) -> list[Finding]:
             for buf in sorted(refs & guarded[released[0]]):
                 if (buf, released[0]) not in seen:
                     seen.add((buf, released[0]))
-                    found.append(Finding(ScanCheck.reads_after_release, n, f"{buf} read after this iteration released its "
-                                         f"stage ({released[0]}.arrive() at line {released[2]}): the producer may "
-                                         f"overwrite it meanwhile"))
+                    found.append(LineFinding(ScanCheck.reads_after_release, n, f"{buf} read after this iteration released its "
+                                             f"stage ({released[0]}.arrive() at line {released[2]}): the producer may "
+                                             f"overwrite it meanwhile"))
     return found
 
 
@@ -164,7 +165,7 @@ def _offset_of(line: str, buf: str) -> str:
     return _NUMBERED.sub(r"\1", text).rstrip(") ")
 
 
-def barriers_in_skipped_loops(source: str) -> list[Finding]:
+def barriers_in_skipped_loops(source: str) -> list[LineFinding]:
     shared = _shared(source)
     pending = {}  # buffer -> [line of the threads' last write, loops there, its offset, the skippable loop whose barrier]
     found, seen = [], set()
@@ -184,9 +185,9 @@ def barriers_in_skipped_loops(source: str) -> list[Finding]:
             w = pending.get(buf)
             if w and w[3] is not None and w[3] not in loops and _offset_of(line, buf) != w[2] and buf not in seen:
                 seen.add(buf)
-                found.append(Finding(ScanCheck.barriers_in_skipped_loops, n, f"{buf} written by the threads at line {w[0]} "
-                                     f"and read here, after a loop that may run zero times (for ... < {w[3][1]}); "
-                                     "every barrier between them is inside that loop"))
+                found.append(LineFinding(ScanCheck.barriers_in_skipped_loops, n, f"{buf} written by the threads at line {w[0]} "
+                                         f"and read here, after a loop that may run zero times (for ... < {w[3][1]}); "
+                                         "every barrier between them is inside that loop"))
         for buf in written:
             pending[buf] = [n, loops, _offset_of(line, buf), None]
     return found

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from harness.codegen.barriers import _LAUNCH
-from harness.codegen.source import _BASE, _BUFFER, _C_TO_PY, _ELEM, _FOR, _VEC_TYPE, Finding, _closing, _Dim, _eval, _Fixed
+from harness.codegen.source import _BASE, _BUFFER, _C_TO_PY, _ELEM, _FOR, _VEC_TYPE, LineFinding, _closing, _Dim, _eval, _Fixed
 from harness.result import ScanCheck
 
 # Where each shared buffer lives: (the memory it is carved from, its byte offset there). Views of buf_dyn_shmem at
@@ -231,7 +231,7 @@ def _same_epoch(accesses, first_writes: bool):
                 yield a, b
 
 
-def racing_shared_writes(source: str) -> list[Finding]:
+def racing_shared_writes(source: str) -> list[LineFinding]:
     """Two statements writing one shared address from threads of different warps, with nothing that orders threads
     between them: which value stays depends on timing. Shown on one instance (the first trip of the loops around
     both, every trip of the others, one length and block index); accesses it cannot evaluate are not judged."""
@@ -239,12 +239,12 @@ def racing_shared_writes(source: str) -> list[Finding]:
     for a, b, byte, t1, t2 in _races(source, lambda acc: _same_epoch(acc, True)):
         if (a.buffer, b.buffer) not in seen:
             seen.add((a.buffer, b.buffer))
-            found.append(Finding(ScanCheck.racing_shared_writes, b.line, f"{b.buffer} written here and {a.buffer} at line "
-                                 f"{a.line}, with no barrier between: byte {byte} of {a.memory} by threads {t1} and {t2}"))
+            found.append(LineFinding(ScanCheck.racing_shared_writes, b.line, f"{b.buffer} written here and {a.buffer} at line "
+                                     f"{a.line}, with no barrier between: byte {byte} of {a.memory} by threads {t1} and {t2}"))
     return found
 
 
-def overwritten_while_read(source: str) -> list[Finding]:
+def overwritten_while_read(source: str) -> list[LineFinding]:
     """In a loop, a shared address read and then written in the same trip by threads of different warps with nothing
     that orders threads between: the write (the next stage's tile) may land before the read (this stage's) is done.
     Shown on one instance, as racing_shared_writes."""
@@ -255,7 +255,8 @@ def overwritten_while_read(source: str) -> list[Finding]:
         if (a.buffer, b.buffer) not in seen:
             seen.add((a.buffer, b.buffer))
             loop = next(la for la, lb in zip(a.loops, b.loops) if la == lb)
-            found.append(Finding(ScanCheck.overwritten_while_read, b.line, f"{b.buffer} written here by thread {t2} in the same "
-                                 f"trip of the loop over {loop[1]} (line {loop[0]}) in which thread {t1} read byte {byte} "
-                                 f"of {a.memory} ({a.buffer}, line {a.line}), with no barrier between"))
+            found.append(LineFinding(ScanCheck.overwritten_while_read, b.line,
+                                     f"{b.buffer} written here by thread {t2} in the same "
+                                     f"trip of the loop over {loop[1]} (line {loop[0]}) in which thread {t1} read byte {byte} "
+                                     f"of {a.memory} ({a.buffer}, line {a.line}), with no barrier between"))
     return found

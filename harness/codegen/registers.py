@@ -6,14 +6,14 @@ import re
 
 from harness import cuda_features
 from harness.codegen.barriers import _ROLE, _roles_with
-from harness.codegen.source import Finding
+from harness.codegen.source import LineFinding
 from harness.result import ScanCheck
 
 _SETMAXNREG = (("setmaxnreg", re.compile(r"tl::warpgroup_reg_(alloc|dealloc)<(\d+)>\(\)()")),)
 REGISTERS_PER_SM = 65536  # sm_90: setmaxnreg.inc waits until the SM's register file can grant it
 
 
-def register_budget(source: str) -> list[Finding]:
+def register_budget(source: str) -> list[LineFinding]:
     """Warp-specialized roles whose setmaxnreg targets, times their threads, exceed the register
     file: the increase can never be granted and its warps wait forever (a one-block-per-SM kernel)."""
     asked, line = [], 0
@@ -26,8 +26,8 @@ def register_budget(source: str) -> list[Finding]:
     if total <= REGISTERS_PER_SM:
         return []
     parts = " + ".join(f"{count} x {regs} ({role})" for role, count, regs in asked)
-    return [Finding(ScanCheck.register_budget, line, f"setmaxnreg asks {parts} = {total} registers, more than the "
-                    f"{REGISTERS_PER_SM} of an SM: a deadlock")]
+    return [LineFinding(ScanCheck.register_budget, line, f"setmaxnreg asks {parts} = {total} registers, more than the "
+                        f"{REGISTERS_PER_SM} of an SM: a deadlock")]
 
 
 _LOCAL_ARRAY = re.compile(r"^  (?:float|half_t|bfloat16_t|double|int) (\w+)\[\d+\];$")  # at the kernel's top level
@@ -44,7 +44,7 @@ def _target(lhs: str) -> str | None:
     return m.group(1) if m else None
 
 
-def registers_across_roles(source: str) -> list[Finding]:
+def registers_across_roles(source: str) -> list[LineFinding]:
     """A register array (a fragment) filled with data the block's threads loaded, before the kernel splits into
     warp-specialized roles, then read inside one role: the role's threads are fewer than those that hold the data,
     so each reads its own share of a layout meant for all (12eba470b947: half the tile is never stored, or stored
@@ -65,19 +65,19 @@ def registers_across_roles(source: str) -> list[Finding]:
         _, eq, rhs = line.partition(" = ")
         for name in sorted((set(_NAME.findall(rhs if eq else line)) & arrays & loaded) - seen):
             seen.add(name)
-            found.append(Finding(ScanCheck.registers_across_roles, n, f"{name} holds data every thread loaded before the "
-                                 f"warp-specialized split (line {split + 1}: `{lines[split].strip()}`) and is read here, "
-                                 "inside one role, whose threads are fewer than those that hold it"))
+            found.append(LineFinding(ScanCheck.registers_across_roles, n, f"{name} holds data every thread loaded before the "
+                                     f"warp-specialized split (line {split + 1}: `{lines[split].strip()}`) and is read here, "
+                                     "inside one role, whose threads are fewer than those that hold it"))
         depth += line.count("{") - line.count("}")
         if depth == 0:  # the end of the split's if/else: every thread again
             break
     return found
 
 
-def short_register_arrays(source: str, fragments: dict[str, int]) -> list[Finding]:
+def short_register_arrays(source: str, fragments: dict[str, int]) -> list[LineFinding]:
     """A fragment's register array smaller than the elements each thread of the block must hold of it (`fragments`:
     name -> elements; cuda_features.per_thread): the layout has lost elements."""
     wanted = cuda_features.per_thread(source, fragments)
-    return [Finding(ScanCheck.short_register_arrays, 0, f"register array {name}[{size}] holds fewer than the {wanted[name]} "
-                    f"elements per thread of fragment {name} ({fragments[name]} over the block's threads)")
+    return [LineFinding(ScanCheck.short_register_arrays, 0, f"register array {name}[{size}] holds fewer than the {wanted[name]} "
+                        f"elements per thread of fragment {name} ({fragments[name]} over the block's threads)")
             for name, size in cuda_features.register_arrays(source).items() if size < wanted.get(name, 0)]

@@ -12,7 +12,9 @@ _BUFFER = re.compile(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (
 
 
 @dataclass
-class Finding:
+class LineFinding:
+    """What a check found at a line of the generated code; harness.worker passes on its
+    check and message (a result.ScanFinding)."""
     check: ScanCheck
     line: int
     message: str

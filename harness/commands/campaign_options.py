@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness import record, sanitizer
+from harness import reproducer_model, sanitizer
 from harness.commands.common import (
     BAD_INPUT,
     HARNESS_ERROR,
@@ -49,9 +49,10 @@ def run_campaign(args, families) -> int:
         print(f"harness {args.command}: --cases does not go with {'--cases-from' if args.cases_from else '--peer'}, "
               "which runs every case it lists", file=sys.stderr)
         return 2
+    groups = tuple(reproducer_model.FOLDER_OF_KIND.values())
     why = cannot_write_any(lambda: inside_sources(args.out, args.reproducers),
                            lambda: cannot_write_files(Path(args.out), files=RUN_FILES, dirs=("logs",)),
-                           lambda: cannot_write_files(Path(args.reproducers), dirs=tuple(record.KINDS.values())))
+                           lambda: cannot_write_files(Path(args.reproducers), dirs=groups))
     if why:
         print(f"harness {args.command}: {why}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from harness import case as case_mod
-from harness import kernels, record
+from harness import kernels, reproducer_files, reproducer_loading, reproducer_model
 from harness.worker import ARCHES
 
 # Upper bounds on numeric options: beyond these a value is a typo, not a plan (--help says each).
@@ -226,16 +226,16 @@ def load(args, command):
     kernel's examples made ready; for one taking --logs, its worker log checked writable), or None after
     one line on stderr."""
     try:
-        path = record.find(args.reproducer, args.dir)
-        rep = record.load(path)
+        path = reproducer_files.find(args.reproducer, args.dir)
+        rep = reproducer_loading.load(path)
         why = getattr(args, "logs", None) and cannot_write_any(
             lambda: cannot_write_files(Path(args.logs) / rep.id, files=("worker-0.log",)))
         if why:
-            raise record.RecordError(f"--logs: {why}")
+            raise reproducer_model.RecordError(f"--logs: {why}")
         if hasattr(args, "examples"):
             use_examples(args, (rep.case.family,))
         return rep, path
-    except (record.RecordError, case_mod.CaseError) as e:
+    except (reproducer_model.RecordError, case_mod.CaseError) as e:
         print(f"harness {command}: {e}", file=sys.stderr)
         return None, None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import record, reproducer_index
+from harness import reproducer_index, reproducer_model
 from harness.commands.common import DONE, cannot_write_any, cannot_write_file, out_dir
 
 EXITS = DONE
@@ -25,7 +25,7 @@ def cmd_index(args) -> int:
         return 2
     try:
         text = reproducer_index.render(args.dir)
-    except record.RecordError as e:  # the index lists every reproducer: one it cannot read is not left out silently
+    except reproducer_model.RecordError as e:  # the index lists every reproducer: one it cannot read is not left out silently
         print(f"harness index: {e}", file=sys.stderr)
         return 2
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness import kernels, record
+from harness import kernels, reproducer_files, reproducer_loading, reproducer_model
 from harness.commands.common import (
     DONE,
     MAX_RUNS,
@@ -49,7 +49,7 @@ def cmd_matrix(args) -> int:
     from harness import bisect, campaign
     from harness.bisect import environments, matrix
 
-    paths = record.paths(args.dir)  # every group's
+    paths = reproducer_files.paths(args.dir)  # every group's
     releases = environments.Releases(Path(args.envs).expanduser(), args.wheels and Path(args.wheels))
     try:
         if args.cases_from:
@@ -59,10 +59,10 @@ def cmd_matrix(args) -> int:
             families = {c.family for c in campaign.load_cases(args.cases_from)}
         else:
             if not Path(args.dir).is_dir():
-                raise record.RecordError(f"--dir {args.dir}: no such directory")
+                raise reproducer_model.RecordError(f"--dir {args.dir}: no such directory")
             if not paths:
-                raise record.RecordError(f"--dir {args.dir}: no reproducers (*.json) in it")
-            families = {record.load(p).case.family for p in paths}
+                raise reproducer_model.RecordError(f"--dir {args.dir}: no reproducers (*.json) in it")
+            families = {reproducer_loading.load(p).case.family for p in paths}
         try:
             wanted = [Version(v) for v in args.releases.split(",")]
         except InvalidVersion as e:
@@ -76,7 +76,7 @@ def cmd_matrix(args) -> int:
         missing = [str(v) for v in wanted if v not in known]
         if missing:
             raise bisect.BisectError(f"not TileLang releases: {', '.join(missing)}")
-    except (record.RecordError, bisect.BisectError, campaign.CampaignError, InvalidVersion) as e:
+    except (reproducer_model.RecordError, bisect.BisectError, campaign.CampaignError, InvalidVersion) as e:
         print(f"harness matrix: {e}", file=sys.stderr)
         return 2
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731

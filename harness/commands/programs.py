@@ -51,11 +51,11 @@ def vocabulary() -> int:
     """The vocabulary of generated programs: statement kinds, the attention chains they start from, the twins."""
     from harness import compat
     from harness.kernels import program_family
-    from harness.programs import KINDS, generate, model, templates
+    from harness.programs import STATEMENT_KINDS, generate, model, templates
 
     def first(doc):
         return " ".join(doc.split()).split(". ")[0].rstrip(".")
-    for name, module in KINDS.items():
+    for name, module in STATEMENT_KINDS.items():
         print(f"statement {name}: {first(module.__doc__).removeprefix(f'{name}: ')}")
     for name, write in templates.TEMPLATES.items():
         print(f"chain {name}: {first(write.__doc__)} [{model.fingerprint(generate.template(name))}]")

@@ -47,10 +47,10 @@ def add(sub) -> None:
 def _flat_export(json_path: str, to: str) -> str | None:
     """The reproducer's flat export written to `to` (run in a process of its own), or why export refuses it."""
     from harness import case as case_mod
-    from harness import export, record
+    from harness import export, reproducer_loading
 
     try:
-        export.export(record.load(Path(json_path)), Path(to), flat=True)
+        export.export(reproducer_loading.load(Path(json_path)), Path(to), flat=True)
     except (export.ExportError, case_mod.CaseError) as e:
         return str(e)
     return None

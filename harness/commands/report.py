@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import record
+from harness import reproducer_files
 from harness.commands.common import DONE, cannot_write_any, cannot_write_files, in_dir, maybe_dir
 
 REPORT_FILES = ("summary.md", "results.csv", "report.html")  # what it writes, each checked first
@@ -38,9 +38,9 @@ def cmd_report(args) -> int:
     for note in notes:
         print(note, file=sys.stderr)
     broken = []
-    known = record.known_signatures(args.reproducers, broken)
+    known = reproducer_files.known_signatures(args.reproducers, broken)
     if broken:
-        print(record.skipped_line(args.reproducers, broken), file=sys.stderr)
+        print(reproducer_files.skipped_line(args.reproducers, broken), file=sys.stderr)
     print(report.write(args.dir, results, known))
     print(f"wrote {Path(args.dir) / 'summary.md'}, results.csv, report.html")
     return 0

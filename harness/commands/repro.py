@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from harness import record, sanitizer
+from harness import sanitizer
 from harness.commands.common import BAD_INPUT, MAX_RUNS, in_dir, load, positive, replay_args, timeouts
 from harness.environment import environment
 from harness.status import BAD
@@ -46,12 +46,12 @@ def cmd_repro(args) -> int:
     env = environment()
     if not args.json:
         print(f"reproducer {rep.id} ({path}): {rep.title}")
-        print(f"recorded:  {record.describe(rep.result)}  "
+        print(f"recorded:  {rep.result.describe()}  "
               f"[{replay.where(rep.environment)}]")
     out = replay.replay(rep, args.logs, args.runs, args.arch, timeouts(args), env, fresh=args.fresh)
     if args.json:  # for scripts: one object on one line
         print(json.dumps({"id": rep.id, "status": out.status.value, "verdict": out.verdict, "evidence": out.evidence,
-                          "now": [record.describe(r) for r in out.results], "environment": env}))
+                          "now": [r.describe() for r in out.results], "environment": env}))
         return out.status.exit
     for line in out.evidence:
         print(line)
@@ -72,7 +72,7 @@ def _sanitized(args, rep, path) -> int:
         return 2
     env = environment()
     print(f"reproducer {rep.id} ({path}): {rep.title}")
-    print(f"recorded:  {record.describe(rep.result)}  [{replay.where(rep.environment)}]")
+    print(f"recorded:  {rep.result.describe()}  [{replay.where(rep.environment)}]")
     out, report = replay.sanitized(rep, args.sanitize, args.logs, args.arch, timeouts(args), env)
     for line in [*out.evidence, out.verdict]:
         print(line)

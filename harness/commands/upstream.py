@@ -82,7 +82,7 @@ def cmd_upstream(args) -> int:
 
 def _not_states(paths, ids) -> str | None:
     """Why one of `paths` is not a `harness bisect` state file of a reproducer in `ids`, or None."""
-    from harness import bisect, record
+    from harness import bisect, reproducer_files
     from harness.bisect import steps
 
     for path in paths:
@@ -90,6 +90,6 @@ def _not_states(paths, ids) -> str | None:
             of = (steps.read_state(Path(path)) or {}).get("reproducer")
         except bisect.BisectError as e:
             return str(e)
-        if of not in {record.file_name(i) for i in ids}:
+        if of not in {reproducer_files.file_name(i) for i in ids}:
             return f"state {path} is a bisect of {of!r}, not of {' or '.join(sorted(ids))}"
     return None

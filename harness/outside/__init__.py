@@ -2,7 +2,7 @@
 
 An adapter is data: which file of a TileLang source tree holds the programs (harness.outside.source
 finds the tree at run time; nothing of it is copied here), which builder makes each kernel and with
-which arguments a Case gives it (`Program`), the contract the example states (`Rule`s), and one small
+which arguments a Case gives it (`ExampleProgram`), the contract the example states (`Rule`s), and one small
 `run` that calls the compiled kernels in the example's order on buffers the harness allocates
 (through harness.bands: guarded when a guard is active). The judging is ours: the same float64
 autograd references and tolerance rule as every family; the example's own `ref_program` is never the
@@ -27,7 +27,7 @@ LN2 = math.log(2.0)  # the examples' LSE is log2-based: times ln 2 is ours
 
 
 @dataclass(frozen=True)
-class Program:
+class ExampleProgram:
     """One kernel of an example: its builder's name and the arguments a case gives it."""
     builder: str
     args: Callable[[Case], tuple]
@@ -65,7 +65,7 @@ def tile(case: Case) -> dict:
     return {"block_M": case.block_m, "block_N": case.block_n, "num_stages": case.num_stages, "threads": case.threads}
 
 
-def builder(module: str, programs: Callable[[Case], dict[str, Program]], before: tuple[Before, ...] = ()):
+def builder(module: str, programs: Callable[[Case], dict[str, ExampleProgram]], before: tuple[Before, ...] = ()):
     """build(case, target) for the example file `module`: {kernel name: compiled kernel}."""
     def build(case: Case, target: str) -> dict:
         names = released(module, before)  # before TileLang is imported: an old release's gaps need none

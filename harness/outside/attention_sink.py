@@ -11,7 +11,7 @@ from harness import reference
 from harness.kernels import Rule, bwd_family, launch, varlen_bwd_family, varlen_family
 from harness.outside import (
     LN2,
-    Program,
+    ExampleProgram,
     buffers,
     canonical,
     dense,
@@ -73,8 +73,8 @@ def _forward_run(kernels, case, inputs) -> dict:
 
 MHA_SINK_FWD_BHSD = family(
     "tl_mha_sink_fwd_bhsd", "attention_sink/example_mha_sink_fwd_bhsd.py",
-    lambda c: {"fwd": Program("flashattn", lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.head_dim),
-                              lambda c: {"window_size": window_size(c), **tile(c), "dtype": c.dtype})},
+    lambda c: {"fwd": ExampleProgram("flashattn", lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.head_dim),
+                                     lambda c: {"window_size": window_size(c), **tile(c), "dtype": c.dtype})},
     _forward_run, variants=("default",), head_dims=(64, 128),
     tiles=((128, 128, 2, 256), (64, 64, 1, 128), (128, 128, 0, 128)),  # its main()'s, defaults, autotune space
     layouts=("bhsd",), gqa=False,
@@ -116,12 +116,12 @@ def _backward(name, module, gqa: bool, dsink_block: int, head_dims, shape):
         shape = (c.batch, c.heads, c.seqlen_q, c.head_dim)
         groups = {"groups": c.heads // c.kv_heads} if gqa else {}
         common = {"window_size": window_size(c), "dtype": c.dtype}
-        return {"fwd": Program("flashattn_fwd", lambda c: shape, lambda c: {**groups, **common, **tile(c)}),
-                "preprocess": Program("flashattn_bwd_preprocess", lambda c: shape, lambda c: {"dtype": c.dtype}),
-                "bwd": Program("flashattn_bwd", lambda c: shape, lambda c: {**groups, **common}),
-                "postprocess": Program("flashattn_bwd_postprocess", lambda c: shape, lambda c: {"dtype": c.dtype}),
-                "dsink": Program("flashattn_bwd_dsink", lambda c: shape[:3],
-                                 lambda c: {"block": dsink_block, "dtype": c.dtype})}
+        return {"fwd": ExampleProgram("flashattn_fwd", lambda c: shape, lambda c: {**groups, **common, **tile(c)}),
+                "preprocess": ExampleProgram("flashattn_bwd_preprocess", lambda c: shape, lambda c: {"dtype": c.dtype}),
+                "bwd": ExampleProgram("flashattn_bwd", lambda c: shape, lambda c: {**groups, **common}),
+                "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: shape, lambda c: {"dtype": c.dtype}),
+                "dsink": ExampleProgram("flashattn_bwd_dsink", lambda c: shape[:3],
+                                        lambda c: {"block": dsink_block, "dtype": c.dtype})}
     # Its bwd kernel picks its tiles from the GPU's compute capability at build time (block_N 32):
     # it builds on a GPU only ("auto"), and a window must fit both its forward's and its bwd's blocks.
     return family(name, module, programs, backward_run(gqa), variants=("default",), head_dims=head_dims,
@@ -151,9 +151,9 @@ def _varlen_run(kernels, case, inputs) -> dict:
 
 GQA_SINK_FWD_VARLEN = family(
     "tl_gqa_sink_fwd_varlen", "attention_sink/example_gqa_sink_fwd_varlen.py",
-    lambda c: {"fwd": Program("flashattn_sink", lambda c: (c.batch, c.heads // c.kv_heads, c.total_q, c.total_k,
-                                                          c.heads, c.head_dim, c.causal),
-                              lambda c: {"window_size": window_size(c), **tile(c)})},
+    lambda c: {"fwd": ExampleProgram("flashattn_sink", lambda c: (c.batch, c.heads // c.kv_heads, c.total_q, c.total_k,
+                                                                 c.heads, c.head_dim, c.causal),
+                                     lambda c: {"window_size": window_size(c), **tile(c)})},
     _varlen_run, variants=("default",), head_dims=(64, 128), tiles=((128, 128, 2, 256), (64, 64, 1, 128)),
     layouts=("thd",), locate=varlen_family.locate, lengths="packed", dtypes=("float16",),
     rules=_rules(causal=False),
@@ -184,15 +184,15 @@ def _varlen_backward_programs(c):
     padded = (c.batch, c.heads // c.kv_heads, c.total_q, c.total_k, c.seqlen_q, c.heads, c.seqlen_q, c.head_dim,
               c.causal)
     common = {"window_size": window_size(c), "dtype": c.dtype}
-    return {"fwd": Program("flashattn_fwd", lambda c: padded, lambda c: {**common, **tile(c)}),
-            "preprocess": Program("flashattn_bwd_preprocess",
-                                  lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim),
-                                  lambda c: {"dtype": c.dtype}),
-            "bwd": Program("flashattn_bwd", lambda c: padded, lambda c: common),
-            "postprocess": Program("flashattn_bwd_postprocess", lambda c: (c.total_q, c.heads, c.head_dim),
-                                   lambda c: {"dtype": c.dtype}),
-            "dsink": Program("flashattn_bwd_dsink", lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_q),
-                             lambda c: {"dtype": c.dtype})}
+    return {"fwd": ExampleProgram("flashattn_fwd", lambda c: padded, lambda c: {**common, **tile(c)}),
+            "preprocess": ExampleProgram("flashattn_bwd_preprocess",
+                                         lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim),
+                                         lambda c: {"dtype": c.dtype}),
+            "bwd": ExampleProgram("flashattn_bwd", lambda c: padded, lambda c: common),
+            "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: (c.total_q, c.heads, c.head_dim),
+                                          lambda c: {"dtype": c.dtype}),
+            "dsink": ExampleProgram("flashattn_bwd_dsink", lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_q),
+                                    lambda c: {"dtype": c.dtype})}
 
 
 # Its bwd picks its tiles from the GPU at build time (block_N 32 on sm_90): it builds on a GPU only.

@@ -13,7 +13,7 @@ from harness.kernels import Rule, bwd_family, launch, varlen_bwd_family, varlen_
 from harness.outside import (
     LN2,
     Before,
-    Program,
+    ExampleProgram,
     buffers,
     canonical,
     dense,
@@ -48,7 +48,7 @@ def forward_run(kernels, case, inputs) -> dict:
 
 
 def _forward(name, module, args, layouts, gqa, tiles, rules=(), lengths="dense", peer=()):
-    return family(name, module, lambda c: {"fwd": Program("flashattn", args, tile)}, forward_run,
+    return family(name, module, lambda c: {"fwd": ExampleProgram("flashattn", args, tile)}, forward_run,
                   variants=("default",), head_dims=(64, 128), tiles=tiles, layouts=layouts, takes=("causal",),
                   dtypes=("float16",), gqa=gqa, lengths=lengths, rules=(one_head_dim(), *rules),
                   make_inputs=reference.make_inputs, tensors=lambda c: FORWARD, reference=reference.forward,
@@ -136,10 +136,10 @@ def _mha_backward(name, module, lay):
     def programs(c):
         shape = (c.batch, c.heads, c.seqlen_q, c.head_dim)
         fwd_n = 64 if c.head_dim <= 128 else 32  # the block sizes its autograd Function picks
-        return {"fwd": Program("flashattn_fwd", lambda c: (*shape, c.causal, 64, fwd_n)),
-                "preprocess": Program("flashattn_bwd_preprocess", lambda c: shape),
-                "bwd": Program("flashattn_bwd", lambda c: (*shape, c.causal, c.block_m, c.block_n)),
-                "postprocess": Program("flashattn_bwd_postprocess", lambda c: shape)}
+        return {"fwd": ExampleProgram("flashattn_fwd", lambda c: (*shape, c.causal, 64, fwd_n)),
+                "preprocess": ExampleProgram("flashattn_bwd_preprocess", lambda c: shape),
+                "bwd": ExampleProgram("flashattn_bwd", lambda c: (*shape, c.causal, c.block_m, c.block_n)),
+                "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: shape)}
     # (block_M, block_N) of its main kernel; stages (2) and threads (128) are fixed inside it.
     return family(name, module, programs, backward_run(kv=lambda c: "once"), variants=("default",),
                   head_dims=(64, 128),
@@ -161,11 +161,11 @@ def _gqa_backward(name, module, split_builder, post_all, rules, peer, before=(),
         main = "flashattn_bwd_atomic_add" if c.variant == "atomic" else split_builder
         post = ((c.batch, c.heads, c.kv_heads, c.seqlen_q, c.head_dim, c.head_dim_v) if post_all
                 else (c.batch, c.heads, c.seqlen_q, c.head_dim))
-        return {"fwd": Program("flashattn_fwd", lambda c: (*dims, c.causal, 128, 64, groups)),
-                "preprocess": Program("flashattn_bwd_preprocess", lambda c: (c.batch, c.heads, c.seqlen_q, c.head_dim_v)),
-                "bwd": Program(main, lambda c: (*dims, c.causal, c.block_m, c.block_n),
-                               lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
-                "postprocess": Program("flashattn_bwd_postprocess", lambda c: post)}
+        return {"fwd": ExampleProgram("flashattn_fwd", lambda c: (*dims, c.causal, 128, 64, groups)),
+                "preprocess": ExampleProgram("flashattn_bwd_preprocess", lambda c: (c.batch, c.heads, c.seqlen_q, c.head_dim_v)),
+                "bwd": ExampleProgram(main, lambda c: (*dims, c.causal, c.block_m, c.block_n),
+                                      lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
+                "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: post)}
     return family(name, module, programs, backward_run(post_all, post_atomic_before=post_atomic_before),
                   before=before, variants=("atomic", "split"),
                   head_dims=(64, 128, 192), fits=v_at_most_128,
@@ -199,7 +199,7 @@ def _varlen_reference(case, inputs, dtype):
 
 
 def _varlen(name, module, args, gqa, kv_heads):
-    return family(name, module, lambda c: {"fwd": Program("flashattn", args, tile)}, _varlen_run,
+    return family(name, module, lambda c: {"fwd": ExampleProgram("flashattn", args, tile)}, _varlen_run,
                   variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128), (128, 128, 2, 256)),
                   layouts=("thd",), locate=varlen_family.locate, lengths="packed", takes=("causal",),
                   dtypes=("float16",), gqa=gqa,
@@ -252,13 +252,13 @@ def _varlen_backward_programs(c):
     groups = c.heads // c.kv_heads
     padded = (c.batch, c.total_q, c.total_k, c.seqlen_q, c.heads, c.seqlen_q, c.head_dim, c.head_dim_v, c.causal)
     main = "flashattn_bwd_atomic_add" if c.variant == "atomic" else "flashattn_bwd_split"
-    return {"fwd": Program("flashattn_fwd", lambda c: (*padded, 128, 64, groups)),  # its autograd's blocks
-            "preprocess": Program("flashattn_bwd_preprocess",
-                                  lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim_v)),
-            "bwd": Program(main, lambda c: (*padded, c.block_m, c.block_n),
-                           lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
-            "postprocess": Program("flashattn_bwd_postprocess", lambda c: (c.total_q, c.total_k, c.heads, c.kv_heads,
-                                                                          c.head_dim, c.head_dim_v))}
+    return {"fwd": ExampleProgram("flashattn_fwd", lambda c: (*padded, 128, 64, groups)),  # its autograd's blocks
+            "preprocess": ExampleProgram("flashattn_bwd_preprocess",
+                                         lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim_v)),
+            "bwd": ExampleProgram(main, lambda c: (*padded, c.block_m, c.block_n),
+                                  lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
+            "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: (c.total_q, c.total_k, c.heads, c.kv_heads,
+                                                                                 c.head_dim, c.head_dim_v))}
 
 
 VARLEN_BACKWARD = (("O", "forward"), ("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"))

@@ -11,7 +11,7 @@ import torch
 
 from harness import layout, reference
 from harness.kernels import Rule, launch
-from harness.outside import Before, Program, buffers, dense, family, heads, one_head_dim
+from harness.outside import Before, ExampleProgram, buffers, dense, family, heads, one_head_dim
 
 SPLITS = {"no_split": 1, "split": 8}  # its heuristic config: 8 splits on every GPU but sm_89
 
@@ -36,10 +36,10 @@ def _split_fits(c):
 
 GQA_DECODE = family(
     "tl_gqa_decode", "flash_decoding/example_gqa_decode.py",
-    lambda c: {"decode": Program("flashattn", lambda c: (c.batch, c.heads, c.kv_heads, c.seqlen_k, c.head_dim),
-                                 lambda c: {"block_N": c.block_n, "block_H": c.block_m,
-                                            "num_split": SPLITS[c.variant], "num_stages": c.num_stages,
-                                            "threads": c.threads})},
+    lambda c: {"decode": ExampleProgram("flashattn", lambda c: (c.batch, c.heads, c.kv_heads, c.seqlen_k, c.head_dim),
+                                        lambda c: {"block_N": c.block_n, "block_H": c.block_m,
+                                                   "num_split": SPLITS[c.variant], "num_stages": c.num_stages,
+                                                   "threads": c.threads})},
     _run, variants=tuple(SPLITS), head_dims=(64, 128),
     before=(Before("0.1.9", unfit="its kernel takes glse and Output_partial as arguments; the adapter passes "
                                   "Q, K, V, mask and Output only"),),

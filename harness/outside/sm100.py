@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from harness import reference
 from harness.kernels import bwd_family
-from harness.outside import Program, canonical, family, one_head_dim, rows_of_8, same_lengths
+from harness.outside import ExampleProgram, canonical, family, one_head_dim, rows_of_8, same_lengths
 from harness.outside.flash_attention import BACKWARD, FORWARD, _backward_reference, backward_run, forward_run
 
 ARCH = "sm_100a"
@@ -19,9 +19,9 @@ def _forward(name, module, gqa):
         args = (c.batch, c.heads, c.seqlen_q, c.head_dim, c.causal)
         tiles = {"block_M": c.block_m, "block_N": c.block_n}
         if c.variant == "wasp":
-            return {"fwd": Program("flashattn_wasp", lambda c: args,
-                                   lambda c: {**groups, **tiles, "threads": c.threads, "num_stages": c.num_stages})}
-        return {"fwd": Program("flashattn", lambda c: args, lambda c: {**groups, **tiles, "variant": c.variant})}
+            return {"fwd": ExampleProgram("flashattn_wasp", lambda c: args,
+                                          lambda c: {**groups, **tiles, "threads": c.threads, "num_stages": c.num_stages})}
+        return {"fwd": ExampleProgram("flashattn", lambda c: args, lambda c: {**groups, **tiles, "variant": c.variant})}
     return family(name, module, programs, forward_run, variants=("ss", "ts", "wasp"), head_dims=(64, 128),
                   tiles=((128, 128, 2, 256),), layouts=("bshd",), takes=("causal",), dtypes=("bfloat16",), gqa=gqa,
                   arch=ARCH, lengths="same", rules=(one_head_dim(), same_lengths()),
@@ -34,11 +34,11 @@ def _backward(name, module, gqa):
         groups = {"groups": c.heads // c.kv_heads} if gqa else {}
         shape = (c.batch, c.heads, c.seqlen_q, c.head_dim)
         threads = 128 if c.variant == "pipeline" else 256
-        return {"fwd": Program("flashattn_fwd", lambda c: (*shape, c.causal, c.block_m, c.block_n), lambda c: groups),
-                "preprocess": Program("flashattn_bwd_preprocess", lambda c: shape),
-                "bwd": Program("flashattn_bwd", lambda c: (*shape, c.causal, c.block_m, c.block_n),
-                               lambda c: {**groups, "threads": threads, "num_stages": 2}),
-                "postprocess": Program("flashattn_bwd_postprocess", lambda c: shape)}
+        return {"fwd": ExampleProgram("flashattn_fwd", lambda c: (*shape, c.causal, c.block_m, c.block_n), lambda c: groups),
+                "preprocess": ExampleProgram("flashattn_bwd_preprocess", lambda c: shape),
+                "bwd": ExampleProgram("flashattn_bwd", lambda c: (*shape, c.causal, c.block_m, c.block_n),
+                                      lambda c: {**groups, "threads": threads, "num_stages": 2}),
+                "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: shape)}
     return family(name, module, programs, backward_run(kv=lambda c: "atomic" if gqa else "once"),
                   variants=("pipeline", "warp"), head_dims=(64, 128), tiles=((64, 64, 2, 128), (64, 32, 2, 128)),
                   layouts=("bshd",), takes=("causal",), dtypes=("bfloat16",), gqa=gqa, arch=ARCH,

@@ -14,7 +14,7 @@ rules, its TileLang text and its meaning as torch text, side by side:
 The generator (generate.py) only composes statements whose rules hold, so a program it writes is valid
 by construction and a disagreement is the compiler's. Nothing here imports TileLang or Hypothesis:
 emit.py writes source text, and the generator is handed Hypothesis's strategies module. A new kind is
-one module plus one line in KINDS.
+one module plus one line in STATEMENT_KINDS.
 """
 from harness.programs import (
                               atomic,
@@ -34,6 +34,6 @@ from harness.programs import (
 )
 
 # op name -> its module.
-KINDS = {"copy": copy, "fill": fill, "gemm": gemm, "reduce": reduce, "map": parallel, "atomic": atomic,
-         "scan": scan, "loop": loop, "stream": stream, "when": when,
-         "thread": thread, "thread_atomic": thread_atomic, "split": split, "overrun": overrun}
+STATEMENT_KINDS = {"copy": copy, "fill": fill, "gemm": gemm, "reduce": reduce, "map": parallel, "atomic": atomic,
+                   "scan": scan, "loop": loop, "stream": stream, "when": when,
+                   "thread": thread, "thread_atomic": thread_atomic, "split": split, "overrun": overrun}

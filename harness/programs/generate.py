@@ -1,6 +1,6 @@
 """Writing programs: a composer that knows no statement kind by name.
 
-Each statement kind (harness.programs.KINDS) declares how it is drawn: `draw(c, b, at)` adds statements to the
+Each statement kind (harness.programs.STATEMENT_KINDS) declares how it is drawn: `draw(c, b, at)` adds statements to the
 program being written (harness.programs.builder.Builder), and `PLACES` says where it may stand and how often it is
 drawn there ("top": the block's own level, "trip": a body run once per trip, "guarded": under a condition). A kind may also
 declare `SWARM` (features it draws from, for the swarm configuration), `LAUNCHES` (the thread counts and blocks it
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.programs import KINDS, model, templates
+from harness.programs import STATEMENT_KINDS, model, templates
 from harness.programs.builder import EXACT, PLAIN_THREADS, Builder, Drawn, First
 from harness.programs.model import Program, ProgramError
 from harness.programs.templates import TEMPLATES
@@ -30,8 +30,8 @@ SWARM = {"dtype": model.DTYPES, "scope": ("shared", "fragment"), "threads": PLAI
 
 def swarm() -> dict:
     """Each swarm feature and its values: the statement kinds that draw, then the features."""
-    features = {"kinds": tuple(name for name, k in KINDS.items() if hasattr(k, "draw")), **SWARM}
-    for k in KINDS.values():
+    features = {"kinds": tuple(name for name, k in STATEMENT_KINDS.items() if hasattr(k, "draw")), **SWARM}
+    for k in STATEMENT_KINDS.values():
         for name, values in getattr(k, "SWARM", {}).items():
             features[name] = tuple(dict.fromkeys(features.get(name, ()) + tuple(values)))
     return features
@@ -49,7 +49,7 @@ def configuration(c) -> dict:
 def statement(c, b: Builder, at, place) -> None:
     """One statement of a kind the configuration allows at `place`, drawn as often as the kind asks to be there."""
     allowed = b.config.get("kinds")
-    options = [k for name, k in KINDS.items() if hasattr(k, "draw") and (allowed is None or name in allowed)
+    options = [k for name, k in STATEMENT_KINDS.items() if hasattr(k, "draw") and (allowed is None or name in allowed)
                for _ in range(getattr(k, "PLACES", {}).get(place, 0))]
     if options:
         c.one(options).draw(c, b, at)
@@ -59,7 +59,7 @@ def _launch(c, config) -> tuple:
     """(threads, block): in half the draws one that a kind in the configuration needs (a gemm's warp partition)."""
     launches: dict = {}
     for name in config["kinds"]:
-        for threads, blocks in getattr(KINDS[name], "LAUNCHES", {}).items():
+        for threads, blocks in getattr(STATEMENT_KINDS[name], "LAUNCHES", {}).items():
             launches[threads] = tuple(dict.fromkeys(launches.get(threads, ()) + tuple(blocks)))
     if launches and c.flip():
         threads = c.one(sorted(launches))
@@ -84,7 +84,7 @@ def write(c) -> Program | None:
         for _ in range(c.between((1, 6))):
             statement(c, b, "bx", "top")
     if chain is None and not b.program().written():
-        for k in KINDS.values():
+        for k in STATEMENT_KINDS.values():
             if hasattr(k, "ends"):
                 k.ends(c, b)
                 break
@@ -129,7 +129,7 @@ def _changed(c, b: Builder) -> Program | None:
     """The chain with statements dropped, swapped in order, inserted, put under a `when` (in the chain or in its
     loop) or varied (a loop's schedule), each change kept only if the result is still valid (None: unchanged)."""
     p = b.program()
-    wrappers = [k for k in KINDS.values() if hasattr(k, "wrap")]
+    wrappers = [k for k in STATEMENT_KINDS.values() if hasattr(k, "wrap")]
     for _ in range(c.between((0, 3))):
         body = list(p.body)
         what = c.one(("drop", "swap", "insert", "wrap", "vary"))

@@ -25,14 +25,14 @@ class Loop(Statement):
 
 STATEMENT = Loop
 
-KINDS = ("serial", "pipelined", "unroll")
+LOOP_KINDS = ("serial", "pipelined", "unroll")
 MAX_TRIPS = 8
 SCHEDULES = ("body", "late_first")
 STAGES = (0, 1, 2)
 
 
 def check(s, p, scope):
-    fields(s, kind=KINDS, trips=(0, 1, 2, 3, 4, 5, 8) + model.SYMBOLIC_TRIPS, stages=(0, 1, 2, 3), body=tuple,
+    fields(s, kind=LOOP_KINDS, trips=(0, 1, 2, 3, 4, 5, 8) + model.SYMBOLIC_TRIPS, stages=(0, 1, 2, 3), body=tuple,
            **({"schedule": SCHEDULES} if s.schedule is not None else {}))
     need(not scope.in_loop, "no loop inside a loop")
     need(not scope.in_when, "no loop inside a when")
@@ -106,8 +106,8 @@ def torch(s, p, ind):
 # ------------------------------------------------------------------------------------------- drawing
 PLACES = {"top": 2}
 BODY_AT = "k"            # its body's statements index tiles by the trip
-CHOICES = {"kind": KINDS, "stages": (0, 1, 2, 3)}
-SWARM = {"loop": KINDS, "trips": (0, 1, 2, 3) + model.SYMBOLIC_TRIPS}   # a program's loops draw from a subset of each
+CHOICES = {"kind": LOOP_KINDS, "stages": (0, 1, 2, 3)}
+SWARM = {"loop": LOOP_KINDS, "trips": (0, 1, 2, 3) + model.SYMBOLIC_TRIPS}   # a program's loops draw from a subset of each
 
 
 def draw(c, b, at):

@@ -105,8 +105,8 @@ class Statement:
 
 
 def kind(stmt):
-    from harness.programs import KINDS
-    return KINDS[stmt.op]
+    from harness.programs import STATEMENT_KINDS
+    return STATEMENT_KINDS[stmt.op]
 
 
 def needs(stmt) -> list:
@@ -226,8 +226,8 @@ def _statement(s: dict) -> Statement:
 
 
 def _kinds():
-    from harness.programs import KINDS
-    return KINDS
+    from harness.programs import STATEMENT_KINDS
+    return STATEMENT_KINDS
 
 
 def _buffer(d) -> Buffer:

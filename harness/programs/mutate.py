@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from harness.programs import KINDS, model
+from harness.programs import STATEMENT_KINDS, model
 
 OPERATIONS = ("drop", "swap", "change", "insert")
 TRIES = 20  # operations tried until one gives a valid program
@@ -63,7 +63,7 @@ def _with(body: tuple, path, statements) -> tuple:
 
 def _changes(s) -> list[tuple[str, list]]:
     """(field, the other values it may take) of a statement: its kind's CHOICES, else its booleans."""
-    choices = getattr(KINDS[s.op], "CHOICES", {})
+    choices = getattr(STATEMENT_KINDS[s.op], "CHOICES", {})
     fields = [(f, [v for v in values if v != getattr(s, f)]) for f, values in choices.items()
               if getattr(s, f, None) is not None]
     if not choices:

@@ -19,12 +19,12 @@ class Reduce(Statement):
 
 STATEMENT = Reduce
 
-KINDS = ("max", "min", "sum", "abssum", "absmax")
+REDUCE_OPS = ("max", "min", "sum", "abssum", "absmax")
 CLEARING = ("abssum", "absmax")  # always clear
 
 
 def check(s, p, scope):
-    fields(s, src=str, dst=str, kind=KINDS, dim=(0, 1), clear=bool)
+    fields(s, src=str, dst=str, kind=REDUCE_OPS, dim=(0, 1), clear=bool)
     src, dst = local(p, s.src, 2, ("fragment",)), local(p, s.dst, 1, ("fragment",))
     need(src.dtype == dst.dtype == "float32", "a reduce runs over float32 fragments")
     need(dst.shape[0] == src.shape[1 - s.dim], f"{dst.name} must hold {src.shape[1 - s.dim]} values")
@@ -60,7 +60,7 @@ def torch(s, p, ind):
 
 # ------------------------------------------------------------------------------------------- drawing
 PLACES = {"top": 1, "trip": 1, "guarded": 1}
-CHOICES = {"kind": KINDS, "dim": (0, 1)}
+CHOICES = {"kind": REDUCE_OPS, "dim": (0, 1)}
 
 
 def draw(c, b, at):
@@ -70,7 +70,7 @@ def draw(c, b, at):
     src = c.one(srcs)
     dim = c.one((1, 1, 0))
     length = b.buffers[src].shape[1 - dim]
-    kind = c.one(KINDS)
+    kind = c.one(REDUCE_OPS)
     dsts = b.locals(shape=(length,), scope="fragment", dtype="float32")
     clear = kind in CLEARING or not dsts or c.flip()
     dst = b.new("fragment", "float32", (length,)) if clear and (not dsts or c.flip()) else c.one(dsts)

@@ -17,7 +17,7 @@ first. Each such pair is named by its kind of dependence and each of the followi
 
 plus `extents.<scope>`: two T.Parallel loops of different extents over one fragment or shared buffer. RELATIONS
 is the registry: a relation names the statement kinds that make it drawable (any one of them), and coverage
-counts only those whose kinds are registered (harness.programs.KINDS).
+counts only those whose kinds are registered (harness.programs.STATEMENT_KINDS).
 """
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ RELATIONS = tuple(Relation(f"{dep}.{aspect}", f"{DEPENDENCES[dep]}, {meaning}", 
 def drawable() -> tuple:
     """The relations the generator draws: some registered statement kind makes them (all do, for those naming
     none), and none is pending."""
-    from harness.programs import KINDS
-    return tuple(r for r in RELATIONS if (not r.kinds or set(r.kinds) & set(KINDS)) and not r.pending)
+    from harness.programs import STATEMENT_KINDS
+    return tuple(r for r in RELATIONS if (not r.kinds or set(r.kinds) & set(STATEMENT_KINDS)) and not r.pending)
 
 
 @dataclass(frozen=True)

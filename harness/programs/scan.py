@@ -19,11 +19,11 @@ class Scan(Statement):
 
 STATEMENT = Scan
 
-KINDS = ("sum", "max")
+SCAN_OPS = ("sum", "max")
 
 
 def check(s, p, scope):
-    fields(s, src=str, dst=str, kind=KINDS, dim=(0, 1), reverse=bool)
+    fields(s, src=str, dst=str, kind=SCAN_OPS, dim=(0, 1), reverse=bool)
     src, dst = local(p, s.src), local(p, s.dst)
     need(s.dim < len(src.shape), f"{src.name} is {len(src.shape)}-D: no dimension {s.dim}")
     need((dst.scope, dst.dtype, dst.shape) == (src.scope, src.dtype, src.shape),
@@ -59,7 +59,7 @@ def torch(s, p, ind):
 
 # ------------------------------------------------------------------------------------------- drawing
 PLACES = {"top": 1, "trip": 1, "guarded": 1}
-CHOICES = {"kind": KINDS, "reverse": (False, True)}
+CHOICES = {"kind": SCAN_OPS, "reverse": (False, True)}
 
 
 def draw(c, b, at):
@@ -68,7 +68,7 @@ def draw(c, b, at):
         return
     src = c.one(srcs)
     buf = b.buffers[src]
-    kind, dim = c.one(KINDS), c.one(tuple(range(len(buf.shape))))
+    kind, dim = c.one(SCAN_OPS), c.one(tuple(range(len(buf.shape))))
     like = [n for n in b.locals(shape=buf.shape, scope=buf.scope, dtype=buf.dtype, defined=False) if n != src]
     dst = src if c.flip() else c.one(like) if like and c.flip() else b.new(buf.scope, buf.dtype, buf.shape)
     if kind == "sum" and dst == src and at == "k":  # a sum in place every trip grows as length ** trips

@@ -84,7 +84,7 @@ def _reduce(c, b):
     w = c.one(b.widths("fragment"))
     x = load(c, b, "fragment", "float32", (b.block, w))
     r = b.new("fragment", "float32", (b.block,))
-    kind = c.one(reduce.KINDS)
+    kind = c.one(reduce.REDUCE_OPS)
     y = b.new("fragment", "float32", (b.block, w))
     out = b.new("global", c.one(("float32", "float16")), ("n", w))
     b.emit(x + [Reduce(src=x[0].dst, dst=r, kind=kind, dim=1, clear=True),
@@ -96,7 +96,7 @@ def _reduce(c, b):
 def _scan(c, b):
     """A tile's cumulative sum or maximum along its rows or columns, in order or reversed, in shared memory or in
     registers (TileLang stages those through shared memory), in place or into another tile, stored."""
-    scope, dtype, dim, kind = c.one(("shared", "fragment")), c.one(model.DTYPES), c.one((1, 0)), c.one(scan.KINDS)
+    scope, dtype, dim, kind = c.one(("shared", "fragment")), c.one(model.DTYPES), c.one((1, 0)), c.one(scan.SCAN_OPS)
     shape = (b.block, c.one(b.widths(scope)))
     x = load(c, b, scope, dtype, shape, swizzle=False)  # scanned in the plain layout only (scan.check)
     src = x[0].dst

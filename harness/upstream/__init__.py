@@ -2,7 +2,7 @@
 TileLang's tracker (an open tracker issue among its links) gets a comment for that issue; any other bug, a
 report in the style of the tracker's own bug reports.
 
-Built from what the harness holds, with no network: the reproducer's fields (record.Reproducer: the case and
+Built from what the harness holds, with no network: the reproducer's fields (reproducer_model.Reproducer: the case and
 what was observed, the environment, its typed links, the release matrix, its triage, the report's own words),
 those of the reproducers that share its root cause, `harness bisect` state files, and a program of at most
 PROGRAM_LINES lines where one exists (a reduced `<id>.min.py`, a standalone `<id>.standalone.py`, one the links
@@ -20,7 +20,18 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness import bisect, export, kernels, record, replay, status, triage, untrusted
+from harness import (
+    bisect,
+    export,
+    kernels,
+    replay,
+    reproducer_files,
+    reproducer_loading,
+    reproducer_model,
+    status,
+    triage,
+    untrusted,
+)
 from harness import case as case_mod
 from harness.bisect.search import search
 from harness.environment import environment
@@ -39,19 +50,19 @@ TAGS = {"MISMATCH": "wrong-code", "NONFINITE": "wrong-code", "OOB_WRITE": "wrong
 class Report:
     text: str
     summary: list[str]     # the one-line account the command prints
-    comment_for: record.Issue | None = None
+    comment_for: reproducer_model.Issue | None = None
     program: Path | None = None
     gaps: list = field(default_factory=list)   # the commands whose output is missing (needs a GPU)
 
 
 # ----------------------------------------------------------------------------- related reproducers
-def others(directory: Path, own_id: str) -> dict[str, record.Reproducer]:
+def others(directory: Path, own_id: str) -> dict[str, reproducer_model.Reproducer]:
     """The readable reproducers under `directory` (every group) but `own_id`."""
     found = {}
-    for path in record.paths(directory):
+    for path in reproducer_files.paths(directory):
         try:
-            rep = record.load(path)
-        except record.RecordError:
+            rep = reproducer_loading.load(path)
+        except reproducer_model.RecordError:
             continue  # a broken file is `harness repro`'s to report
         if rep.id != own_id:
             found[rep.id] = rep
@@ -71,7 +82,7 @@ def same_root_cause(rep, known: dict) -> dict[str, str]:
 
 def primary(rep, directory: Path):
     """The reproducer whose report covers `rep`'s bug, so that one root cause gets one report: of `rep` and
-    those sharing its root cause, the one with the report's own words recorded (record.Upstream), then the one the
+    those sharing its root cause, the one with the report's own words recorded (reproducer_model.Upstream), then the one the
     others link most, then the smallest id."""
     known = {**others(directory, rep.id), rep.id: rep}
     group = sorted({rep.id, *(o for o in same_root_cause(rep, known) if o in known)})
@@ -94,14 +105,14 @@ class _Untested(Exception):
     pass
 
 
-def state_result(path: Path, rep_id: str) -> tuple[record.Bisect | None, str] | None:
+def state_result(path: Path, rep_id: str) -> tuple[reproducer_model.RecordedBisect | None, str] | None:
     """A `harness bisect` state file of `rep_id`: (the bisect it concluded, or None; where and how far it went).
     None for another reproducer's file, or one that cannot be read."""
     try:
         state = untrusted.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(state, dict) or state.get("reproducer") != record.file_name(rep_id):
+    if not isinstance(state, dict) or state.get("reproducer") != reproducer_files.file_name(rep_id):
         return None
     order, steps = [str(v) for v in state.get("order") or []], state.get("steps") or {}
     # What it bisected, as the state says; a state written before it said so: releases if every step is one.
@@ -125,7 +136,7 @@ def state_result(path: Path, rep_id: str) -> tuple[record.Bisect | None, str] | 
     fixes = kind == "release" and _version(order[0]) > _version(order[-1])
     note = f"{where}; steps: {done}" + (f"; untestable between them: {', '.join(order[i] for i in skipped)}"
                                         if skipped else "")
-    return record.Bisect(kind, order[0], order[-1], order[hi], order[lo], fixes, note), note
+    return reproducer_model.RecordedBisect(kind, order[0], order[-1], order[hi], order[lo], fixes, note), note
 
 
 def state_files(rep_id: str, envs: Path | None, extra=()) -> list[Path]:
@@ -134,7 +145,7 @@ def state_files(rep_id: str, envs: Path | None, extra=()) -> list[Path]:
     return found + [Path(p) for p in extra if Path(p) not in found]
 
 
-def bisects(rep, states: list[Path]) -> tuple[list[record.Bisect], list[str]]:
+def bisects(rep, states: list[Path]) -> tuple[list[reproducer_model.RecordedBisect], list[str]]:
     """The bisects recorded in `rep`'s links and concluded in its state files; and the state files' words for
     those not concluded."""
     done, pending = list(rep.links.bisected_by), []
@@ -147,18 +158,18 @@ def bisects(rep, states: list[Path]) -> tuple[list[record.Bisect], list[str]]:
     return done, pending
 
 
-def describe_bisect(b: record.Bisect) -> str:
+def describe_bisect(b: reproducer_model.RecordedBisect) -> str:
     what = (f"fixed in {b.last_good}, the last {b.kind} with it {b.first_bad}" if b.fixes
             else f"first bad {b.kind} {b.first_bad}, last good {b.last_good}")
     return f"{what} (`harness bisect --good {b.good} --bad {b.bad}`" + (f"; {b.note})" if b.note else ")")
 
 
-def releases(rep) -> dict[str, record.Release]:
+def releases(rep) -> dict[str, reproducer_model.Release]:
     """The release matrix, the release it was recorded on counted as reproduced, oldest first."""
     found = dict(rep.releases)
     recorded = rep.environment.get("tilelang", "")
     if _version(recorded) and recorded not in found:
-        found[recorded] = record.Release("reproduced", "recorded there")
+        found[recorded] = reproducer_model.Release("reproduced", "recorded there")
     return dict(sorted(((v, r) for v, r in found.items() if _version(v)), key=lambda vr: _version(vr[0])))
 
 
@@ -173,7 +184,8 @@ class Provenance:
     lines: list[str] = field(default_factory=list)
 
 
-def provenance(rep, found: list[record.Bisect], related: dict[str, list[record.Bisect]]) -> Provenance:
+def provenance(rep, found: list[reproducer_model.RecordedBisect],
+               related: dict[str, list[reproducer_model.RecordedBisect]]) -> Provenance:
     p = Provenance()
     matrix = releases(rep)
     present = [v for v, r in matrix.items() if r.result == "reproduced"]
@@ -237,7 +249,7 @@ def program_files(rep, directory: Path, beside: Path) -> list[Path]:
     """Where a program of `rep` may be, in the order preferred: a reduced one, standalone ones (beside its file in its
     group, then beside the report), those linked."""
     directory, beside = Path(directory), Path(beside)
-    own = record.file_path(directory, rep.kind, rep.id).parent
+    own = reproducer_files.file_path(directory, rep.kind, rep.id).parent
     filed = directory / "upstream"  # where the committed reports and their programs live
     names = [filed / f"{rep.id}.min.py", own / f"{rep.id}.min.py", beside / f"{rep.id}.min.py",
              own / f"{rep.id}.standalone.py", filed / f"{rep.id}.standalone.py", beside / f"{rep.id}.standalone.py"]
@@ -305,7 +317,7 @@ class Venue:
     case for an open pull request, withdrawn (the reason kept in the record), or in another reproducer's report
     (the same root cause)."""
     kind: str                              # new issue | comment | test case | withdrawn | folded
-    issue: record.Issue | None = None      # the thread, for a comment or a test case
+    issue: reproducer_model.Issue | None = None  # the thread, for a comment or a test case
     into: str = ""                         # folded: the reproducer whose report covers it
     reason: str = ""                       # withdrawn: why
 
@@ -332,14 +344,14 @@ def venue(rep, directory: Path | None = None) -> Venue:
     return Venue("new issue")
 
 
-def known_issue(rep) -> record.Issue | None:
+def known_issue(rep) -> reproducer_model.Issue | None:
     """The open issue or pull request on TileLang's tracker that is this bug, if any: then the text is a comment
     for it (a pull request's: the program as its test case)."""
     return next((i for i in rep.links.tracker_issue if i.repo == TRACKER and i.state == "open"), None)
 
 
 # ----------------------------------------------------------------------------- the sections
-def _issue(i: record.Issue) -> str:
+def _issue(i: reproducer_model.Issue) -> str:
     state = f" ({i.state}{', in ' + i.release if i.release else ''})" if i.state or i.release else ""
     return f"[{i.ref}]({i.url}){state}" + (f": {i.note}" if i.note else "")
 
@@ -472,7 +484,7 @@ FAILED = {"MISMATCH": "wrong values", "NONFINITE": "NaN or inf values", "OOB_WRI
           "OOB_READ": "reads past a buffer", "COMPILE_ERROR": "fails to compile", "CRASH": "crashes", "HANG": "hangs"}
 
 
-def controls(rep) -> list[record.Control]:
+def controls(rep) -> list[reproducer_model.Control]:
     return list(rep.triage.controls) if rep.triage else []
 
 
