@@ -453,6 +453,17 @@ def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_p
     assert "NVIDIA H100 80GB HBM3 (torch 2.9)" in filled.text.splitlines()[2]
 
 
+
+def test_a_pull_request_not_merged_is_a_proposed_fix(tmp_path, exported, monkeypatch):
+    monkeypatch.setattr(outputs, "where_here", lambda arch="sm_90a": f"no GPU (compile-only, {arch})")
+    merged = Issue("tile-ai/tilelang", 2406, kind="pull", state="merged", note="the fix")
+    proposed = Issue("tile-ai/tilelang", 2681, kind="pull", state="open", note="an alignment check")
+    provenance = _section(_report(_worded(tmp_path, links=Links(fixed_by=(merged, proposed))), tmp_path).text,
+                          "Provenance")
+    assert "- **Fixed by:** [PR #2406](https://github.com/tile-ai/tilelang/pull/2406) (merged): the fix" in provenance
+    assert "- **Proposed fix:** [PR #2681](https://github.com/tile-ai/tilelang/pull/2681) (open): an alignment check" \
+        in provenance
+
 def test_an_output_file_round_trips(tmp_path):
     out = outputs.Output("line 1\n\nline 3", 1, "NVIDIA H100", "0.1.15", "torch 2.9, CUDA 12.8, Python 3.11")
     (tmp_path / "x.txt").write_text(out.dumps())

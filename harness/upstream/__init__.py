@@ -397,8 +397,9 @@ def provenance_lines(rep, prov: Provenance) -> list[str]:
                      + "; ".join(f"{v} {r.result}" for v, r in matrix.items()) + ".")
     if rep.upstream and rep.upstream.provenance:
         lines.append(rep.upstream.provenance)
-    for label, issues in (("Introduced by", rep.links.introduced_by), ("Fixed by", rep.links.fixed_by)):
-        lines += [f"**{label}:** {_issue(i)}" for i in issues]
+    lines += [f"**Introduced by:** {_issue(i)}" for i in rep.links.introduced_by]
+    # A pull request not merged fixes nothing yet: it is proposed.
+    lines += [f"**{'Fixed by' if i.state == 'merged' else 'Proposed fix'}:** {_issue(i)}" for i in rep.links.fixed_by]
     return lines
 
 

@@ -14,12 +14,14 @@ import torch
 
 BUG = 'Downcast from tirx.Sub to ir.IntImm failed'
 CONTROLS = {
-    'float16-source': 'G5 float16 (no conversion in the copy)',
+    'float16-source': 'the global tile B float16 (no conversion in the copy)',
     'one-stage': 'num_stages=1',
     'constant-trips': 'T.Pipelined(4, num_stages=3): a constant trip count',
     'no-warp-specialization': 'pass config TL_DISABLE_WARP_SPECIALIZED=True',
+    'explicit-unroll': 'pass config tl.UnrollLoop={"explicit_unroll": True} (the default before TileLang 0.1.14)',
 }
-CONFIGS = {'no-warp-specialization': {tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}}
+CONFIGS = {'no-warp-specialization': {tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True},
+           'explicit-unroll': {"tl.UnrollLoop": {"explicit_unroll": True}}}
 
 
 n = T.symbolic("n")
@@ -30,18 +32,18 @@ def build(control):
     stages = 1 if control == "one-stage" else 3
 
     @T.prim_func
-    def program(G2: T.Tensor((n, 64), "float16"), G5: T.Tensor((n, 32), src), G6: T.Tensor((n, 32), "float32")):
+    def program(A: T.Tensor((n, 64), "float16"), B: T.Tensor((n, 32), src), C: T.Tensor((n, 32), "float32")):
         with T.Kernel(T.ceildiv(n, 128), threads=256) as bx:
-            S1 = T.alloc_shared((128, 64), "float16")
-            F3 = T.alloc_fragment((128, 32), "float32")
-            S4 = T.alloc_shared((64, 32), "float16")
-            T.copy(G2[bx * 128, 0], S1)
-            T.clear(F3)
+            A_s = T.alloc_shared((128, 64), "float16")
+            acc = T.alloc_fragment((128, 32), "float32")
+            B_s = T.alloc_shared((64, 32), "float16")
+            T.copy(A[bx * 128, 0], A_s)
+            T.clear(acc)
             trips = 4 if control == "constant-trips" else T.ceildiv(n, 128)
             for k in T.Pipelined(trips, num_stages=stages):
-                T.copy(G5[k * 64, 0], S4)  # bfloat16 -> float16
-                T.gemm(S1, S4, F3, clear_accum=True)
-            T.copy(F3, G6[bx * 128, 0])
+                T.copy(B[k * 64, 0], B_s)  # bfloat16 -> float16
+                T.gemm(A_s, B_s, acc, clear_accum=True)
+            T.copy(acc, C[bx * 128, 0])
 
     return program
 
