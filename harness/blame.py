@@ -78,7 +78,7 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
         return "UNSUPPORTED", _first_line(e)
     if stage == "compile" and from_compiler(e):
         message = _nvcc_error(e) or _last_line(e)
-        # A tile the register file cannot hold is a resource limit (Family.fits missed it), not a bug.
+        # A tile the register file cannot hold is a resource limit (Family.misfit missed it), not a bug.
         return ("UNSUPPORTED" if _OUT_OF_REGISTERS.search(message) else "COMPILE_ERROR"), message
     return "HARNESS_ERROR", _last_line(e)
 

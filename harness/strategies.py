@@ -93,7 +93,7 @@ def _static_case(draw, family: str) -> Case:
     head_dim = draw(st.sampled_from(fam.head_dims))
     head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fam.head_dims)))
     def variants(tile):
-        return [v for v in fam.variants if fam.fits(*tile, head_dim, head_dim_v, v) is None]
+        return [v for v in fam.variants if fam.misfit(*tile, head_dim, head_dim_v, v) is None]
 
     fitting = [t for t in fam.tiles if variants(t)]
     assume(fitting)  # head dims no tile of it holds

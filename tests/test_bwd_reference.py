@@ -178,12 +178,12 @@ def test_reference_bshd_equals_bhsd():
 def test_offer_is_consistent():
     fam = bwd_family.FAMILY
     for d in fam.head_dims:
-        assert any(fam.fits(*t, d, d) is None for t in fam.tiles), d
+        assert any(fam.misfit(*t, d, d) is None for t in fam.tiles), d
     case = CASES[0].replace(head_dim=64, head_dim_v=64, block_m=64, block_n=64, num_stages=1, threads=128)
     assert fam.unsupported(case) is None
     assert "variant" in fam.unsupported(case.replace(variant="default"))
     assert fam.unsupported(case.replace(head_dim=96)) is not None
-    assert "warpgroup" in fam.fits(64, 64, 1, 256, 64, 64)
+    assert "warpgroup" in fam.misfit(64, 64, 1, 256, 64, 64)
     # dq_shared streams K and V through the stages and keeps P and the fp32 dQ tile in shared memory
     wide = case.replace(head_dim=128, head_dim_v=128, block_m=32, block_n=128, num_stages=2, threads=256)
     assert fam.unsupported(wide) is None

@@ -78,12 +78,12 @@ def test_a_suite_is_several_kernels_with_several_lengths_each_and_shrinks_to_one
     assert len(smallest) == 1
 
 
-def test_fwd_fits_rejects_a_tile_the_register_file_cannot_hold():
+def test_fwd_misfit_names_a_tile_the_register_file_cannot_hold():
     # Compiled for sm_90a on 0.1.15 at head_dim_v 256: 192x64 with 384 threads fails in ptxas
     # ("Insufficient registers"); 128x128 with 256 and 64x96 with 128 threads compile.
-    assert "registers per thread" in fwd_family.fits(192, 64, 1, 384, 64, 256)
-    assert fwd_family.fits(128, 128, 1, 256, 64, 256) is None and fwd_family.fits(64, 96, 2, 128, 64, 256) is None
-    assert fwd_family.fits(192, 64, 1, 384, 64, 128) is None
+    assert "registers per thread" in fwd_family.misfit(192, 64, 1, 384, 64, 256)
+    assert fwd_family.misfit(128, 128, 1, 256, 64, 256) is None and fwd_family.misfit(64, 96, 2, 128, 64, 256) is None
+    assert fwd_family.misfit(192, 64, 1, 384, 64, 128) is None
 
 
 def test_a_campaign_deals_its_families_in_turn():

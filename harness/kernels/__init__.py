@@ -163,7 +163,7 @@ class Family:
     variants: tuple[str, ...]
     head_dims: tuple[int, ...]
     tiles: tuple[tuple[int, int, int, int], ...]     # (block_m, block_n, num_stages, threads); first = default
-    fits: Callable[..., str | None]                   # fits(*tile, head_dim, head_dim_v, variant): why resources run out
+    misfit: Callable[..., str | None]                 # misfit(*tile, head_dim, head_dim_v, variant): why resources run out
     build: Callable                                   # build(case, target) -> compiled kernel(s)
     run: Callable                                     # run(kernel, case, inputs) -> {name: output}
     make_inputs: Callable                             # make_inputs(case, device) -> {name: tensor}
@@ -253,7 +253,7 @@ class Family:
                    f"{', '.join(self.forms) or 'none'}"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
-        return self.fits(*case.tile, case.head_dim, case.head_dim_v, case.variant) or self.breaks(case, static_only)
+        return self.misfit(*case.tile, case.head_dim, case.head_dim_v, case.variant) or self.breaks(case, static_only)
 
     def breaks(self, case: Case, static_only: bool = False) -> str | None:
         """The first rule of its contract `case` breaks, or None. Outside mode: the first asserted rule

@@ -17,8 +17,8 @@ ACC_PER_THREAD_LIMIT = 176  # fp32 accumulators per thread: S^T, dP^T, dK, dV, d
 DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
-    """The one shared-memory / register rule for a backward tile config (`extra_smem`: bytes a
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
+    """Why a backward tile config runs out of shared memory or registers, or None if it fits (`extra_smem`: bytes a
     variant of the kernel adds, e.g. the masked family's mask and bias tiles). `dq_shared` swaps
     the loops: key blocks stream through the stages, and P and the fp32 dQ tile live in shared memory."""
     warpgroups = max(threads // 128, 1)
@@ -261,7 +261,7 @@ FAMILY = Family(
     # thread) and 384 threads split no 64-row GEMM evenly: neither is offered.
     tiles=((64, 64, 1, 128), (64, 64, 2, 128), (32, 64, 2, 128), (32, 128, 1, 256), (32, 128, 2, 256),
            (64, 128, 2, 256), (16, 64, 1, 128)),
-    fits=fits,
+    misfit=misfit,
     build=build,
     run=run,
     make_inputs=make_inputs,

@@ -16,9 +16,9 @@ REGISTER_FILE = 65536       # 32-bit registers per SM, shared by the block's thr
 REGISTER_MARGIN = 32
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
-    """`extra_smem`: bytes a variant of this kernel adds (the masked family's mask and bias tiles);
-    no forward variant changes the budget."""
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
+    """Why the tile config runs out of shared memory or registers, or None if it fits. `extra_smem`: bytes a
+    variant of this kernel adds (the masked family's mask and bias tiles); no forward variant changes the budget."""
     stages = max(num_stages, 1)
     smem = 2 * (block_m * head_dim + stages * block_n * (head_dim + head_dim_v) + block_m * head_dim_v) + extra_smem
     if smem > SMEM_LIMIT:
@@ -35,7 +35,7 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=No
 def p_staged_fits(case) -> bool:
     """Form p_operand=shared adds a [block_m, block_n] tile of P to shared memory."""
     extra = 2 * case.block_m * case.block_n if case.form("p_operand") == "shared" else 0
-    return fits(*case.tile, case.head_dim, case.head_dim_v, extra_smem=extra) is None
+    return misfit(*case.tile, case.head_dim, case.head_dim_v, extra_smem=extra) is None
 
 
 def build(case, target: str):
@@ -86,7 +86,7 @@ FAMILY = Family(
     tiles=((64, 64, 1, 128), (64, 64, 2, 128), (64, 128, 2, 128), (128, 64, 2, 256), (128, 128, 1, 256),
            (256, 64, 1, 512), (192, 64, 1, 384), (128, 32, 2, 256), (64, 96, 2, 128), (128, 192, 1, 256),
            (64, 32, 1, 128)),
-    fits=fits,
+    misfit=misfit,
     build=build,
     run=run,
     make_inputs=reference.make_inputs,

@@ -17,8 +17,8 @@ from harness.kernels import Family, bwd_family, launch, masked_family
 from harness.kernels.masked_family import VARIANTS, mask_dims, per_axis, tile_smem
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
-    return bwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+    return bwd_family.misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
                            extra_smem=tile_smem(block_m, block_n))
 
 
@@ -116,10 +116,10 @@ FAMILY = Family(
     name="masked_bwd",
     variants=VARIANTS,
     head_dims=(64, 128),
-    # block_n >= 64 per warpgroup (bwd_family.fits), a multiple of 16 (the pad variant's runs), one
+    # block_n >= 64 per warpgroup (bwd_family.misfit), a multiple of 16 (the pad variant's runs), one
     # stage (serial tile loops); head dim 128 fits only the last two (fp32 accumulator registers).
     tiles=((64, 64, 1, 128), (64, 128, 1, 256), (32, 64, 1, 128), (32, 128, 1, 256), (16, 64, 1, 128)),
-    fits=fits,
+    misfit=misfit,
     build=build,
     run=run,
     make_inputs=make_inputs,

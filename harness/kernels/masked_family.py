@@ -43,8 +43,8 @@ def tile_smem(block_m, block_n) -> int:
     return 3 * block_m * block_n
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
-    return fwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+    return fwd_family.misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
                            extra_smem=tile_smem(block_m, block_n))
 
 
@@ -253,7 +253,7 @@ FAMILY = Family(
     # (block_m, block_n, num_stages, threads): block_n a multiple of 16 (the pad variant's runs);
     # one stage, as the tile loops are serial (masked.py says why).
     tiles=((64, 64, 1, 128), (128, 64, 1, 256), (64, 128, 1, 128), (128, 128, 1, 256)),
-    fits=fits,
+    misfit=misfit,
     build=build,
     run=run,
     make_inputs=make_inputs,

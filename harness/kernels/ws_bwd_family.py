@@ -8,9 +8,9 @@ import dataclasses
 from harness.kernels import bwd_family, ws_family
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
     """bwd_family's rule (its per-stage Q and dO are the ring's slots) for the consumer threads."""
-    return bwd_family.fits(block_m, block_n, num_stages, threads - ws_family.PRODUCER_THREADS, head_dim, head_dim_v,
+    return bwd_family.misfit(block_m, block_n, num_stages, threads - ws_family.PRODUCER_THREADS, head_dim, head_dim_v,
                            variant)
 
 
@@ -30,7 +30,7 @@ FAMILY = dataclasses.replace(
     # (block_m query rows per ring slot, block_n key rows, num_stages, threads = consumers + producer)
     tiles=((64, 64, 2, 256), (64, 64, 1, 256), (32, 64, 3, 256), (32, 64, 4, 256), (64, 128, 2, 384),
            (32, 128, 4, 384)),
-    fits=fits,
+    misfit=misfit,
     build=build,
     lengths="ring_q",
     # Its ring's barriers are what it exists to test: an mbarrier_protocol finding fails the case.

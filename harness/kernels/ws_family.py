@@ -13,10 +13,10 @@ PRODUCER_THREADS = 128      # ws.PRODUCER_THREADS (ws.py imports TileLang, this 
 NEEDS = ("alloc_barrier", "mbarrier_wait_parity", "barrier_arrive", "tma_copy", "tma_store_wait", "shuffle_elect")
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
     """The dense forward's rule (the same tiles in shared memory, the ring's slots its stages) for the
     consumer threads, which alone hold the O accumulator."""
-    return fwd_family.fits(block_m, block_n, num_stages, threads - PRODUCER_THREADS, head_dim, head_dim_v, variant)
+    return fwd_family.misfit(block_m, block_n, num_stages, threads - PRODUCER_THREADS, head_dim, head_dim_v, variant)
 
 
 def build(case, target: str, primed=None):
@@ -38,7 +38,7 @@ FAMILY = Family(
     # rows) + the producer warpgroup; every ring depth 1 to 4.
     tiles=((64, 64, 2, 256), (64, 64, 1, 256), (64, 128, 3, 256), (128, 64, 4, 384), (128, 128, 2, 384),
            (64, 32, 4, 256), (128, 64, 1, 384)),
-    fits=fits,
+    misfit=misfit,
     build=build,
     run=fwd_family.runner("ws"),
     make_inputs=reference.make_inputs,

@@ -114,7 +114,7 @@ def rows_of_8() -> Rule:
 def family(name: str, module: str, programs, run, before: tuple[Before, ...] = (), **declared) -> Family:
     """An outside kernel as a family: `declared` are Family fields (references, tensors, offer, rules);
     `before`: how older releases' example differs."""
-    declared = {"compiled": COMPILED, "fits": lambda *tile_and_dims: None, **declared}
+    declared = {"compiled": COMPILED, "misfit": lambda *tile_and_dims: None, **declared}
     return Family(name=name, build=builder(module, programs, before), run=run, module=module, **declared)
 
 

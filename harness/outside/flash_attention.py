@@ -168,7 +168,7 @@ def _gqa_backward(name, module, split_builder, post_all, rules, peer, before=(),
                 "postprocess": Program("flashattn_bwd_postprocess", lambda c: post)}
     return family(name, module, programs, backward_run(post_all, post_atomic_before=post_atomic_before),
                   before=before, variants=("atomic", "split"),
-                  head_dims=(64, 128, 192), fits=v_at_most_128,
+                  head_dims=(64, 128, 192), misfit=v_at_most_128,
                   tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("bshd",), takes=("causal",),
                   dtypes=("float16",), lengths="same", rules=(same_lengths(), *rules),
                   make_inputs=bwd_family.make_inputs,
@@ -271,7 +271,7 @@ GQA_BWD_TMA_REDUCE_VARLEN = family(
             Before("0.1.7.post2", unfit="its atomic variant keeps dQ, dK and dV as [heads, total, dim] for its "
                                         "postprocess, which the adapter does not run")),
     variants=("atomic", "split"), head_dims=(64, 128, 192),
-    fits=v_at_most_128, peer=({**padded(1, 256, 256, equal=True), **heads(32, 2, 192, 128)},),
+    misfit=v_at_most_128, peer=({**padded(1, 256, 256, equal=True), **heads(32, 2, 192, 128)},),
     tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("thd",), locate=varlen_family.locate, takes=("causal",),
     dtypes=("float16",),
     lengths="packed_equal", rules=(varlen_equal(),), make_inputs=varlen_bwd_family.make_inputs,
