@@ -54,7 +54,7 @@ class Options:
     shard: tuple[int, int] = (1, 1)  # (i, n): run the i-th of n disjoint parts, split by kernel
     stop_after: int = 0              # stop starting cases after this many new failures (0: never)
     sanitize: str | None = None      # rerun each new reproducer once under this compute-sanitizer tool
-    peer: bool = False               # the kernels' own test shapes (Family.peer) instead of drawn cases
+    peer: bool = False               # the kernels' own test shapes (Offer.peer) instead of drawn cases
     max_worker_restarts: int | None = None  # dead or hung workers replaced, then the run stops (None: 4 per worker)
     server: Path | None = None       # the socket of a `harness serve` whose workers run the cases (None: its own)
     mutate: float = corpus.SHARE     # of drawn program campaigns' cases: mutants of their corpus (harness.corpus)

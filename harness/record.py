@@ -255,7 +255,7 @@ def signature_id(signature) -> str:
 
 
 def expected_text(case) -> str:
-    names = ", ".join(name for name, _ in kernels.family(case.family).tensors(case))
+    names = ", ".join(name for name, _ in kernels.family(case.family).judge.tensors(case))
     if case.program:
         return (f"the program compiles, runs without a CUDA error, writes nothing past a buffer, and {names} hold what "
                 "the program means (its torch meaning in float64): bit for bit where the arithmetic is exact, else within "
@@ -336,7 +336,7 @@ def build(result: Result, env: dict, title=None, flaky=None, minimized_from=None
 def program_of(case) -> dict:
     """For a kernel nobody here wrote: the TileLang examples' release, the file and its sha256,
     so that a reproducer names the program it ran (--examples must give the same file)."""
-    module = kernels.family(case.family).module
+    module = kernels.family(case.family).runner.module
     if module is None:
         return {}
     from harness.outside import source
@@ -558,7 +558,7 @@ def checked_case(d) -> case_mod.Case:
     """A Case read from a file: valid, of a registered family, and of a variant that family declares (a
     name that reaches kernel and file names: never taken on trust). CaseError otherwise."""
     case = kernels.check(case_mod.from_dict(d))
-    variants = kernels.family(case.family).variants
+    variants = kernels.family(case.family).offer.variants
     if case.variant not in variants:
         raise case_mod.CaseError(f"{case.family} has no variant {case.variant[:60]!r}; it has: {', '.join(variants)}")
     return case

@@ -285,8 +285,9 @@ def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported,
 
 def test_an_outside_kernel_is_not_exported_and_the_repro_command_is_given(tmp_path, exported, monkeypatch):
     rep = _save(tmp_path)
-    monkeypatch.setattr(upstream.kernels, "family", lambda name: SimpleNamespace(module="example_gqa_decode.py",
-                                                                                  variants=("default",)))
+    outside = SimpleNamespace(runner=SimpleNamespace(module="example_gqa_decode.py"),
+                              offer=SimpleNamespace(variants=("default",)))
+    monkeypatch.setattr(upstream.kernels, "family", lambda name: outside)
     program = _section(_report(rep, tmp_path, unavailable="outside kernels need TileLang's examples").text, "Program")
     assert "TileLang's own `examples/example_gqa_decode.py`" in program and "refuses outside kernels" in program
     assert f"`harness repro {rep.id}`" in program and exported == []

@@ -283,10 +283,10 @@ def _fence(text: str, lang="") -> list[str]:
 def program_section(rep, path: Path | None, text: str, account: str) -> list[str]:
     if path is None:
         fam = kernels.family(rep.case.family)
-        if fam.module:  # export refuses outside kernels, so the reducer has nothing to start from
+        if fam.runner.module:  # export refuses outside kernels, so the reducer has nothing to start from
             return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}); `harness reduce` "
                     f"cannot make one (`harness export` refuses outside kernels). It is TileLang's own "
-                    f"`examples/{fam.module}` at the case given at the end: `harness repro {rep.id}`.", ""]
+                    f"`examples/{fam.runner.module}` at the case given at the end: `harness repro {rep.id}`.", ""]
         how = ("the generated program given at the end" if generated(rep)
                else f"the harness's {rep.case.family} kernel at the case given at the end")
         return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}): `harness reduce {rep.id}` "
