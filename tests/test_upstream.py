@@ -360,7 +360,7 @@ def test_a_committed_report_holds_to_its_reproducer(path):
     for control, gpu in [("", up.gpu)] + [(c.name, c.gpu) for c in up.controls]:
         command = f"python {outputs.PROGRAM_NAME}" + (f" --control {control}" if control else "")
         out = outputs.read_output(captured / outputs.output_name(rep.id, control))
-        if out is not None and (out.on_gpu or not gpu):
+        if out is not None and (out.gpu is not None or not gpu):
             assert f"`{command}` (" in text and out.text.rstrip("\n") in text, command
             assert f"Exit status {out.status}." in text
         else:
@@ -395,7 +395,7 @@ def _worded(tmp_path, **facts):
 
 
 def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_path, exported, monkeypatch):
-    monkeypatch.setattr(outputs, "where_here", lambda arch="sm_90a": f"no GPU (compile-only, {arch})")
+    monkeypatch.setattr(outputs, "gpu_here", lambda: None)
     rep = _worded(tmp_path)
     out = _report(rep, tmp_path)
     text = out.text
@@ -420,10 +420,10 @@ def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_p
     gpu_dir = tmp_path / "gpu"
     gpu_dir.mkdir()
     (gpu_dir / f"{rep.id}.numbers.txt").write_text(
-        outputs.Output("no GPU here", 125, "no GPU (compile-only, sm_90a)", "0.1.15").dumps())
+        outputs.Output("no GPU here", 125, "0.1.15", gpu=None, arch="sm_90a").dumps())
     assert "<!-- GAP: python repro.py --control numbers -->" in _report(rep, tmp_path, outputs=gpu_dir, run=False).text
     (gpu_dir / f"{rep.id}.numbers.txt").write_text(
-        outputs.Output("max error 876\nREPRODUCED", 1, "NVIDIA H100 80GB HBM3", "0.1.15", "torch 2.9").dumps())
+        outputs.Output("max error 876\nREPRODUCED", 1, "0.1.15", gpu="NVIDIA H100 80GB HBM3", versions="torch 2.9").dumps())
     filled = _report(rep, tmp_path, outputs=gpu_dir, run=False)
     assert filled.gaps == [] and "`python repro.py --control numbers` (NVIDIA H100 80GB HBM3, TileLang 0.1.15):" \
         in filled.text and "max error 876\nREPRODUCED\n```" in filled.text
@@ -431,7 +431,7 @@ def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_p
 
 
 def test_an_output_file_round_trips(tmp_path):
-    out = outputs.Output("line 1\n\nline 3", 1, "NVIDIA H100", "0.1.15", "torch 2.9, CUDA 12.8, Python 3.11")
+    out = outputs.Output("line 1\n\nline 3", 1, "0.1.15", gpu="NVIDIA H100", versions="torch 2.9, CUDA 12.8, Python 3.11")
     (tmp_path / "x.txt").write_text(out.dumps())
     assert outputs.read_output(tmp_path / "x.txt") == out
     (tmp_path / "y.txt").write_text("no end line\n")

@@ -354,7 +354,7 @@ def environment_line(rep, outs: list[Output]) -> str:
     env = rep.environment
     versions = sorted({o.tilelang for o in outs}) or [env.get("tilelang") or "not recorded"]
     def machine(o: Output) -> str:
-        where = o.where if o.on_gpu else f"a machine without a GPU, compiling for {o.where[len('no GPU (compile-only, '):-1]}"
+        where = o.gpu if o.gpu is not None else f"a machine without a GPU, compiling for {o.arch}"
         versions = ", ".join(v for v in o.versions.split(", ") if v and v != "CUDA None")
         return where + (f" ({versions})" if versions else "")
 
@@ -371,7 +371,7 @@ def _gap(command: str, why: str) -> list[str]:
 def output_block(command: str, out: Output | None, gpu: bool) -> list[str]:
     if out is None:
         return _gap(command, "needs an sm_90 GPU" if gpu else "not run yet")
-    where = out.where if out.on_gpu else f"on a machine without a GPU, {out.where[len('no GPU ('):-1]}"
+    where = out.gpu if out.gpu is not None else f"on a machine without a GPU, compile-only, {out.arch}"
     return [f"`{command}` ({where}, TileLang {out.tilelang}):", "", *_fence(out.text or "(no output)", "text"),
             "", f"Exit status {out.status}."]
 
