@@ -93,14 +93,15 @@ def perturbed(outputs: dict, case, how: int) -> dict:
 def judged(case, device, counting, how=0) -> tuple[dict, dict]:
     """({part: (seconds, operators, reads)}) of judging `case`, and its result as a dict."""
     fam = kernels.family(case.family)
-    make = Part(fam.make_inputs, device, counting)
+    make = Part(fam.runner.make_inputs, device, counting)
     inputs = make(case, device)
-    ref = Part(fam.reference, device, counting)
+    ref = Part(fam.judge.reference, device, counting)
     outputs = {n: t.to(reference.DTYPES[case.dtype]) if t.is_floating_point() and t.dtype == torch.float64 else t
-               for n, t in fam.reference(case, inputs, torch.float64).items()}
+               for n, t in fam.judge.reference(case, inputs, torch.float64).items()}
     outputs = perturbed(outputs, case, how)
     # Judged as the worker judges, the references timed inside it; the outputs are canonical already.
-    fam = dataclasses.replace(fam, reference=lambda c, i, dtype: ref(c, i, dtype), canonical=lambda c, o: o)
+    fam = dataclasses.replace(fam, judge=dataclasses.replace(fam.judge, reference=lambda c, i, dtype: ref(c, i, dtype),
+                                                             canonical=lambda c, o: o))
     whole = Part(oracle.judge, device, counting)
     result = whole(case, fam, inputs, outputs)
     parts = {"inputs": (make.seconds, make.ops, make.reads), "references": (ref.seconds, ref.ops, ref.reads),

@@ -65,7 +65,7 @@ def from_results(path: Path, wall: float | None) -> None:
     cases = [case_mod.from_dict(r["case"]) for r in lines]
     fam = kernels.family("program")
     keys = {kernels.kernel_key(c) for c in cases}
-    controls = {kernels.kernel_key(c.replace(knobs=())) for c in cases if c.knobs and fam.exact(c)} - keys
+    controls = {kernels.kernel_key(c.replace(knobs=())) for c in cases if c.knobs and fam.judge.exact(c)} - keys
     stages = Counter()
     for r in lines:
         stages.update(r.get("seconds") or {})

@@ -78,7 +78,7 @@ def classify(e: BaseException, stage: str) -> tuple[str, str]:
         return "UNSUPPORTED", _first_line(e)
     if stage == "compile" and from_compiler(e):
         message = _nvcc_error(e) or _last_line(e)
-        # A tile the register file cannot hold is a resource limit (Family.fits missed it), not a bug.
+        # A tile the register file cannot hold is a resource limit (Offer.misfit missed it), not a bug.
         return ("UNSUPPORTED" if _OUT_OF_REGISTERS.search(message) else "COMPILE_ERROR"), message
     return "HARNESS_ERROR", _last_line(e)
 
@@ -88,7 +88,7 @@ def failed(case, stage, e, fam=None, **extra) -> Result:
     (`fatal`: the worker must not run another case)."""
     verdict, message = classify(e, stage)
     kernel = next((x.kernel for x in _chain(e) if hasattr(x, "kernel")), None)
-    kernel = fam.shared(kernel) if fam is not None else None
+    kernel = fam.judge.shared(kernel) if fam is not None else None
     if verdict == "CRASH":
         extra["fatal"] = True
     if kernel and Verdict(verdict).failed:

@@ -25,7 +25,7 @@ from harness import case as case_mod
 from harness import corpus, kernels, oracle, report, reproducer_building, reproducer_files, reproducer_loading, untrusted
 from harness.environment import environment, gpu_count, importable, in_background
 from harness.minimize import Evaluator, shrink
-from harness.pool import Pool, RestartsExhausted, Timeouts, default_max_restarts, default_size
+from harness.pool import Pool, PoolError, RestartsExhausted, Timeouts, Workers, default_max_restarts, default_size
 from harness.result import HARNESS_ERROR_STATUS, Result, alike, unscoped
 from harness.server import Remote, ServerError
 
@@ -54,7 +54,7 @@ class Options:
     shard: tuple[int, int] = (1, 1)  # (i, n): run the i-th of n disjoint parts, split by kernel
     stop_after: int = 0              # stop starting cases after this many new failures (0: never)
     sanitize: str | None = None      # rerun each new reproducer once under this compute-sanitizer tool
-    peer: bool = False               # the kernels' own test shapes (Family.peer) instead of drawn cases
+    peer: bool = False               # the kernels' own test shapes (Offer.peer) instead of drawn cases
     max_worker_restarts: int | None = None  # dead or hung workers replaced, then the run stops (None: 4 per worker)
     server: Path | None = None       # the socket of a `harness serve` whose workers run the cases (None: its own)
     mutate: float = corpus.SHARE     # of drawn program campaigns' cases: mutants of their corpus (harness.corpus)
@@ -253,7 +253,7 @@ def run(opts: Options) -> int:
             _err(f"harness run: stopped: {e} (--max-worker-restarts {restarts}); the results so far are in "
                  f"{results_path}, and the same command continues the run")
             return 1
-        except ServerError as e:  # the server went away mid-run: the results so far are kept
+        except PoolError as e:  # the workers can no longer be reached (a server gone): the results so far are kept
             _err(f"harness run: {e}; the results so far are in {results_path}, and the same command continues the run")
             return HARNESS_ERROR_STATUS
         elapsed = time.monotonic() - t0
@@ -276,9 +276,9 @@ def run(opts: Options) -> int:
     return 1 if new else HARNESS_ERROR_STATUS if ours else 0
 
 
-def _pool(opts: Options):
-    """The run's pool: the server's at opts.server (its workers and their kernels outlive the command), or its
-    own. CampaignError if that server is not there or refuses this command."""
+def _pool(opts: Options) -> Workers:
+    """The run's workers: the server's at opts.server (its workers and their kernels outlive the command), or a
+    pool of its own. CampaignError if that server is not there or refuses this command."""
     if opts.server:
         if opts.workers:
             raise CampaignError("--workers does not go with --server: the server's workers run the cases")
@@ -329,7 +329,7 @@ def _feedback(opts: Options, cases, previous, workers: int) -> corpus.Feedback:
                            {c.id for c in cases}, partial(append_cases, opts.out / "cases.jsonl"))
 
 
-def _run_cases(pool: Pool, todo, probe: Future, opts: Options, results_path: Path,
+def _run_cases(pool: Workers, todo, probe: Future, opts: Options, results_path: Path,
                deadline: float | None, feedback: corpus.Feedback) -> tuple[list[Result], dict]:
     """Run `todo`, appending each result to `results_path` and recording each new failure
     signature as it comes (a run killed midway keeps its reproducers): (results, known).

@@ -199,7 +199,7 @@ WINDOW_BOUNDS = (-1, 0, 1, 3, 17, 63, 64, 65, 129, 4096)
 # Not drawn for the attention families (a case may still set them by hand): no_warp_specialize breaks CUDA
 # codegen of every 2-stage kernel on TileLang 0.1.14+ (reproducers 752120de86bc, c1cea3d90700), and that
 # one bug would surface under a new signature in every family and variant; no_safe_memory drops the guards
-# their ragged tiles rely on. Generated programs draw their own (Family.knobs: the twins).
+# their ragged tiles rely on. Generated programs draw their own (Offer.knobs: the twins).
 DRAWN_KNOBS = tuple(k for k in KNOBS if k not in ("no_warp_specialize", "no_safe_memory"))
 
 
@@ -209,20 +209,20 @@ class Feature:
     a campaign draws it (harness.strategies), its values in the covering array (harness.pairwise),
     and how the minimizer shrinks it (harness.minimize).
 
-    `draw(st, family)` is given Hypothesis's strategies module (nothing at this layer imports
-    Hypothesis) and the family; None when the family's lengths strategy draws it (dynamic fields).
-    `levels(family)` -> {factor: values} for pairwise coverage; `of(case, family)` -> {factor: value};
+    `draw(st, offer)` is given Hypothesis's strategies module (nothing at this layer imports
+    Hypothesis) and the family's offer (harness.kernels.Offer); None when the family's lengths strategy draws it
+    (dynamic fields). `levels(offer)` -> {factor: values} for pairwise coverage; `of(case, offer)` -> {factor: value};
     `sets(row)` -> the Case fields a covering-array row of factor values sets. By default a
     feature is one factor named after its field, and shrinks to its off value (a pair also one half at
     a time, a set of names one name at a time, so a minimized case names the one knob that matters).
-    `optional`: a family takes it only if it names it in Family.takes. `holds(value)` -> the named properties a
+    `optional`: a family takes it only if it names it in Offer.takes. `holds(value)` -> the named properties a
     drawn value holds that a campaign covers as it covers pairs (a program's hazard relations): it steers its draws
     toward those its run has not covered yet (harness.strategies.steered).
     """
     name: str
     off: object
     draw: Callable | None = None
-    values: Callable = lambda family: ()        # the covering array's values of the field, per family
+    values: Callable = lambda offer: ()         # the covering array's values of the field, per family
     optional: bool = False
     factors: Callable | None = None             # overrides: several factors for one field (forms)
     level: Callable | None = None
@@ -231,14 +231,14 @@ class Feature:
     holds: Callable | None = None               # a covering goal: what a drawn value holds (see above)
     shown: Callable = repr                      # a value as a shrink step writes it
 
-    def levels(self, family) -> dict:
+    def levels(self, offer) -> dict:
         if self.factors:
-            return self.factors(family)
-        values = tuple(self.values(family))
+            return self.factors(offer)
+        values = tuple(self.values(offer))
         return {self.name: values} if values else {}
 
-    def of(self, case, family) -> dict:
-        return self.level(case, family) if self.level else {self.name: getattr(case, self.name)}
+    def of(self, case, offer) -> dict:
+        return self.level(case, offer) if self.level else {self.name: getattr(case, self.name)}
 
     def fields(self, row: dict) -> dict:
         return self.sets(row) if self.sets else {self.name: row[self.name]}
@@ -312,11 +312,11 @@ def _not_a_form(name: str) -> str:
             "default")
 
 
-def _forms(st, family):
+def _forms(st, offer):
     """Half the kernels in the default forms, the rest with one to three blocks in another form."""
-    if not family.forms:
+    if not offer.forms:
         return st.just(())
-    pairs = [(b, f) for b in family.forms for f in list(FORMS[b])[1:]]
+    pairs = [(b, f) for b in offer.forms for f in list(FORMS[b])[1:]]
     some = st.lists(st.sampled_from(pairs), min_size=1, max_size=3, unique_by=lambda pair: pair[0])
     return st.one_of(st.just(()), some.map(lambda f: tuple(sorted(f))))
 
@@ -331,28 +331,29 @@ def _form_rows(row: dict) -> dict:
 
 # The features, in the order a campaign draws them (a family's static fields after its tile and variant).
 FEATURES = (
-    Feature("dtype", "float16", draw=lambda st, fam: st.sampled_from(fam.dtypes), values=lambda fam: fam.dtypes),
-    Feature("causal", False, optional=True, draw=lambda st, fam: st.booleans(), values=lambda fam: (False, True)),
+    Feature("dtype", "float16", draw=lambda st, offer: st.sampled_from(offer.dtypes), values=lambda offer: offer.dtypes),
+    Feature("causal", False, optional=True, draw=lambda st, offer: st.booleans(), values=lambda offer: (False, True)),
     # Covered by kind (WINDOW_KINDS), so that a drawn window counts for the kind it is.
-    Feature("window", (-1, -1), optional=True, draw=lambda st, fam: _windows(st), values=lambda fam: tuple(WINDOW_KINDS),
-            level=lambda c, fam: {"window": window_kind(c.window)}, sets=lambda row: {"window": WINDOW_KINDS[row["window"]]}),
-    Feature("sinks", False, optional=True, draw=lambda st, fam: st.booleans(), values=lambda fam: (False, True)),
-    Feature("mask_broadcast", "bh", optional=True, draw=lambda st, fam: st.sampled_from(BROADCASTS),
-            values=lambda fam: BROADCASTS),
-    Feature("bias", False, optional=True, draw=lambda st, fam: st.booleans(), values=lambda fam: (False, True)),
-    Feature("layout", "bhsd", draw=lambda st, fam: st.sampled_from(fam.layouts), values=lambda fam: fam.layouts),
+    Feature("window", (-1, -1), optional=True, draw=lambda st, offer: _windows(st), values=lambda offer: tuple(WINDOW_KINDS),
+            level=lambda c, offer: {"window": window_kind(c.window)}, sets=lambda row: {"window": WINDOW_KINDS[row["window"]]}),
+    Feature("sinks", False, optional=True, draw=lambda st, offer: st.booleans(), values=lambda offer: (False, True)),
+    Feature("mask_broadcast", "bh", optional=True, draw=lambda st, offer: st.sampled_from(BROADCASTS),
+            values=lambda offer: BROADCASTS),
+    Feature("bias", False, optional=True, draw=lambda st, offer: st.booleans(), values=lambda offer: (False, True)),
+    Feature("layout", "bhsd", draw=lambda st, offer: st.sampled_from(offer.layouts), values=lambda offer: offer.layouts),
     # One knob at a time in the covering array: a pair of knobs is a pair of factor values only through other factors.
-    Feature("knobs", (), draw=lambda st, fam: _knobs(st, fam.knobs), values=lambda fam: ((),) + tuple((k,) for k in fam.knobs)),
+    Feature("knobs", (), draw=lambda st, offer: _knobs(st, offer.knobs),
+            values=lambda offer: ((),) + tuple((k,) for k in offer.knobs)),
     # Each block the family writes in several forms is a factor ("form:<block>"), its forms the values.
-    Feature("forms", (), draw=_forms, factors=lambda fam: {f"form:{b}": tuple(FORMS[b]) for b in fam.forms},
-            level=lambda c, fam: {f"form:{b}": c.form(b) for b in fam.forms}, sets=_form_rows,
+    Feature("forms", (), draw=_forms, factors=lambda offer: {f"form:{b}": tuple(FORMS[b]) for b in offer.forms},
+            level=lambda c, offer: {f"form:{b}": c.form(b) for b in offer.forms}, sets=_form_rows,
             shown=lambda forms: repr(form_names(forms))),
     # A generated program: the covering array's values are the attention chains it starts from.
     # Mapped through check (which returns the program) because Hypothesis draws a map in a span of its own: without it a
     # seed would draw other cases than it drew when programs were mapped to their text. Hypothesis drops an identity map.
-    Feature("program", None, optional=True, draw=lambda st, fam: generate.programs(st).map(programs.check),
-            values=lambda fam: tuple(templates.TEMPLATES),
-            level=lambda c, fam: {"program": templates.construct(c.program)},
+    Feature("program", None, optional=True, draw=lambda st, offer: generate.programs(st).map(programs.check),
+            values=lambda offer: tuple(templates.TEMPLATES),
+            level=lambda c, offer: {"program": templates.construct(c.program)},
             sets=lambda row: {"program": generate.template(row["program"])},
             steps=lambda c: [(step, c.replace(program=q)) for step, q in generate.shrink(c.program)],
             holds=lambda p: set(relations.held(p))),
@@ -360,7 +361,7 @@ FEATURES = (
     Feature("mask", "none", optional=True),
 )
 OFF = {f.name: f.off for f in FEATURES}                   # name -> the value that switches it off
-# The features a family takes only if it declares them (harness.kernels.Family.takes): off otherwise.
+# The features a family takes only if it declares them (harness.kernels.Offer.takes): off otherwise.
 OPTIONAL = tuple(f.name for f in FEATURES if f.optional)
 
 

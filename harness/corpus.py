@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.case import Case
+from harness.pool import Workers
 from harness.programs import generate, interpret, model, mutate
 from harness.result import Result
 
@@ -86,7 +87,7 @@ class Feedback:
         self.per_kernel, self.taken, self.append = per_kernel, taken, append
         self.size = max(1, ROUND_PROGRAMS * workers * per_kernel)
 
-    def run(self, pool, todo: list[Case], deadline=None):
+    def run(self, pool: Workers, todo: list[Case], deadline=None):
         """Yield each case's result as pool.run does: `todo`'s in rounds of `size`, each round after the first led by
         its share of mutants of the corpus, handed to the pool whenever its queue runs low (no worker waits for a
         round's last case); each result is offered to the corpus as it comes."""

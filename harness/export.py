@@ -86,7 +86,7 @@ def record_build(case) -> list[Call]:
     compat.compile = fake_compile
     sys.setprofile(profile)
     try:
-        fam.build(case, "sm_90a")
+        fam.runner.build(case, "sm_90a")
     finally:
         sys.setprofile(None)
         compat.compile = real
@@ -186,7 +186,7 @@ def source(rep, calls) -> str:
     modules = bundle(sorted({c.module for c in calls} | {"harness.compat"}))
     package = f"repro_{rep.id}"
     case = {**case_mod.to_dict(rep.case), "bounds": list(rep.case.bounds),
-            "tensors": [list(t) for t in kernels.family(rep.case.family).tensors(rep.case)]}
+            "tensors": [list(t) for t in kernels.family(rep.case.family).judge.tensors(rep.case)]}
     values = {
         "ID": rep.id, "TITLE": rep.title, "RUN": RUNS.get(rep.case.family, ""), "PACKAGE": package,
         "CASE": case, "RECORDED": {"verdict": seen.verdict, "stage": seen.stage, "tensor": seen.tensor, "message": seen.message},
@@ -329,8 +329,8 @@ def export(rep, to: Path, flat: bool = False) -> tuple[Path, list[Call]]:
         to.write_text(program_source(rep))
         return to, []
     fam = kernels.family(rep.case.family)
-    if fam.module is not None:
-        raise ExportError(f"{rep.case.family} is an outside kernel (TileLang's {fam.module}); not exported yet")
+    if fam.runner.module is not None:
+        raise ExportError(f"{rep.case.family} is an outside kernel (TileLang's {fam.runner.module}); not exported yet")
     calls = record_build(rep.case)
     if not calls:
         raise ExportError(f"{rep.case.family}'s build compiled nothing through harness.compat")

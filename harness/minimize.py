@@ -59,7 +59,7 @@ def _head_dims(c):
 
 def _tiles(c):
     keys = ("block_m", "block_n", "num_stages", "threads")
-    tiles = list(kernels.family(c.family).tiles)  # the first is the family's default
+    tiles = list(kernels.family(c.family).offer.tiles)  # the first is the family's default
     now = c.tile
     earlier = tiles[:tiles.index(now)] if now in tiles else tiles
     return [(f"tile {now} -> {t}", c.replace(**dict(zip(keys, t)))) for t in earlier]
@@ -82,7 +82,7 @@ def minimize(case, signature, evaluate, budget_s: float, log=lambda step: None):
                 c.validate()
             except CaseError:
                 return False
-            verdicts[c] = fam.unsupported(c) is None and unscoped(evaluate(c).signature) == target
+            verdicts[c] = fam.offer.unsupported(c) is None and unscoped(evaluate(c).signature) == target
         return verdicts[c]
 
     steps = []

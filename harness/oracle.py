@@ -90,7 +90,7 @@ def measure(out, ref, base, dtype):
 
 def check(name, out, ref, base, dtype, k, locate, floor=0.0, exact_arithmetic=False, measured=None) -> Check:
     """Judge one tensor. All three are canonical; `locate(index) -> region` names a place. `exact_arithmetic`
-    (harness.kernels.Family.exact): where the baseline equals the reference, the tolerance is 0. `measured`:
+    (harness.kernels.Judge.exact): where the baseline equals the reference, the tolerance is 0. `measured`:
     measure()'s numbers, as a list, when the caller read them already."""
     import torch
 
@@ -251,32 +251,32 @@ def judge(case, fam, inputs, outputs, seconds=None) -> Result:
     from harness import reference
 
     dtype = reference.DTYPES[case.dtype]
-    ref = fam.reference(case, inputs, torch.float64)
-    base = fam.reference(case, inputs, dtype)
-    got = fam.canonical(case, outputs)
+    ref = fam.judge.reference(case, inputs, torch.float64)
+    base = fam.judge.reference(case, inputs, dtype)
+    got = fam.judge.canonical(case, outputs)
     located = []  # made when a tensor fails: a case that passes never needs it
 
     def locate(name, index):
         if not located:
-            if fam.locate is not None:
-                located.append(fam.locate(case, inputs))
+            if fam.judge.locate is not None:
+                located.append(fam.judge.locate(case, inputs))
             else:
                 seen = reference.visible(case.seqlen_q, case.seqlen_k, *case.bounds, device=inputs["q"].device)
                 located.append(region_locator(case, seen.any(dim=1), seen.any(dim=0)))
         return located[0](name, index)
 
-    spreads = fam.floors(case, inputs)
-    named = fam.tensors(case)
+    spreads = fam.judge.floors(case, inputs)
+    named = fam.judge.tensors(case)
     numbers = [measure(got[name], ref[name], base[name], dtype) for name, _ in named]
     measured = torch.stack([n.to(numbers[0].device) for n in numbers]).tolist() if numbers else []
     checks = [check(name, got[name], ref[name], base[name], dtype, K[kind], locate, K[kind] * spreads.get(name, 0.0),
-                    exact_arithmetic=fam.exact(case), measured=m) for (name, kind), m in zip(named, measured)]
+                    exact_arithmetic=fam.judge.exact(case), measured=m) for (name, kind), m in zip(named, measured)]
     extra = {"seconds": seconds or {}, "checks": [as_dict(c) for c in checks]}
     bad = first_failure(checks)
     if bad is None:
         return Result.of(case, "PASS", "judge", **extra)
     msg = failure_message(bad)
-    kernel = fam.shared(fam.producers.get(bad.tensor))
+    kernel = fam.judge.shared(fam.judge.producers.get(bad.tensor))
     return Result.of(case, bad.verdict, "judge", msg, tensor=bad.tensor, region=bad.region,
                   **({"kernel": kernel} if kernel else {}), **extra)
 

@@ -22,24 +22,24 @@ from harness.worker import control
 GQA = {"mha": (2, 1), "gqa": (2, 3), "mqa": (1, 4), "one": (1, 1)}
 
 
-def _features(fam) -> list:
+def _features(offer) -> list:
     """The features (harness.case.FEATURES) the family offers that have covering-array values."""
-    return [f for f in FEATURES if (not f.optional or f.name in fam.takes) and f.levels(fam)]
+    return [f for f in FEATURES if (not f.optional or f.name in offer.takes) and f.levels(offer)]
 
 
 def factors(family: str) -> dict[str, tuple]:
-    fam = kernels.family(family)
-    shapes = ("one",) if not fam.multihead else ("mha", "gqa", "mqa") if fam.gqa else ("mha",)
-    return {"variant": fam.variants, "gqa": shapes, "tile": fam.tiles,
-            **{name: values for f in _features(fam) for name, values in f.levels(fam).items()}}
+    offer = kernels.family(family).offer
+    shapes = ("one",) if not offer.multihead else ("mha", "gqa", "mqa") if offer.gqa else ("mha",)
+    return {"variant": offer.variants, "gqa": shapes, "tile": offer.tiles,
+            **{name: values for f in _features(offer) for name, values in f.levels(offer).items()}}
 
 
 def levels(case: Case) -> dict:
     """The factor values of a case (any case, drawn or built here)."""
-    fam = kernels.family(case.family)
-    gqa = "one" if not fam.multihead else "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
+    offer = kernels.family(case.family).offer
+    gqa = "one" if not offer.multihead else "mha" if case.kv_heads == case.heads else "mqa" if case.kv_heads == 1 else "gqa"
     return {"variant": case.variant, "gqa": gqa, "tile": case.tile,
-            **{name: value for f in _features(fam) for name, value in f.of(case, fam).items()}}
+            **{name: value for f in _features(offer) for name, value in f.of(case, offer).items()}}
 
 
 def _pairs(row: dict) -> set:
@@ -48,15 +48,15 @@ def _pairs(row: dict) -> set:
 
 def _case(family: str, row: dict) -> Case | None:
     """A case (placeholder lengths) with `row`'s factor values, or None if the family cannot build it."""
-    fam = kernels.family(family)
+    offer = kernels.family(family).offer
     kv_heads, group = GQA[row["gqa"]]
-    features = {k: v for f in _features(fam) for k, v in f.fields(row).items()}
+    features = {k: v for f in _features(offer) for k, v in f.fields(row).items()}
     block_m, block_n, num_stages, threads = row["tile"]
-    for head_dim in fam.head_dims[::-1]:  # the largest head dim the tile can hold
+    for head_dim in offer.head_dims[::-1]:  # the largest head dim the tile can hold
         c = Case(family=family, variant=row["variant"], heads=kv_heads * group, kv_heads=kv_heads,
                  head_dim=head_dim, head_dim_v=head_dim, block_m=block_m, block_n=block_n, num_stages=num_stages,
                  threads=threads, **features)
-        if fam.unsupported(c, static_only=True) is None:
+        if offer.unsupported(c, static_only=True) is None:
             return c
     return None
 

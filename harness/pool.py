@@ -10,6 +10,9 @@ compiled twice at once.
 Each worker event (a JSON line, harness.worker) has one handler (Pool.handlers); a line that is
 no known event is the harness's error for that case, and the worker, out of step, is ended. Every
 worker that goes down (hung, dead, out of step, or abandoned) goes through Pool._down.
+
+A campaign runs its cases through `Workers`, the interface a Pool of its own and a server's pool
+(harness.server.Remote) both declare, as pytest-xdist's schedulers share its Scheduling protocol.
 """
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ import selectors
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Protocol
 
 from harness import kernels, oracle, schedule
 from harness.environment import environment, in_background
@@ -80,6 +85,34 @@ class RestartsExhausted(PoolError):
     """Workers died or hung more often than the pool may replace them (Pool's max_restarts)."""
 
 
+class Workers(Protocol):
+    """The processes that run a campaign's cases. run() raises RestartsExhausted when workers died or hung more
+    often in a row than `max_restarts`, and PoolError (one line) when the workers can no longer be reached; either
+    way the results yielded so far stand."""
+    target: str                # "auto": run on the GPUs; else the arch a compile-only run compiles for
+    n: int                     # workers
+    started: int               # worker processes started so far, replacements included
+    max_restarts: int | None   # replacements in a row allowed (None: always replaced)
+
+    def start(self, cases: int) -> None:
+        """Have the workers `cases` cases will use up, or starting, now."""
+
+    def probe(self) -> Future:
+        """The environment (harness.environment) the workers see."""
+
+    def run(self, cases, deadline: float | None = None,
+            more: Callable[[], list] | None = None) -> Iterator[Result]:
+        """One Result per case, in completion order, until `deadline` (time.monotonic()); `more()`, asked when the
+        cases run low (a server: when its batch ended), gives cases to add, until it gives none."""
+
+    def close(self) -> None:
+        """End the workers (or the connection to them)."""
+
+    def __enter__(self) -> Workers: ...
+
+    def __exit__(self, *exc) -> None: ...
+
+
 class _Worker:
     def __init__(self, slot, target, device, log_dir, env, command=()):
         self.slot, self.target, self.device = slot, target, device
@@ -123,7 +156,7 @@ class _Worker:
         return (interesting or lines or [""])[-1][:500]
 
 
-class Pool:
+class Pool(Workers):
     """`workers` subprocesses (spread over `gpus`), fed cases grouped by compiled kernel.
 
     Workers outlive a call to run() (their compiled kernels stay warm); close() ends them.

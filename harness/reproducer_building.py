@@ -13,7 +13,7 @@ from harness.result import Result
 
 
 def expected_text(case) -> str:
-    names = ", ".join(name for name, _ in kernels.family(case.family).tensors(case))
+    names = ", ".join(name for name, _ in kernels.family(case.family).judge.tensors(case))
     if case.program:
         return (f"the program compiles, runs without a CUDA error, writes nothing past a buffer, and {names} hold what "
                 "the program means (its torch meaning in float64): bit for bit where the arithmetic is exact, else within "
@@ -94,7 +94,7 @@ def build(result: Result, env: dict, title=None, flaky=None, minimized_from=None
 def program_of(case) -> dict:
     """For a kernel nobody here wrote: the TileLang examples' release, the file and its sha256,
     so that a reproducer names the program it ran (--examples must give the same file)."""
-    module = kernels.family(case.family).module
+    module = kernels.family(case.family).runner.module
     if module is None:
         return {}
     from harness.outside import source

@@ -150,7 +150,7 @@ def checked_case(d) -> case_mod.Case:
     """A Case read from a file: valid, of a registered family, and of a variant that family declares (a
     name that reaches kernel and file names: never taken on trust). CaseError otherwise."""
     case = kernels.check(case_mod.from_dict(d))
-    variants = kernels.family(case.family).variants
+    variants = kernels.family(case.family).offer.variants
     if case.variant not in variants:
         raise case_mod.CaseError(f"{case.family} has no variant {case.variant[:60]!r}; it has: {', '.join(variants)}")
     return case

@@ -148,7 +148,7 @@ class Result:
     message: str = ""
     tensor: str = ""                # the failing tensor, or ""
     region: str = ""                # where it fails (oracle.region_locator), or ""
-    kernel: str | None = None       # a shared kernel the failure is pinned on (Family.shared)
+    kernel: str | None = None       # a shared kernel the failure is pinned on (Judge.shared)
     traceback: str = ""             # an exception's, for a result blamed on one (harness.blame)
     seconds: dict | None = None     # time per stage (start, compile, inputs, run, judge)
     checks: list | None = None      # each judged tensor (oracle.Check as a dict)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from harness import case as case_mod
 from harness import kernels, reproducer_loading
-from harness.pool import Pool, PoolError, RestartsExhausted, Timeouts
+from harness.pool import Pool, PoolError, RestartsExhausted, Timeouts, Workers
 from harness.result import Result
 
 # What the workers read from their environment (TileLang's kernel cache, the GPUs they see, code generation that
@@ -232,10 +232,10 @@ def detach(path: Path, argv: list[str], log_file: Path, wait: float = 120) -> No
 
 
 # ----------------------------------------------------------------------------- the client
-class Remote:
-    """The server at `path` as a pool (what harness.campaign uses of harness.pool.Pool): its target,
-    workers and GPUs, run() yielding one Result per case, `started` worker processes, `max_restarts`; and
-    the `environment` (harness.environment) the server probed once, which is this command's too."""
+class Remote(Workers):
+    """The server at `path` as a campaign's Workers: its target, workers and GPUs, and the `environment`
+    (harness.environment) the server probed once, which is this command's too. ServerError (a PoolError) when the
+    server refuses this command or goes away."""
 
     def __init__(self, path: Path, timeouts: Timeouts | None = None):
         self.path, self.timeouts = check_path(Path(path)), timeouts or Timeouts()
@@ -264,7 +264,7 @@ class Remote:
         return msg
 
     def start(self, cases: int) -> None:
-        """Its workers are up already."""
+        """The server's workers are up already."""
 
     def probe(self) -> Future:
         """The environment the server probed once (its clients are like it), as Pool.probe gives it."""

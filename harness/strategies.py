@@ -82,29 +82,30 @@ def static_case(family: str) -> st.SearchStrategy[Case]:
     """A case of `family` with every static field drawn (from what the family offers) and
     placeholder lengths, inside its contract's rules on static fields."""
     fam = kernels.family(family)
-    return _static_case(family).filter(lambda c: fam.breaks(c, static_only=True) is None and fam.lacks(c) is None)
+    return _static_case(family).filter(lambda c: fam.offer.breaks(c, static_only=True) is None
+                                       and fam.runner.lacks(c) is None)
 
 
 @st.composite
 def _static_case(draw, family: str) -> Case:
-    fam = kernels.family(family)
-    kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4))) if fam.multihead else 1
+    offer = kernels.family(family).offer
+    kv_heads = draw(st.sampled_from((1, 1, 2, 3, 4))) if offer.multihead else 1
     group = draw(st.sampled_from((1, 1, 2, 4, 5, 8)))
-    head_dim = draw(st.sampled_from(fam.head_dims))
-    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(fam.head_dims)))
+    head_dim = draw(st.sampled_from(offer.head_dims))
+    head_dim_v = draw(st.one_of(st.just(head_dim), st.sampled_from(offer.head_dims)))
     def variants(tile):
-        return [v for v in fam.variants if fam.fits(*tile, head_dim, head_dim_v, v) is None]
+        return [v for v in offer.variants if offer.misfit(*tile, head_dim, head_dim_v, v) is None]
 
-    fitting = [t for t in fam.tiles if variants(t)]
+    fitting = [t for t in offer.tiles if variants(t)]
     assume(fitting)  # head dims no tile of it holds
     tile = draw(st.sampled_from(fitting))
     block_m, block_n, num_stages, threads = tile
     # Drawn in this order so that a seed draws the same cases as before features were declared.
     variant = draw(st.sampled_from(variants(tile)))
     # Every drawn feature (harness.case.FEATURES) the family offers, in their declared order.
-    features = {f.name: draw(f.draw(st, fam)) for f in FEATURES
-                if f.draw is not None and (not f.optional or f.name in fam.takes)}
-    group = group if fam.gqa else 1
+    features = {f.name: draw(f.draw(st, offer)) for f in FEATURES
+                if f.draw is not None and (not f.optional or f.name in offer.takes)}
+    group = group if offer.gqa else 1
     return Case(
         family=family, variant=variant, heads=kv_heads * group, kv_heads=kv_heads, head_dim=head_dim,
         head_dim_v=head_dim_v, block_m=block_m, block_n=block_n, num_stages=num_stages, threads=threads, **features,
@@ -165,7 +166,7 @@ def _ring(side: str):
     return lambda c: st.one_of(pipelined(c.block_m, c.block_n, c.num_stages, side), dynamic(c.block_m, c.block_n))
 
 
-# Family.lengths -> the strategy of a case's dynamic fields, given its static ones.
+# Offer.lengths -> the strategy of a case's dynamic fields, given its static ones.
 LENGTHS = {
     "dense": lambda c: dynamic(c.block_m, c.block_n),
     "masked": lambda c: masked_dynamic(c.block_m, c.block_n),
@@ -195,10 +196,10 @@ def _keeping(draw, strategy, ok) -> dict:
 
 
 def _lengths_for(c: Case):
-    """The dynamic fields of `c`'s family, inside its contract (Family.rules: outside it, in outside mode)."""
-    fam = kernels.family(c.family)
-    strategy = LENGTHS[fam.lengths](c)
-    return _keeping(strategy, lambda d: fam.breaks(c.replace(**d)) is None) if fam.rules else strategy
+    """The dynamic fields of `c`'s family, inside its contract (Offer.rules: outside it, in outside mode)."""
+    offer = kernels.family(c.family).offer
+    strategy = LENGTHS[offer.lengths](c)
+    return _keeping(strategy, lambda d: offer.breaks(c.replace(**d)) is None) if offer.rules else strategy
 
 
 @st.composite
@@ -263,7 +264,7 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
     nearly free. Then kernels drawn, those holding what a feature's covering goal (Feature.holds: a program's
     hazard relations) names and the kernels before them do not first (`steered`), the rest in the order drawn."""
     out: dict[str, Case] = {}
-    fam = kernels.family(family)
+    offer = kernels.family(family).offer
     if cover:
         rows = pairwise.covering(family, seed)[:-(-n // per_row)]
         # At most LENGTHS_PER_EXAMPLE lengths per Hypothesis example: a thousand in one overran its
@@ -277,13 +278,13 @@ def draw(family: str, n: int, seed: int, per_kernel: int = 1, cover: bool = Fals
             drawn += examples[-1]
         for i, lengths in enumerate(drawn):
             c = rows[i // per_row].replace(**lengths).validate()
-            if len(out) < n and fam.breaks(c) is None:
+            if len(out) < n and offer.breaks(c) is None:
                 out.setdefault(c.id, c)
 
     batches, seen = [], set(out)
 
     def keep(batch):
-        fresh = [c for c in batch if c.id not in seen and fam.breaks(c) is None]
+        fresh = [c for c in batch if c.id not in seen and offer.breaks(c) is None]
         seen.update(c.id for c in fresh)
         if fresh:
             batches.append(fresh)
@@ -331,10 +332,10 @@ def programs(n: int, seed: int, steer: bool = True) -> list:
 
 
 def peer(family: str) -> list[Case]:
-    """The cases its own tests run (Family.peer), at its default variant, layout, dtype and tile."""
-    fam = kernels.family(family)
-    block_m, block_n, num_stages, threads = fam.tiles[0]
-    base = Case(family=family, variant=fam.variants[0], layout=fam.layouts[0], dtype=fam.dtypes[0],
-                head_dim=fam.head_dims[0], head_dim_v=fam.head_dims[0], block_m=block_m, block_n=block_n,
+    """The cases its own tests run (Offer.peer), at its default variant, layout, dtype and tile."""
+    offer = kernels.family(family).offer
+    block_m, block_n, num_stages, threads = offer.tiles[0]
+    base = Case(family=family, variant=offer.variants[0], layout=offer.layouts[0], dtype=offer.dtypes[0],
+                head_dim=offer.head_dims[0], head_dim_v=offer.head_dims[0], block_m=block_m, block_n=block_n,
                 num_stages=num_stages, threads=threads)
-    return [base.replace(**shape).validate() for shape in fam.peer]
+    return [base.replace(**shape).validate() for shape in offer.peer]

@@ -247,10 +247,10 @@ def _passing_neighbour(fam, case, target: str, failing: Callable[[Trace, object]
     """The first one-knob neighbour of `case` that compiles clean, traced, and where it parts from `bad`."""
     tried = []
     for what, other in neighbours(case):
-        if fam.unsupported(other) is not None:
+        if fam.offer.unsupported(other) is not None:
             continue
         tried.append(what)
-        t = trace(lambda other=other: fam.build(other, target))
+        t = trace(lambda other=other: fam.runner.build(other, target))
         if t.passes and not failing(t, other):
             return diverge(bad, t, holds, script, what), tried
     return None, tried
@@ -274,7 +274,7 @@ def run(fam, case, target: str) -> tuple[list[str], str, bool]:
     where the two part."""
     from harness import worker
 
-    t = trace(lambda: fam.build(case, target))
+    t = trace(lambda: fam.runner.build(case, target))
     if t.error:
         found = find(t, script)
         account = ("raised outside the passes" if found is None else f"raised in {found.raised_in}"

@@ -35,13 +35,14 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
     for another target, or asked to build only, it stops at COMPILED. `guarded`: the run's buffers lie between
     guard bands (harness.bands)."""
     fam = kernels.family(case.family)
-    reason = fam.unsupported(case)
-    if not reason and fam.arch and target != fam.arch:
-        reason = f"{case.family} compiles for {fam.arch} only (--arch {fam.arch}), not {target}"
-    if not reason and (case.knobs or fam.needs):
+    runner = fam.runner
+    reason = fam.offer.unsupported(case)
+    if not reason and runner.arch and target != runner.arch:
+        reason = f"{case.family} compiles for {runner.arch} only (--arch {runner.arch}), not {target}"
+    if not reason and (case.knobs or runner.needs):
         from harness import compat
-        reason = compat.missing_knobs(case.knobs) or compat.missing_language(fam.needs)
-    reason = reason or fam.lacks(case)
+        reason = compat.missing_knobs(case.knobs) or compat.missing_language(runner.needs)
+    reason = reason or runner.lacks(case)
     if reason:
         return Result.of(case, "UNSUPPORTED", "plan", reason)
     key = kernels.kernel_key(case)
@@ -94,7 +95,7 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
             seconds["inputs"] = time.perf_counter() - t0
             stage = "run"
             t0 = time.perf_counter()
-            outputs = fam.run(kernel, case, inputs)  # returns after the device finished
+            outputs = fam.runner.run(kernel, case, inputs)  # returns after the device finished
             breaches = guard.breaches() if guard else []
         seconds["run"] = time.perf_counter() - t0
         stage = "judge"
@@ -102,10 +103,10 @@ def run_case(case, target, cache: dict, on_stage=lambda stage, **found: None, bu
         result = oracle.out_of_bounds(case, breaches) or oracle.judge(case, fam, inputs, outputs, seconds)
         if result.verdict == "PASS" and control(fam, case) is not None:
             stage = "twin"
-            result = unlike_control(fam, case, target, cache, inputs, fam.canonical(case, outputs)) or result
+            result = unlike_control(fam, case, target, cache, inputs, fam.judge.canonical(case, outputs)) or result
         if result.verdict in ("MISMATCH", "NONFINITE") and guarded:
             stage = "reread"
-            changed = reads_outside(fam, kernel, case, fam.canonical(case, outputs))
+            changed = reads_outside(fam, kernel, case, fam.judge.canonical(case, outputs))
             if changed:
                 result = Result.of(case, "OOB_READ", "run", f"{changed} changes with the guard bands' contents, "
                                    "and not from run to run: a read outside a buffer", tensor=changed,
@@ -124,7 +125,7 @@ def accepted_invalid(fam, case, kernel, why, guarded=True) -> Result:
     from harness import bands
     try:
         with bands.guarding() if guarded else contextlib.nullcontext() as guard:
-            fam.run(kernel, case, device_inputs(fam, case, guard))
+            fam.runner.run(kernel, case, device_inputs(fam, case, guard))
             breaches = guard.breaches() if guard else []
     except Exception as e:
         return oracle.accepts_invalid(case, why, ran=blame.failed(case, "run", e, fam))
@@ -132,7 +133,7 @@ def accepted_invalid(fam, case, kernel, why, guarded=True) -> Result:
 
 
 def device_inputs(fam, case, guard=None, device=None) -> dict:
-    """fam.make_inputs(case, device), the same bytes (it converts on the host too), copied to `device` (default: the
+    """fam.runner.make_inputs(case, device), the same bytes (it converts on the host too), copied to `device` (default: the
     GPU; the CPU where there is none, as in the tests of a fake family, whose kernels run on the host) in one copy
     rather than one per tensor: each copy from the host waits for the device, and with many processes on one GPU
     each wait costs milliseconds. Each tensor then goes into an allocation of its own: `guard`'s (harness.bands),
@@ -140,7 +141,7 @@ def device_inputs(fam, case, guard=None, device=None) -> dict:
     one input does not land in the next."""
     import torch
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    inputs = fam.make_inputs(case, "cpu")
+    inputs = fam.runner.make_inputs(case, "cpu")
     names = [n for n, t in inputs.items() if isinstance(t, torch.Tensor)]
     # Each tensor's bytes start 16-byte aligned in the one buffer, so that every dtype can view its slice.
     sizes = [-(-inputs[n].numel() * inputs[n].element_size() // 16) * 16 for n in names]
@@ -162,10 +163,10 @@ def device_inputs(fam, case, guard=None, device=None) -> dict:
 
 def control(fam, case):
     """The case whose kernel must give `case`'s outputs bit for bit, or None: the default forms (harness.case.FORMS
-    move data, never the arithmetic) and, for a family whose knobs are twins (Family.twins), no knobs where the
-    arithmetic is exact (Family.exact). Inexact sums may round apart in another order (float atomics from
+    move data, never the arithmetic) and, for a family whose knobs are twins (Judge.twins), no knobs where the
+    arithmetic is exact (Judge.exact). Inexact sums may round apart in another order (float atomics from
     several blocks, seen on an H100 under no_smem_reuse): there the reference's tolerance judges each twin."""
-    twin = fam.twins and fam.exact(case)
+    twin = fam.judge.twins and fam.judge.exact(case)
     other = case.replace(forms=(), knobs=() if twin else case.knobs)
     return None if other == case else other
 
@@ -182,14 +183,14 @@ def unlike_control(fam, case, target, cache, inputs, mine: dict) -> Result | Non
     if isinstance(cache[key], Exception):
         return None
     kernel = cache[key][0]
-    theirs = fam.canonical(base, fam.run(kernel, base, inputs))
+    theirs = fam.judge.canonical(base, fam.runner.run(kernel, base, inputs))
     what, region = (f"its twin without {', '.join(case.knobs)}", "twin:" + ",".join(case.knobs)) if base.knobs != case.knobs \
         else ("the default forms' kernel", "forms")
     unlike = _unlike_bits(mine, theirs)
     if not unlike:
         return None
     name, t = unlike[0], mine[unlike[0]]  # the first output that differs
-    if not _same_bits(fam.canonical(base, fam.run(kernel, base, inputs))[name], theirs[name]):
+    if not _same_bits(fam.judge.canonical(base, fam.runner.run(kernel, base, inputs))[name], theirs[name]):
         return None  # the control's own runs differ: it proves nothing
     differ = _words(t) != _words(theirs[name])
     gap = (t.double() - theirs[name].double()).abs()[differ].max()
@@ -242,7 +243,7 @@ def reads_outside(fam, kernel, case, first: dict) -> str | None:
     def rerun(pattern):
         with bands.guarding(pattern) as guard:
             inputs = device_inputs(fam, case, guard)
-            return fam.canonical(case, fam.run(kernel, case, inputs))
+            return fam.judge.canonical(case, fam.runner.run(kernel, case, inputs))
 
     same, other, same2, other2 = rerun("nan"), rerun("large"), rerun("nan"), rerun("large")
     for name, t in first.items():
@@ -269,12 +270,12 @@ def _same_bits(a, b) -> bool:
 
 
 def build(fam, case, target):
-    """fam.build, keeping what it prints as the exception's `compiler_output` (nvcc's errors,
+    """fam.runner.build, keeping what it prints as the exception's `compiler_output` (nvcc's errors,
     which some releases leave out of the exception); the log gets it all the same."""
     with tempfile.TemporaryFile("w+") as out:
         try:
             with _printing_to(out):
-                return fam.build(case, target)
+                return fam.runner.build(case, target)
         except Exception as e:
             e.compiler_output = _text(out)
             raise
@@ -310,9 +311,10 @@ def scan(fam, case, kernel) -> tuple[tuple[ScanFinding, ...], str, tuple[str, ..
     code features (harness.cuda_features), sorted."""
     from harness import codegen, compat, cuda_features
     sources = compat.kernel_sources(kernel)
-    fragments = fam.fragments(case)
+    fragments = fam.judge.fragments(case)
     # One kernel at a time: buffer names, offsets and barrier numbers mean nothing across kernels.
-    found = [f for source in sources for f in codegen.check(source, fam.contiguous(case), fam.aligned, fragments)]
+    found = [f for source in sources
+             for f in codegen.check(source, fam.judge.contiguous(case), fam.judge.aligned, fragments)]
     features = sorted(set().union(*(cuda_features.features(source, fragments) for source in sources)))
     return (tuple(ScanFinding(f.check, f.message) for f in found), hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16],
             tuple(features))
@@ -339,11 +341,12 @@ def judge_small_cases(device: str) -> list[str]:
 
     verdicts = []
     for name in ("fwd", "bwd"):
-        fam = dataclasses.replace(kernels.family(name), canonical=lambda case, outputs: outputs)
-        case = case_mod.Case(family=name, variant=fam.variants[0], heads=2, kv_heads=1, seqlen_q=70, seqlen_k=130,
+        fam = kernels.family(name)
+        fam = dataclasses.replace(fam, judge=dataclasses.replace(fam.judge, canonical=lambda case, outputs: outputs))
+        case = case_mod.Case(family=name, variant=fam.offer.variants[0], heads=2, kv_heads=1, seqlen_q=70, seqlen_k=130,
                              sinks=True)
-        inputs = fam.make_inputs(case, device)
-        verdicts.append(oracle.judge(case, fam, inputs, fam.reference(case, inputs, reference.DTYPES[case.dtype])).verdict)
+        inputs = fam.runner.make_inputs(case, device)
+        verdicts.append(oracle.judge(case, fam, inputs, fam.judge.reference(case, inputs, reference.DTYPES[case.dtype])).verdict)
     return verdicts
 
 

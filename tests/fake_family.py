@@ -113,16 +113,9 @@ def _beyond(t):
 
 
 FAMILY = kernels.Family(
-    name="fake",
-    variants=("default", "other"),
-    head_dims=(64,),
-    tiles=((64, 64, 1, 128),),
-    fits=lambda *tile_dims_and_variant: None,
-    build=build,
-    run=run,
-    make_inputs=make_inputs,
-    tensors=lambda case: (("O", "forward"),),
-    reference=reference,
-    canonical=lambda case, outputs: outputs,
-    shared_kernels=frozenset({"common"}),
+    "fake",
+    kernels.Offer(variants=("default", "other"), head_dims=(64,), tiles=((64, 64, 1, 128),)),
+    kernels.Runner(build=build, run=run, make_inputs=make_inputs),
+    kernels.Judge(tensors=lambda case: (("O", "forward"),), reference=reference, canonical=lambda case, outputs: outputs,
+                  shared_kernels=frozenset({"common"})),
 )

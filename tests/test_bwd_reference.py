@@ -177,18 +177,18 @@ def test_reference_bshd_equals_bhsd():
 
 def test_offer_is_consistent():
     fam = bwd_family.FAMILY
-    for d in fam.head_dims:
-        assert any(fam.fits(*t, d, d) is None for t in fam.tiles), d
+    for d in fam.offer.head_dims:
+        assert any(fam.offer.misfit(*t, d, d) is None for t in fam.offer.tiles), d
     case = CASES[0].replace(head_dim=64, head_dim_v=64, block_m=64, block_n=64, num_stages=1, threads=128)
-    assert fam.unsupported(case) is None
-    assert "variant" in fam.unsupported(case.replace(variant="default"))
-    assert fam.unsupported(case.replace(head_dim=96)) is not None
-    assert "warpgroup" in fam.fits(64, 64, 1, 256, 64, 64)
+    assert fam.offer.unsupported(case) is None
+    assert "variant" in fam.offer.unsupported(case.replace(variant="default"))
+    assert fam.offer.unsupported(case.replace(head_dim=96)) is not None
+    assert "warpgroup" in fam.offer.misfit(64, 64, 1, 256, 64, 64)
     # dq_shared streams K and V through the stages and keeps P and the fp32 dQ tile in shared memory
     wide = case.replace(head_dim=128, head_dim_v=128, block_m=32, block_n=128, num_stages=2, threads=256)
-    assert fam.unsupported(wide) is None
-    assert "shared memory 180480 B" in fam.unsupported(wide.replace(variant="dq_shared"))
-    assert fam.unsupported(wide.replace(variant="dq_shared", num_stages=1)) is None
+    assert fam.offer.unsupported(wide) is None
+    assert "shared memory 180480 B" in fam.offer.unsupported(wide.replace(variant="dq_shared"))
+    assert fam.offer.unsupported(wide.replace(variant="dq_shared", num_stages=1)) is None
     assert bwd_family.tensors(case) == bwd_family.TENSORS[:3]
     assert bwd_family.tensors(case.replace(sinks=True)) == bwd_family.TENSORS
 
@@ -260,10 +260,10 @@ def test_the_backward_reads_o_and_lse_as_a_correct_forward_stores_them(case):
         pass
 
     stubs = (preprocess, main, nothing) + ((nothing,) if case.sinks or case.family == "masked_bwd" else ())
-    inputs = fam.make_inputs(case, "cpu")
-    fam.run(stubs, case, inputs)
-    forward = {"bwd": reference.forward, "varlen_bwd": kernels.family("varlen_fwd").reference,
-               "masked_bwd": kernels.family("masked_fwd").reference}[case.family]
+    inputs = fam.runner.make_inputs(case, "cpu")
+    fam.runner.run(stubs, case, inputs)
+    forward = {"bwd": reference.forward, "varlen_bwd": kernels.family("varlen_fwd").judge.reference,
+               "masked_bwd": kernels.family("masked_fwd").judge.reference}[case.family]
     want = forward(case, inputs, F64)
     o = seen["O"][0] if case.layout == "thd" else seen["O"]  # the dense preprocess sees packed tokens as one batch
     assert o.dtype == inputs["q"].dtype

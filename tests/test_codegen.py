@@ -1,5 +1,5 @@
 """The generated-code checks on small CUDA excerpts shaped like TileLang's output."""
-from harness import codegen
+from harness import codegen, kernels
 from harness.codegen import alignment, ordering, registers
 
 HEADER = """
@@ -111,14 +111,8 @@ def test_each_kernel_is_checked_alone():
         def get_kernel_source(self):
             return self.source
 
-    class Family:
-        aligned = frozenset()
-
-        def contiguous(self, case):
-            return {}
-
-        def fragments(self, case):
-            return {}
+    class Family:  # what the scan reads of a family: its judge's code-check inputs, none here
+        judge = kernels.Judge(tensors=None, reference=None, canonical=None)
 
     main = WAIT_IN_FIRST_ITERATION.replace("void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n", "")
     other = "  void* o_s = ((void*)((char*)buf_dyn_shmem + 0));\n  mbarrier[8].init(1);\n  mbarrier[8].arrive();\n" \

@@ -71,15 +71,15 @@ def test_the_file_imports_no_harness(tmp_path):
 def test_inputs_reference_and_floors_are_the_harnesss(case, tmp_path):
     module = _standalone(case, "MISMATCH", tmp_path)
     fam = kernels.family(case.family)
-    inputs = fam.make_inputs(case, "cpu")
+    inputs = fam.runner.make_inputs(case, "cpu")
     mine = module.make_inputs("cpu")
     assert set(mine) == set(inputs) and all(torch.equal(mine[n], inputs[n]) for n in inputs)
     expect = module.forward if case.family == "fwd" else module.gradients
     for dtype in (torch.float64, torch.float16):
-        theirs, ours = fam.reference(case, inputs, dtype), expect(inputs, dtype)
-        for name, _ in fam.tensors(case):
+        theirs, ours = fam.judge.reference(case, inputs, dtype), expect(inputs, dtype)
+        for name, _ in fam.judge.tensors(case):
             torch.testing.assert_close(ours[name], theirs[name], rtol=0, atol=0)
-    assert module.floors(inputs) == pytest.approx(fam.floors(case, inputs), rel=1e-12)
+    assert module.floors(inputs) == pytest.approx(fam.judge.floors(case, inputs), rel=1e-12)
 
 
 def test_tolerance_rule_is_the_oracles(tmp_path):
@@ -206,10 +206,10 @@ def test_the_backward_reads_the_o_and_lse_the_harness_hands_its_kernels(tmp_path
         def main(q, k, v, do, lse, *rest):
             seen["LSE"] = lse.clone()
 
-        run(kernels_of(preprocess, main, lambda *a: None), BWD, fam.make_inputs(BWD, "cpu"))
+        run(kernels_of(preprocess, main, lambda *a: None), BWD, fam.runner.make_inputs(BWD, "cpu"))
         return seen
 
-    ours = handed(fam.run, lambda pre, main, nothing: (pre, main, nothing, nothing))
+    ours = handed(fam.runner.run, lambda pre, main, nothing: (pre, main, nothing, nothing))
     theirs = handed(lambda compiled, case, inputs: module.run_backward(compiled, inputs),
                     lambda pre, main, nothing: {"preprocess": pre, "main": main, "postprocess": nothing,
                                                 "sink_grad": nothing})

@@ -11,19 +11,21 @@ from harness import codegen, kernels, strategies
 def test_family_satisfies_the_contract(name):
     fam = kernels.family(name)
     assert isinstance(fam, kernels.Family) and fam.name == name
-    for f in dataclasses.fields(kernels.Family):
-        value = getattr(fam, f.name)
-        if f.type.startswith("Callable") and "None" not in f.type:  # optional hooks may be None
-            assert callable(value), f.name
-    assert fam.variants and fam.head_dims and fam.tiles
-    assert all(len(t) == 4 and all(isinstance(x, int) and x > 0 for x in t[:2]) for t in fam.tiles)
+    for part in (fam.offer, fam.runner, fam.judge):
+        for f in dataclasses.fields(part):
+            value = getattr(part, f.name)
+            if f.type.startswith("Callable") and "None" not in f.type:  # optional hooks may be None
+                assert callable(value), f.name
+    assert fam.offer.variants and fam.offer.head_dims and fam.offer.tiles
+    assert all(len(t) == 4 and all(isinstance(x, int) and x > 0 for x in t[:2]) for t in fam.offer.tiles)
     # What it declares names things that exist: features, a lengths strategy, code checks.
-    assert set(fam.takes) <= set(case_mod.OPTIONAL) and fam.lengths in strategies.LENGTHS
-    assert set(fam.clean) <= {n for n in dir(codegen) if callable(getattr(codegen, n))}
+    assert set(fam.offer.takes) <= set(case_mod.OPTIONAL) and fam.offer.lengths in strategies.LENGTHS
+    assert set(fam.judge.clean) <= {n for n in dir(codegen) if callable(getattr(codegen, n))}
     # The strategies can draw cases of it, and each is valid and supported as drawn.
     for c in strategies.draw(name, 6, seed=0, per_kernel=2):
-        assert kernels.check(c) is c and fam.unsupported(c) is None, c
-        assert {n for n, kind in fam.tensors(c)} and all(kind in ("forward", "gradient") for _, kind in fam.tensors(c))
+        assert kernels.check(c) is c and fam.offer.unsupported(c) is None, c
+        named = fam.judge.tensors(c)
+        assert named and all(kind in ("forward", "gradient") for _, kind in named)
 
 
 def test_registry_rejects_unknown_names():
@@ -39,21 +41,21 @@ def test_check_names_a_family_without_importing_it(monkeypatch):
 
 
 def test_a_feature_a_family_does_not_take_is_unsupported():
-    assert kernels.family("fwd").unsupported(case_mod.Case(bias=True)) == (
+    assert kernels.family("fwd").offer.unsupported(case_mod.Case(bias=True)) == (
         "fwd does not take bias; it takes: causal, window, sinks")
     masked = case_mod.Case(family="masked_fwd", variant="pad", causal=True, sinks=True)
-    assert kernels.family("masked_fwd").unsupported(masked) == (
+    assert kernels.family("masked_fwd").offer.unsupported(masked) == (
         "masked_fwd does not take causal, sinks; it takes: mask, mask_broadcast, bias")
 
 
 def test_unsupported_says_why():
     fam = kernels.family("fwd")
     c = case_mod.Case()
-    assert fam.unsupported(c) is None
-    assert "no variant 'split'" in fam.unsupported(c.replace(variant="split"))
-    assert "head_dim 72" in fam.unsupported(c.replace(head_dim=72))
-    assert "tile config" in fam.unsupported(c.replace(block_m=48))
-    assert "shared memory" in fam.unsupported(c.replace(head_dim=256, head_dim_v=256, block_m=128, block_n=128,
+    assert fam.offer.unsupported(c) is None
+    assert "no variant 'split'" in fam.offer.unsupported(c.replace(variant="split"))
+    assert "head_dim 72" in fam.offer.unsupported(c.replace(head_dim=72))
+    assert "tile config" in fam.offer.unsupported(c.replace(block_m=48))
+    assert "shared memory" in fam.offer.unsupported(c.replace(head_dim=256, head_dim_v=256, block_m=128, block_n=128,
                                                         num_stages=1, threads=256))
 
 
@@ -70,10 +72,12 @@ def test_a_program_a_release_cannot_write_in_its_forms_is_unbuildable_in_the_def
 
 # ----------------------------------------------------------------------------- checked when registered
 def _registered(monkeypatch, name, **changes):
-    """The fake family with `changes`, as module attribute fake_family.<NAME>, registered as `name` for one test."""
+    """The fake family with `changes` to its offer, as module attribute fake_family.<NAME>, registered as `name` for
+    one test."""
     import fake_family
-    monkeypatch.setattr(fake_family, name.upper(), dataclasses.replace(fake_family.FAMILY, name=name, **changes),
-                        raising=False)
+    fam = fake_family.FAMILY
+    monkeypatch.setattr(fake_family, name.upper(),
+                        dataclasses.replace(fam, name=name, offer=dataclasses.replace(fam.offer, **changes)), raising=False)
     monkeypatch.setattr(kernels, "_EXTRA", dict(kernels._EXTRA))
     kernels.register(name, f"fake_family:{name.upper()}")
     return name
@@ -82,8 +86,8 @@ def _registered(monkeypatch, name, **changes):
 @pytest.mark.parametrize("name, changes, says", [
     ("bad_lengths", {"lengths": "rng"}, "family 'bad_lengths': lengths='rng' is not one of dense, masked, packed"),
     ("bad_takes", {"takes": ("causal", "sink")}, "family 'bad_takes': takes='sink' is not one of causal, window, sinks"),
-    ("bad_dtypes", {"dtypes": ()}, "family 'bad_dtypes': feature 'dtype' has no levels (Family.dtypes declares no value"),
-    ("bad_layouts", {"layouts": ()}, "family 'bad_layouts': feature 'layout' has no levels (Family.layouts"),
+    ("bad_dtypes", {"dtypes": ()}, "family 'bad_dtypes': feature 'dtype' has no levels (Offer.dtypes declares no value"),
+    ("bad_layouts", {"layouts": ()}, "family 'bad_layouts': feature 'layout' has no levels (Offer.layouts"),
     ("bad_tiles", {"tiles": ()}, "family 'bad_tiles': tiles=() declares none"),
 ])
 def test_a_family_that_declares_what_cannot_be_drawn_is_refused_when_loaded(name, changes, says, monkeypatch):

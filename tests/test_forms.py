@@ -36,7 +36,7 @@ def test_a_file_writes_forms_as_block_form_names_and_reads_them_back_as_pairs():
 
 
 def test_a_family_without_a_block_in_forms_does_not_take_it():
-    reason = kernels.family("bwd").unsupported(Case(family="bwd", variant="atomic", forms=(("q_load", "loop"),)))
+    reason = kernels.family("bwd").offer.unsupported(Case(family="bwd", variant="atomic", forms=(("q_load", "loop"),)))
     assert reason and "default form only" in reason
 
 
@@ -44,7 +44,7 @@ def test_a_family_without_a_block_in_forms_does_not_take_it():
 @given(strategies.static_case("fwd"))
 def test_drawn_forms_are_valid_and_declared(case):
     case.validate()
-    assert all(block in kernels.family("fwd").forms for block, _ in case.forms)
+    assert all(block in kernels.family("fwd").offer.forms for block, _ in case.forms)
 
 
 @settings(max_examples=20, deadline=None)
@@ -87,9 +87,9 @@ def test_the_default_kernel_is_cached_scanned_for_the_default_case_itself():
 
 def _fake(outputs_of):
     """A family whose kernel is its case's forms and whose run returns outputs_of(forms)."""
-    return types.SimpleNamespace(build=lambda case, target: case.forms, twins=False,
-                                 run=lambda kernel, case, inputs: outputs_of(kernel),
-                                 canonical=lambda case, outputs: outputs)
+    return types.SimpleNamespace(
+        runner=types.SimpleNamespace(build=lambda case, target: case.forms, run=lambda kernel, case, inputs: outputs_of(kernel)),
+        judge=types.SimpleNamespace(canonical=lambda case, outputs: outputs, twins=False))
 
 
 def test_forms_that_agree_bit_for_bit_pass():
@@ -114,7 +114,8 @@ def test_a_default_kernel_whose_own_runs_differ_proves_nothing():
 def test_a_default_kernel_that_does_not_compile_proves_nothing():
     def broken(case, target):
         raise RuntimeError("no")
-    fam = types.SimpleNamespace(build=broken, run=None, canonical=None, twins=False)
+    fam = types.SimpleNamespace(runner=types.SimpleNamespace(build=broken, run=None),
+                                judge=types.SimpleNamespace(canonical=None, twins=False))
     assert worker.unlike_control(fam, Case(forms=(("q_load", "loop"),)), "cpu", {}, {}, {"O": torch.tensor([2.0])}) is None
 
 
@@ -122,8 +123,11 @@ def test_a_forms_case_on_a_gpu_builds_its_default_kernel_with_its_own(monkeypatc
     """Built in the compile stage (under the compile timeout, counted in seconds["control"]), a build-only job
     too; compiling for another target builds no control (nothing runs to compare)."""
     built = []
-    fam = types.SimpleNamespace(unsupported=lambda case: None, lacks=lambda case: None, arch=None, needs=(), compiled=(),
-                                twins=False, build=lambda case, target: built.append(case.forms) or case.forms)
+    fam = types.SimpleNamespace(
+        offer=types.SimpleNamespace(unsupported=lambda case: None),
+        runner=types.SimpleNamespace(lacks=lambda case: None, arch=None, needs=(), compiled=(),
+                                     build=lambda case, target: built.append(case.forms) or case.forms),
+        judge=types.SimpleNamespace(twins=False))
     monkeypatch.setattr(kernels, "family", lambda name: fam)
     cache = {}
     r = worker.run_case(Case(forms=(("q_load", "loop"),)), "auto", cache, build_only=True)

@@ -74,9 +74,11 @@ def test_a_family_that_cannot_be_registered_is_bad_input(spec, says, run, tmp_pa
     before any work; not a KeyError mid-campaign inside a worker."""
     (tmp_path / "badfam.py").write_text(
         "import dataclasses\n\nfrom fake_family import FAMILY\n\n"
-        "LENGTHS = dataclasses.replace(FAMILY, name='badfam', lengths='rng')\n"
-        "TAKES = dataclasses.replace(FAMILY, name='badfam', takes=('causal', 'sink'))\n"
-        "DTYPES = dataclasses.replace(FAMILY, name='badfam', dtypes=())\n")
+        "def offering(**changes):\n"
+        "    return dataclasses.replace(FAMILY, name='badfam', offer=dataclasses.replace(FAMILY.offer, **changes))\n\n"
+        "LENGTHS = offering(lengths='rng')\n"
+        "TAKES = offering(takes=('causal', 'sink'))\n"
+        "DTYPES = offering(dtypes=())\n")
     refused(*run(f"--register={spec}", "run", "--families", "badfam", "--cases", "1", "--out", "out"), contains=says)
 
 

@@ -152,13 +152,13 @@ def test_bad_biases_are_rejected():
 def test_masked_families_take_no_window_or_sinks_and_others_no_mask():
     fam = kernels.family("masked_fwd")
     c = case(family="masked_fwd")
-    assert fam.unsupported(c) is None
-    assert "does not take causal" in fam.unsupported(c.replace(causal=True))
-    assert "does not take sinks" in fam.unsupported(c.replace(sinks=True))
+    assert fam.offer.unsupported(c) is None
+    assert "does not take causal" in fam.offer.unsupported(c.replace(causal=True))
+    assert "does not take sinks" in fam.offer.unsupported(c.replace(sinks=True))
     plain = Case(family="fwd")
-    assert kernels.family("fwd").unsupported(plain) is None
-    assert "does not take bias" in kernels.family("fwd").unsupported(plain.replace(bias=True))
-    assert "does not take mask" in kernels.family("bwd").unsupported(plain.replace(family="bwd", variant="atomic",
+    assert kernels.family("fwd").offer.unsupported(plain) is None
+    assert "does not take bias" in kernels.family("fwd").offer.unsupported(plain.replace(bias=True))
+    assert "does not take mask" in kernels.family("bwd").offer.unsupported(plain.replace(family="bwd", variant="atomic",
                                                                                    mask="random"))
 
 
@@ -180,6 +180,6 @@ def test_failures_are_placed_by_the_mask():
 def test_tiles_whose_mask_and_bias_tiles_overflow_shared_memory_are_unsupported():
     fam = kernels.family("masked_fwd")
     big = case(family="masked_fwd", head_dim=128, head_dim_v=128, block_m=128, block_n=128, threads=256)
-    assert "shared memory" in fam.unsupported(big)
-    assert kernels.family("fwd").unsupported(Case(head_dim=128, head_dim_v=128, block_m=128, block_n=128,
+    assert "shared memory" in fam.offer.unsupported(big)
+    assert kernels.family("fwd").offer.unsupported(Case(head_dim=128, head_dim_v=128, block_m=128, block_n=128,
                                                   threads=256)) is None  # the same tile without them fits

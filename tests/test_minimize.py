@@ -14,7 +14,7 @@ def fake(fails, region=lambda c: "tail_q_tile"):
     """evaluate(): MISMATCH of O in region(c) when fails(c), else PASS; records what it ran."""
     def evaluate(c):
         c.validate()
-        assert FAMILY.unsupported(c) is None, "minimize evaluated an unsupported case"
+        assert FAMILY.offer.unsupported(c) is None, "minimize evaluated an unsupported case"
         evaluate.calls.append(c)
         if not fails(c):
             return Result.of(c, "PASS", "judge")
@@ -36,7 +36,7 @@ def shrink(case, evaluate, budget=60):
 def test_shrinks_everything_but_what_the_failure_needs():
     small, steps = shrink(BIG, fake(lambda c: c.seqlen_q > 100 and c.causal))
     assert small == Case(seqlen_q=101, seqlen_k=1, causal=True)  # every other field at its default
-    assert small.tile == FAMILY.tiles[0]
+    assert small.tile == FAMILY.offer.tiles[0]
     assert any(s.startswith("batch 4 -> 1") for s in steps)
 
 

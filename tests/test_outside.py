@@ -59,14 +59,14 @@ def test_rules_split_asserted_from_stated_and_outside_mode_flips_the_stated():
     inside = kernels.family("tl_mha_bwd_bhsd")
     outside = kernels.family("tl_mha_bwd_bhsd@outside")
     ok = Case(family="tl_mha_bwd_bhsd", seqlen_q=64, seqlen_k=64)
-    assert inside.breaks(ok) is None
-    assert "multiple of 8" in inside.breaks(ok.replace(seqlen_q=63, seqlen_k=63))
-    assert "seqlen_q == seqlen_k" in inside.breaks(ok.replace(seqlen_k=128))
-    assert "inside the stated contract" in outside.breaks(ok.replace(family=outside.name))
-    assert outside.breaks(ok.replace(family=outside.name, seqlen_q=63, seqlen_k=63)) is None
+    assert inside.offer.breaks(ok) is None
+    assert "multiple of 8" in inside.offer.breaks(ok.replace(seqlen_q=63, seqlen_k=63))
+    assert "seqlen_q == seqlen_k" in inside.offer.breaks(ok.replace(seqlen_k=128))
+    assert "inside the stated contract" in outside.offer.breaks(ok.replace(family=outside.name))
+    assert outside.offer.breaks(ok.replace(family=outside.name, seqlen_q=63, seqlen_k=63)) is None
     # An asserted clause holds in outside mode too: the kernel could not take the case at all.
-    assert "seqlen_q == seqlen_k" in outside.breaks(ok.replace(family=outside.name, seqlen_q=63, seqlen_k=64))
-    assert inside.breaks(ok.replace(seqlen_q=63), static_only=True) is None  # lengths are not a kernel's
+    assert "seqlen_q == seqlen_k" in outside.offer.breaks(ok.replace(family=outside.name, seqlen_q=63, seqlen_k=64))
+    assert inside.offer.breaks(ok.replace(seqlen_q=63), static_only=True) is None  # lengths are not a kernel's
 
 
 def test_only_outside_kernels_have_an_outside_mode():
@@ -78,11 +78,11 @@ def test_only_outside_kernels_have_an_outside_mode():
                                   "tl_gqa_bwd_tma_reduce_varlen"])
 def test_draws_keep_the_contract_and_outside_draws_break_a_stated_clause(name):
     for c in strategies.draw(name, 8, seed=0, per_kernel=1, cover=True):
-        assert kernels.family(name).unsupported(c) is None, c
+        assert kernels.family(name).offer.unsupported(c) is None, c
     outside = [c for c in strategies.draw(name + "@outside", 8, seed=0, per_kernel=1)]
     fam = kernels.family(name + "@outside")
-    assert all(fam.unsupported(c) is None for c in outside)
-    assert all(any(not r.holds(c) for r in fam.rules if not r.asserted) for c in outside)
+    assert all(fam.offer.unsupported(c) is None for c in outside)
+    assert all(any(not r.holds(c) for r in fam.offer.rules if not r.asserted) for c in outside)
 
 
 def _attention_kernel(case, spill=0):
@@ -102,7 +102,7 @@ def _attention_kernel(case, spill=0):
 def test_an_adapter_maps_the_case_to_the_kernel_and_bands_catch_a_spill(spill):
     fam = kernels.family("tl_mha_fwd_bhsd")
     case = Case(family="tl_mha_fwd_bhsd", batch=2, heads=3, kv_heads=3, seqlen_q=5, seqlen_k=9, causal=True)
-    inputs = fam.make_inputs(case, "cpu")
+    inputs = fam.runner.make_inputs(case, "cpu")
     with bands.guarding() as guard:
         outputs = flash_attention.forward_run({"fwd": _attention_kernel(case, spill)}, case, inputs)
         breaches = guard.breaches()
@@ -180,12 +180,12 @@ def test_a_training_varlen_backward_draws_as_many_keys_as_queries_per_sequence()
 
 
 def test_peer_shapes_are_the_examples_own_test_calls_inside_their_contract():
-    with_peer = [n for n in kernels.OUTSIDE if kernels.family(n).peer]
+    with_peer = [n for n in kernels.OUTSIDE if kernels.family(n).offer.peer]
     assert "tl_gqa_bwd_tma_reduce" not in with_peer  # no test of TileLang's runs it
     for name in with_peer:
         fam = kernels.family(name)
         for c in strategies.peer(name):
-            assert fam.unsupported(c) is None, (name, c)
+            assert fam.offer.unsupported(c) is None, (name, c)
     # example_mha_bwd_bhsd.main(BATCH=1, H=16, N_CTX=512, D_HEAD=64, causal=False)
     (c,) = strategies.peer("tl_mha_bwd_bhsd")
     assert (c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.head_dim, c.causal) == (1, 16, 512, 512, 64, False)
@@ -199,7 +199,7 @@ def test_a_peer_run_of_kernels_without_test_shapes_is_a_one_line_error(tmp_path)
                         "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True,
                        env={k: v for k, v in os.environ.items() if k != kernels.EXAMPLES_ENV})
     assert p.returncode == 2, p.stderr
-    assert p.stderr.strip() == "harness run: no test shapes declared for tl_gqa_bwd_tma_reduce (Family.peer)"
+    assert p.stderr.strip() == "harness run: no test shapes declared for tl_gqa_bwd_tma_reduce (Offer.peer)"
 
 
 # --- older releases' examples: files they lack or keep under another name, builders renamed or unfit ---
@@ -258,10 +258,10 @@ def test_an_example_a_release_predates_is_unsupported_there_and_missing_elsewher
 def test_an_adapter_that_does_not_fit_an_older_example_is_unsupported_there(tmp_path, monkeypatch, name, release,
                                                                             message):
     fam = kernels.family(name)
-    _release_tree(tmp_path, monkeypatch, release, {fam.module: "raise AssertionError('never imported')\n"})
+    _release_tree(tmp_path, monkeypatch, release, {fam.runner.module: "raise AssertionError('never imported')\n"})
     case = strategies.draw(name, 1, seed=0, per_kernel=1)[0]
     with pytest.raises(kernels.Unbuildable, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
-        fam.build(case, "sm_90a")
+        fam.runner.build(case, "sm_90a")
 
 
 def _builders(*names):
@@ -284,7 +284,7 @@ def test_an_adapter_builds_an_older_release_by_its_file_and_builder_names(tmp_pa
     _release_tree(tmp_path, monkeypatch, release, {file: _builders(
         "flashattn_fwd", "flashattn_bwd_preprocess", "flashattn_bwd_postprocess", bwd)})
     case = next(c for c in strategies.draw(name, 4, seed=0, per_kernel=1) if c.variant in ("split", "default"))
-    assert kernels.family(name).build(case, "sm_90a") == {"fwd": "flashattn_fwd", "preprocess": "flashattn_bwd_preprocess",
+    assert kernels.family(name).runner.build(case, "sm_90a") == {"fwd": "flashattn_fwd", "preprocess": "flashattn_bwd_preprocess",
                                                           "bwd": bwd, "postprocess": "flashattn_bwd_postprocess"}
 
 
@@ -348,7 +348,7 @@ def test_the_tma_reduce_atomic_variant_is_postprocessed_where_its_release_lays_d
             out.copy_(acc + 100)
 
     kernels_ = {"fwd": fill(0.0, 0.0), "preprocess": fill(0.0), "bwd": fill(1.0, 2.0, 3.0), "postprocess": postprocess}
-    out = fam.run(kernels_, case, fam.make_inputs(case, "cpu"))
+    out = fam.runner.run(kernels_, case, fam.runner.make_inputs(case, "cpu"))
     assert ("postprocess" in calls) == posted
     assert [out[n].float().unique().tolist() for n in ("dQ", "dK", "dV")] == ([[101.0], [102.0], [103.0]] if posted
                                                                              else [[1.0], [2.0], [3.0]])

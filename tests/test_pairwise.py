@@ -16,7 +16,7 @@ REAL = ("fwd", "bwd", "varlen_fwd", "varlen_bwd")
 def test_covering_rows_cover_every_pair_and_can_be_built(family):
     rows = pairwise.covering(family, seed=3)
     fam = kernels.family(family)
-    assert all(fam.unsupported(c) is None for c in rows)
+    assert all(fam.offer.unsupported(c) is None for c in rows)
     space = pairwise.factors(family)
     seen = {(a, la[a], b, la[b]) for la in map(pairwise.levels, rows) for a, b in itertools.combinations(space, 2)}
     for a, b in itertools.combinations(space, 2):
@@ -45,10 +45,10 @@ def test_every_drawn_feature_has_covering_array_values():
     """One declaration (harness.case.FEATURES): a feature a campaign draws is a factor of the covering
     array too, with every value it can draw at a level (each drawn knob alone, fast_math included)."""
     for name in kernels.FAMILIES:
-        fam = kernels.family(name)
+        offer = kernels.family(name).offer
         for f in case_mod.FEATURES:
-            if f.draw is not None and (not f.optional or f.name in fam.takes) and (f.name != "forms" or fam.forms):
-                assert f.levels(fam), f"{name}: {f.name} is drawn but has no covering-array values"
+            if f.draw is not None and (not f.optional or f.name in offer.takes) and (f.name != "forms" or offer.forms):
+                assert f.levels(offer), f"{name}: {f.name} is drawn but has no covering-array values"
     knobs = pairwise.factors("fwd")["knobs"]
     assert {k for ks in knobs for k in ks} == set(case_mod.DRAWN_KNOBS) and ("fast_math",) in knobs
     assert any(c.knobs == ("fast_math",) for c in pairwise.covering("fwd", seed=0))

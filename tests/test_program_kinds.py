@@ -315,7 +315,7 @@ def test_an_accepted_invalid_program_that_ran_reports_what_the_guard_bands_count
         q = inputs["Q"]
         torch.as_strided(q, (q.numel() + 3,), (1,), q.storage_offset()).fill_(7)
 
-    fam = SimpleNamespace(make_inputs=program_family.make_inputs, run=run)
+    fam = SimpleNamespace(runner=SimpleNamespace(make_inputs=program_family.make_inputs, run=run))
     result = worker.accepted_invalid(fam, c, None, oracle.invalid(c))
     assert result.verdict == "ACCEPTS_INVALID" and result.stage == "run" and result.extra["written_outside"] == 3
     assert result.message == ("compiled an invalid program (store of Q[0:64, 0:32] reaches past ['n', 24]); "

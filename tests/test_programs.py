@@ -401,8 +401,8 @@ def test_shrinking_keeps_programs_valid_and_reaches_a_few_statements():
 def _judged(p, n, change=None):
     c = case_mod.Case(family="program", program=p, seqlen_q=n, seqlen_k=n, seed=3)
     fam = kernels.family("program")
-    inputs = fam.make_inputs(c, "cpu")
-    outputs = fam.reference(c, inputs, torch.float64)
+    inputs = fam.runner.make_inputs(c, "cpu")
+    outputs = fam.judge.reference(c, inputs, torch.float64)
     if change:
         change(outputs)
     return oracle.judge(c, fam, inputs, {k: v.to(torch.float32) for k, v in outputs.items()})

@@ -58,7 +58,7 @@ def test_softcap_family_reference_matches_naive_with_capped_logits():
 
     case = Case(family="softcap_fwd", heads=4, kv_heads=2, seqlen_q=6, seqlen_k=11, head_dim=32, head_dim_v=32,
                 window=(3, 1), sinks=True, layout="bshd", seed=5)
-    check_against_naive(case, softcap_family.FAMILY.reference, softcap=softcap_family.SOFTCAP)
+    check_against_naive(case, softcap_family.FAMILY.judge.reference, softcap=softcap_family.SOFTCAP)
     # The cap bites at the drawn inputs' scale: plain attention is far from it.
     inputs = reference.make_inputs(case, "cpu")
     plain, capped = reference.forward(case, inputs, torch.float64), softcap_family.forward(case, inputs, torch.float64)

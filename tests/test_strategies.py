@@ -16,12 +16,12 @@ BWD = strategies.draw("bwd", 200, seed=1, per_kernel=1)
 def test_every_case_is_valid_and_supported():
     for c in CASES + BWD:
         c.validate()
-        assert kernels.family(c.family).unsupported(c) is None, c
+        assert kernels.family(c.family).offer.unsupported(c) is None, c
 
 
 def test_backward_reaches_every_variant_and_tile():
-    assert {c.variant for c in BWD} == set(bwd_family.FAMILY.variants)
-    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in BWD} == set(bwd_family.FAMILY.tiles)
+    assert {c.variant for c in BWD} == set(bwd_family.FAMILY.offer.variants)
+    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in BWD} == set(bwd_family.FAMILY.offer.tiles)
 
 
 def test_lengths_hit_tile_edges_and_odd_values():
@@ -43,8 +43,8 @@ def test_features_and_configs_are_all_reached():
     assert any(c.causal for c in CASES) and any(c.sinks for c in CASES)
     windows = Counter(b for c in CASES for b in c.window)
     assert windows[0] and windows[4096] and windows[-1]
-    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in CASES} == set(fwd_family.FAMILY.tiles)
-    assert {c.head_dim for c in CASES} == set(fwd_family.FAMILY.head_dims)
+    assert {(c.block_m, c.block_n, c.num_stages, c.threads) for c in CASES} == set(fwd_family.FAMILY.offer.tiles)
+    assert {c.head_dim for c in CASES} == set(fwd_family.FAMILY.offer.head_dims)
 
 
 def test_draw_is_reproducible_and_groups_share_a_kernel():
@@ -78,12 +78,12 @@ def test_a_suite_is_several_kernels_with_several_lengths_each_and_shrinks_to_one
     assert len(smallest) == 1
 
 
-def test_fwd_fits_rejects_a_tile_the_register_file_cannot_hold():
+def test_fwd_misfit_names_a_tile_the_register_file_cannot_hold():
     # Compiled for sm_90a on 0.1.15 at head_dim_v 256: 192x64 with 384 threads fails in ptxas
     # ("Insufficient registers"); 128x128 with 256 and 64x96 with 128 threads compile.
-    assert "registers per thread" in fwd_family.fits(192, 64, 1, 384, 64, 256)
-    assert fwd_family.fits(128, 128, 1, 256, 64, 256) is None and fwd_family.fits(64, 96, 2, 128, 64, 256) is None
-    assert fwd_family.fits(192, 64, 1, 384, 64, 128) is None
+    assert "registers per thread" in fwd_family.misfit(192, 64, 1, 384, 64, 256)
+    assert fwd_family.misfit(128, 128, 1, 256, 64, 256) is None and fwd_family.misfit(64, 96, 2, 128, 64, 256) is None
+    assert fwd_family.misfit(192, 64, 1, 384, 64, 128) is None
 
 
 def test_a_campaign_deals_its_families_in_turn():

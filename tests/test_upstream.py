@@ -309,8 +309,9 @@ def test_a_numerical_bug_names_the_pass_that_made_its_hazard(tmp_path, exported,
 
 def test_an_outside_kernel_is_not_exported_and_the_repro_command_is_given(tmp_path, exported, monkeypatch):
     rep = _save(tmp_path)
-    monkeypatch.setattr(upstream.kernels, "family", lambda name: SimpleNamespace(module="example_gqa_decode.py",
-                                                                                  variants=("default",)))
+    outside = SimpleNamespace(runner=SimpleNamespace(module="example_gqa_decode.py"),
+                              offer=SimpleNamespace(variants=("default",)))
+    monkeypatch.setattr(upstream.kernels, "family", lambda name: outside)
     program = _section(_report(rep, tmp_path, unavailable="outside kernels need TileLang's examples").text, "Program")
     assert "TileLang's own `examples/example_gqa_decode.py`" in program and "refuses outside kernels" in program
     assert f"`harness repro {rep.id}`" in program and exported == []
@@ -383,7 +384,7 @@ def test_a_committed_report_holds_to_its_reproducer(path):
     for control, gpu in [("", up.gpu)] + [(c.name, c.gpu) for c in up.controls]:
         command = f"python {outputs.PROGRAM_NAME}" + (f" --control {control}" if control else "")
         out = outputs.read_output(captured / outputs.output_name(rep.id, control))
-        if out is not None and (out.on_gpu or not gpu):
+        if out is not None and (out.gpu is not None or not gpu):
             assert f"`{command}` (" in text and out.text.rstrip("\n") in text, command
             assert f"Exit status {out.status}." in text
         else:
@@ -418,7 +419,7 @@ def _worded(tmp_path, **facts):
 
 
 def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_path, exported, monkeypatch):
-    monkeypatch.setattr(outputs, "where_here", lambda arch="sm_90a": f"no GPU (compile-only, {arch})")
+    monkeypatch.setattr(outputs, "gpu_here", lambda: None)
     rep = _worded(tmp_path)
     out = _report(rep, tmp_path)
     text = out.text
@@ -443,10 +444,10 @@ def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_p
     gpu_dir = tmp_path / "gpu"
     gpu_dir.mkdir()
     (gpu_dir / f"{rep.id}.numbers.txt").write_text(
-        outputs.Output("no GPU here", 125, "no GPU (compile-only, sm_90a)", "0.1.15").dumps())
+        outputs.Output("no GPU here", 125, "0.1.15", gpu=None, arch="sm_90a").dumps())
     assert "<!-- GAP: python repro.py --control numbers -->" in _report(rep, tmp_path, outputs=gpu_dir, run=False).text
     (gpu_dir / f"{rep.id}.numbers.txt").write_text(
-        outputs.Output("max error 876\nREPRODUCED", 1, "NVIDIA H100 80GB HBM3", "0.1.15", "torch 2.9").dumps())
+        outputs.Output("max error 876\nREPRODUCED", 1, "0.1.15", gpu="NVIDIA H100 80GB HBM3", versions="torch 2.9").dumps())
     filled = _report(rep, tmp_path, outputs=gpu_dir, run=False)
     assert filled.gaps == [] and "`python repro.py --control numbers` (NVIDIA H100 80GB HBM3, TileLang 0.1.15):" \
         in filled.text and "max error 876\nREPRODUCED\n```" in filled.text
@@ -455,7 +456,7 @@ def test_a_report_pastes_the_output_it_captured_and_marks_what_needs_a_gpu(tmp_p
 
 
 def test_a_pull_request_not_merged_is_a_proposed_fix(tmp_path, exported, monkeypatch):
-    monkeypatch.setattr(outputs, "where_here", lambda arch="sm_90a": f"no GPU (compile-only, {arch})")
+    monkeypatch.setattr(outputs, "gpu_here", lambda: None)
     merged = Issue("tile-ai/tilelang", 2406, kind="pull", state="merged", note="the fix")
     proposed = Issue("tile-ai/tilelang", 2681, kind="pull", state="open", note="an alignment check")
     provenance = _section(_report(_worded(tmp_path, links=Links(fixed_by=(merged, proposed))), tmp_path).text,
@@ -464,8 +465,9 @@ def test_a_pull_request_not_merged_is_a_proposed_fix(tmp_path, exported, monkeyp
     assert "- **Proposed fix:** [PR #2681](https://github.com/tile-ai/tilelang/pull/2681) (open): an alignment check" \
         in provenance
 
+
 def test_an_output_file_round_trips(tmp_path):
-    out = outputs.Output("line 1\n\nline 3", 1, "NVIDIA H100", "0.1.15", "torch 2.9, CUDA 12.8, Python 3.11")
+    out = outputs.Output("line 1\n\nline 3", 1, "0.1.15", gpu="NVIDIA H100", versions="torch 2.9, CUDA 12.8, Python 3.11")
     (tmp_path / "x.txt").write_text(out.dumps())
     assert outputs.read_output(tmp_path / "x.txt") == out
     (tmp_path / "y.txt").write_text("no end line\n")

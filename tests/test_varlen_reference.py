@@ -113,7 +113,7 @@ def test_regions_name_the_sequence_edge():
 def test_strategies_reach_the_edges():
     cs = strategies.draw("varlen_fwd", 300, seed=2, per_kernel=4)
     fam = kernels.family("varlen_fwd")
-    assert all(fam.unsupported(c) is None for c in cs)
+    assert all(fam.offer.unsupported(c) is None for c in cs)
     pairs = [p for c in cs for p in c.seqlens]
     assert any(q == 0 for q, _ in pairs) and any(k == 0 for _, k in pairs) and any(p == (1, 1) for p in pairs)
     assert any(q < k for q, k in pairs) and any(q > k for q, k in pairs)

@@ -136,7 +136,8 @@ def test_a_harness_error_is_never_recorded(tmp_path):
 
 def test_a_release_without_the_language_a_family_needs_is_unsupported(monkeypatch):
     from harness import worker
-    fam = dataclasses.replace(kernels.family("fake"), needs=("no_such_language",))
+    fake = kernels.family("fake")
+    fam = dataclasses.replace(fake, runner=dataclasses.replace(fake.runner, needs=("no_such_language",)))
     monkeypatch.setattr(kernels, "family", lambda name: fam)
     r = worker.run_case(Case(family="fake"), "sm_90a", {})
     assert r.verdict == "UNSUPPORTED" and "has no T.no_such_language" in r.message
@@ -209,7 +210,7 @@ def test_inputs_moved_in_one_copy_are_make_inputs_own(family):
 
     fam = kernels.family(family)
     for case in strategies.draw(family, 6, seed=5):
-        want = fam.make_inputs(case, "cpu")
+        want = fam.runner.make_inputs(case, "cpu")
         with bands.guarding() as guard:
             guarded = device_inputs(fam, case, guard, "cpu")
         for got in (device_inputs(fam, case, device="cpu"), guarded):

@@ -15,4 +15,5 @@ def build(case, target):
     return ws_family.build(case, target, primed=1)
 
 
-FAMILY = dataclasses.replace(ws_family.FAMILY, name="ws_unprimed", build=build)
+FAMILY = dataclasses.replace(ws_family.FAMILY, name="ws_unprimed",
+                             runner=dataclasses.replace(ws_family.FAMILY.runner, build=build))

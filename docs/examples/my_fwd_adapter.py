@@ -13,7 +13,7 @@ A builder decorated with @tilelang.jit (and @autotune) works the same way: pass 
 import torch
 
 from harness import reference
-from harness.kernels import launch
+from harness.kernels import Judge, Offer, launch
 from harness.outside import ExampleProgram, buffers, canonical, family
 
 
@@ -34,10 +34,12 @@ def run(kernels, case, inputs):
 
 
 FAMILY = family(
-    "my_fwd", "fwd.py", lambda case: {"fwd": ExampleProgram("program", program_args)}, run,
-    variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128), (128, 64, 2, 256)),
-    layouts=("bhsd", "bshd"), takes=("causal", "window", "sinks"),
+    "my_fwd", "fwd.py", lambda case: {"fwd": ExampleProgram("program", program_args)}, run, reference.make_inputs,
+    # What it offers to draw.
+    Offer(variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128), (128, 64, 2, 256)),
+          layouts=("bhsd", "bshd"), takes=("causal", "window", "sinks")),
+    # How it is judged: its outputs, named, against the float64 reference.
+    Judge(tensors=lambda case: (("O", "forward"), ("LSE", "forward")), reference=reference.forward,
+          canonical=canonical),
     # Lengths are symbolic in this kernel: one compile serves them all (the default is per length).
-    compiled=(),
-    make_inputs=reference.make_inputs, tensors=lambda case: (("O", "forward"), ("LSE", "forward")),
-    reference=reference.forward, canonical=canonical)
+    compiled=())

@@ -37,7 +37,7 @@ def matrix(reproducers: list[Path], versions: list, releases: environments.Relea
     words = {Status.REPRODUCED: "**REPRODUCED**", Status.FAILS_DIFFERENTLY: "fails differently",
              Status.NOT_REPRODUCED: "not reproduced", Status.CANNOT_TEST: "cannot test"}
     reps = [reproducer_loading.load(p) for p in reproducers]
-    outside = {p for p, rep in zip(reproducers, reps) if kernels.family(rep.case.family).module}
+    outside = {p for p, rep in zip(reproducers, reps) if kernels.family(rep.case.family).runner.module}
     rows = ["| reproducer | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
     cells = {}
     for v in versions:

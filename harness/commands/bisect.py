@@ -52,7 +52,7 @@ def cmd_bisect(args) -> int:
     if not args.at and not (args.good and args.bad):
         print("harness bisect: --good and --bad are required (or --repo ... --at COMMIT for one step)", file=sys.stderr)
         return 2
-    if kernels.family(rep.case.family).module:
+    if kernels.family(rep.case.family).runner.module:
         print(f"harness bisect: {rep.id} is of an outside kernel ({rep.case.family}), whose examples differ by "
               "release: bisect cannot give each step its own; `harness matrix --examples DIR` replays it per release",
               file=sys.stderr)

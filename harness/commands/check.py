@@ -52,9 +52,9 @@ def cmd_check(args) -> int:
     except (case_mod.CaseError, OSError, AttributeError, ImportError) as e:
         print(f"harness check: {e}", file=sys.stderr)
         return 2
-    if fam.module != file.name:
-        print(f"harness check: adapter {attr} is for {fam.module}, not {file.name}", file=sys.stderr)
+    if fam.runner.module != file.name:
+        print(f"harness check: adapter {attr} is for {fam.runner.module}, not {file.name}", file=sys.stderr)
         return 2
     families = (fam.name,) if args.inside_only else (fam.name,) + ((fam.name + kernels.OUTSIDE_MODE,)
-                                                                   if any(not r.asserted for r in fam.rules) else ())
+                                                                   if any(not r.asserted for r in fam.offer.rules) else ())
     return run_campaign(args, families)

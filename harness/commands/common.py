@@ -265,7 +265,7 @@ def use_examples(args, families) -> None:
         installed = None
     release = source.use(where, installed) if installed else None
     for f in families:
-        module = kernels.family(f).module
+        module = kernels.family(f).runner.module
         if module:
             source.module_path(module)
     print(f"examples: {source.root()} (TileLang {release}'s)", file=sys.stderr)

@@ -15,7 +15,7 @@ def add(sub) -> None:
 
 def cmd_forms(args) -> int:
     """One `block form` pair per line (the default first), with the families that write it."""
-    users = {b: [n for n in kernels.FAMILIES if b in kernels.family(n).forms] for b in case_mod.FORMS}
+    users = {b: [n for n in kernels.FAMILIES if b in kernels.family(n).offer.forms] for b in case_mod.FORMS}
     for block, forms in case_mod.FORMS.items():
         for i, (form, how) in enumerate(forms.items()):
             print(f"{block} {form}{' (default)' if i == 0 else ''}: {how} [{', '.join(users[block]) or 'no family'}]")

@@ -96,7 +96,7 @@ def _matrix_examples(args, families, releases) -> None:
     from harness import bisect
     from harness.bisect import matrix
 
-    outside = sorted(f for f in families if kernels.family(f).module)
+    outside = sorted(f for f in families if kernels.family(f).runner.module)
     if not outside:
         return
     fetch = "`harness examples fetch --version V --to DIR` for each release"

@@ -30,9 +30,9 @@ def cmd_run(args) -> int:
             raise case_mod.CaseError(f"{', '.join(twice)} given twice in --families {args.families!r}")
         for name in families:
             kernels.family(name)  # registered (CaseError) and what it declares checked (FamilyError) before any work
-        bare = [name for name in families if args.peer and not kernels.family(name).peer]
+        bare = [name for name in families if args.peer and not kernels.family(name).offer.peer]
         if bare:
-            raise case_mod.CaseError(f"no test shapes declared for {', '.join(bare)} (Family.peer)")
+            raise case_mod.CaseError(f"no test shapes declared for {', '.join(bare)} (Offer.peer)")
         use_examples(args, families)
     except case_mod.CaseError as e:
         print(f"harness {args.command}: {e}", file=sys.stderr)

@@ -41,7 +41,7 @@ _REGISTRY = {
 }
 # Kernels nobody here wrote (harness.outside): TileLang's own examples, loaded from the source tree
 # a command names (`harness run --examples PATH`, use_examples). "<name>@outside" is the same kernel
-# drawn just outside the contract it states (Family.rules).
+# drawn just outside the contract it states (Offer.rules).
 OUTSIDE = {
     "tl_mha_fwd_bhsd": "harness.outside.flash_attention:MHA_FWD_BHSD",
     "tl_mha_fwd_bshd": "harness.outside.flash_attention:MHA_FWD_BSHD",
@@ -65,7 +65,7 @@ OUTSIDE = {
     "tl_sm100_gqa_bwd_bshd": "harness.outside.sm100:GQA_BWD_BSHD",
 }
 OUTSIDE_MODE = "@outside"
-# The strategies a family may name for its dynamic fields (Family.lengths); harness.strategies.LENGTHS draws each.
+# The strategies a family may name for its dynamic fields (Offer.lengths); harness.strategies.LENGTHS draws each.
 LENGTHS = ("dense", "masked", "packed", "packed_equal", "ring_k", "ring_q", "decode", "same", "program")
 
 _EXTRA: dict[str, str] = {}  # families registered at run time (register): name -> "module:attr"
@@ -152,43 +152,18 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class Family:
-    """Everything the harness needs from a kernel family.
-
-    Tensors it returns are named; `tensors(case)` gives (name, kind) in the order they are judged,
-    kind "forward" or "gradient" (the oracle's k). Shapes: `canonical` and `reference` speak
-    [batch, heads, seq, dim]; `run` and `make_inputs` speak the kernel's layout.
-    """
-    name: str
+class Offer:
+    """What a family offers to draw: the static fields its kernels take, the optional features it expresses, the
+    strategy of its dynamic fields, and the contract it states."""
     variants: tuple[str, ...]
     head_dims: tuple[int, ...]
     tiles: tuple[tuple[int, int, int, int], ...]     # (block_m, block_n, num_stages, threads); first = default
-    fits: Callable[..., str | None]                   # fits(*tile, head_dim, head_dim_v, variant): why resources run out
-    build: Callable                                   # build(case, target) -> compiled kernel(s)
-    run: Callable                                     # run(kernel, case, inputs) -> {name: output}
-    make_inputs: Callable                             # make_inputs(case, device) -> {name: tensor}
-    tensors: Callable                                 # tensors(case) -> ((name, kind), ...)
-    reference: Callable                               # reference(case, inputs, dtype) -> {name: canonical}
-    canonical: Callable                               # canonical(case, outputs) -> {name: canonical}
-    # floors(case, inputs) -> {name: rounding spread a single baseline run may miss}; the oracle adds k times it.
-    floors: Callable = _nothing
-    # contiguous(case) -> {atomic destination: consecutive loop elements on consecutive addresses}.
-    contiguous: Callable = _nothing
-    # fragments(case) -> {fragment (register array) name: its elements}
-    # (harness.codegen.registers.short_register_arrays, harness.cuda_features).
-    fragments: Callable = _nothing
-    # Kernels whose code no variant changes, and which kernel alone produces a tensor: a failure
-    # pinned there is one bug whatever the variant (one signature, one reproducer).
-    shared_kernels: frozenset = field(default_factory=frozenset)
-    producers: dict = field(default_factory=dict)
+    # misfit(*tile, head_dim, head_dim_v, variant): why a tile config runs out of shared memory or registers, or None.
+    misfit: Callable[..., str | None] = lambda *tile_dims_and_variant: None
     layouts: tuple[str, ...] = ("bhsd", "bshd")        # "thd": packed sequences (case.seqlens)
-    # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
-    locate: Callable | None = None
-    # TileLang language names (T.<name>) its kernels need: a release without one reports UNSUPPORTED.
-    needs: tuple[str, ...] = ()
-    # lacks(case): what the installed release lacks to build this case's kernel (harness.compat), or None; a
-    # generated program names its constructs only in its text. Such a case is not drawn, and UNSUPPORTED if loaded.
-    lacks: Callable[[Case], str | None] = lambda case: None
+    dtypes: tuple[str, ...] = DTYPES
+    gqa: bool = True                                   # takes kv_heads < heads; else heads == kv_heads
+    multihead: bool = True                             # takes several heads; else heads == kv_heads == 1
     # The optional features (harness.case.OPTIONAL) its kernels express, in the order they are
     # drawn; a case with any other switched on is not this family's. Masking families express
     # causal masks and windows as mask data: ("mask", "mask_broadcast", "bias").
@@ -198,35 +173,15 @@ class Family:
     # "ring_k" / "ring_q" (lengths around the trip counts where a ring of num_stages buffers of
     # key / query blocks turns).
     lengths: str = "dense"
-    # Generated-code checks (harness.codegen) that must find nothing in its compiles.
-    clean: tuple[str, ...] = ()
-    dtypes: tuple[str, ...] = DTYPES
-    gqa: bool = True                                   # takes kv_heads < heads; else heads == kv_heads
-    multihead: bool = True                             # takes several heads; else heads == kv_heads == 1
-    # Dynamic fields its kernels take as compile-time constants (an example's Python-int lengths):
-    # each value is its own kernel (kernel_key).
-    compiled: tuple[str, ...] = ()
+    # The blocks (harness.case.FORMS) its program writes in each of their forms; other blocks only in the default.
+    forms: tuple[str, ...] = ()
+    # The compile knobs (harness.case.KNOBS) a campaign draws for it.
+    knobs: tuple[str, ...] = DRAWN_KNOBS
     rules: tuple[Rule, ...] = ()                       # the contract the kernel states, beyond the above
     outside: bool = False                              # draw just outside the stated rules, inside the asserted
-    arch: str | None = None                            # the only target it compiles for (e.g. sm_100a), if any
-    module: str | None = None                          # an outside kernel's file in TileLang's examples/
     # The shapes its own test suite runs (Case fields over its defaults): `harness run --peer`, the
     # baseline the drawn cases are compared with.
     peer: tuple[dict, ...] = ()
-    # The blocks (harness.case.FORMS) its program writes in each of their forms; other blocks only in the default.
-    forms: tuple[str, ...] = ()
-    # Global buffers whose vectorized accesses must be at offsets the kernel proves aligned
-    # (harness.codegen.alignment.unaligned_vectors).
-    aligned: frozenset = field(default_factory=frozenset)
-    # The compile knobs (harness.case.KNOBS) a campaign draws for it.
-    knobs: tuple[str, ...] = DRAWN_KNOBS
-    # Its knobs are twins: each must leave every output bit for bit as the kernel without knobs gives it
-    # (harness.worker), as forms must leave the default forms' outputs.
-    twins: bool = False
-    # exact(case): its inputs and arithmetic make every value exact in any order of summation (small
-    # integers, no exp2): a tensor whose same-precision baseline equals the float64 reference must then equal
-    # it bit for bit (harness.oracle.check).
-    exact: Callable = lambda case: False
 
     def unsupported(self, case: Case, static_only: bool = False) -> str | None:
         """A one-line reason the family cannot express `case`, or None; `static_only`: judging a
@@ -253,7 +208,7 @@ class Family:
                    f"{', '.join(self.forms) or 'none'}"
         if case.tile not in self.tiles:
             return f"tile config {case.tile} not offered; offered: {self.tiles}"
-        return self.fits(*case.tile, case.head_dim, case.head_dim_v, case.variant) or self.breaks(case, static_only)
+        return self.misfit(*case.tile, case.head_dim, case.head_dim_v, case.variant) or self.breaks(case, static_only)
 
     def breaks(self, case: Case, static_only: bool = False) -> str | None:
         """The first rule of its contract `case` breaks, or None. Outside mode: the first asserted rule
@@ -269,9 +224,72 @@ class Family:
             return None
         return f"{case.family}: inside the stated contract ({'; '.join(r.says for r in self.rules if not r.asserted)})"
 
+
+@dataclass(frozen=True)
+class Runner:
+    """How a family's cases run: build its kernels, make a case's inputs, launch them; and what a build needs.
+    `run` and `make_inputs` speak the kernel's layout."""
+    build: Callable                                   # build(case, target) -> compiled kernel(s)
+    run: Callable                                     # run(kernel, case, inputs) -> {name: output}
+    make_inputs: Callable                             # make_inputs(case, device) -> {name: tensor}
+    # TileLang language names (T.<name>) its kernels need: a release without one reports UNSUPPORTED.
+    needs: tuple[str, ...] = ()
+    # lacks(case): what the installed release lacks to build this case's kernel (harness.compat), or None; a
+    # generated program names its constructs only in its text. Such a case is not drawn, and UNSUPPORTED if loaded.
+    lacks: Callable[[Case], str | None] = lambda case: None
+    # Dynamic fields its kernels take as compile-time constants (an example's Python-int lengths):
+    # each value is its own kernel (kernel_key).
+    compiled: tuple[str, ...] = ()
+    arch: str | None = None                            # the only target it compiles for (e.g. sm_100a), if any
+    module: str | None = None                          # an outside kernel's file in TileLang's examples/
+
+
+@dataclass(frozen=True)
+class Judge:
+    """How a family's outputs and generated code are judged. `tensors(case)` gives (name, kind) in the order they
+    are judged, kind "forward" or "gradient" (the oracle's k); `canonical` and `reference` speak
+    [batch, heads, seq, dim]."""
+    tensors: Callable                                 # tensors(case) -> ((name, kind), ...)
+    reference: Callable                               # reference(case, inputs, dtype) -> {name: canonical}
+    canonical: Callable                               # canonical(case, outputs) -> {name: canonical}
+    # floors(case, inputs) -> {name: rounding spread a single baseline run may miss}; the oracle adds k times it.
+    floors: Callable = _nothing
+    # locate(case, inputs) -> fn(tensor name, canonical index) -> region; None: the dense rule.
+    locate: Callable | None = None
+    # exact(case): its inputs and arithmetic make every value exact in any order of summation (small
+    # integers, no exp2): a tensor whose same-precision baseline equals the float64 reference must then equal
+    # it bit for bit (harness.oracle.check).
+    exact: Callable = lambda case: False
+    # Its knobs are twins: each must leave every output bit for bit as the kernel without knobs gives it
+    # (harness.worker), as forms must leave the default forms' outputs.
+    twins: bool = False
+    # Kernels whose code no variant changes, and which kernel alone produces a tensor: a failure
+    # pinned there is one bug whatever the variant (one signature, one reproducer).
+    shared_kernels: frozenset = field(default_factory=frozenset)
+    producers: dict = field(default_factory=dict)
+    # Generated-code checks (harness.codegen) that must find nothing in its compiles.
+    clean: tuple[str, ...] = ()
+    # The code checks' inputs. contiguous(case) -> {atomic destination: consecutive loop elements on consecutive
+    # addresses}; fragments(case) -> {fragment (register array) name: its elements}
+    # (harness.codegen.registers.short_register_arrays, harness.cuda_features); `aligned`: global buffers whose
+    # vectorized accesses must be at offsets the kernel proves aligned (harness.codegen.alignment.unaligned_vectors).
+    contiguous: Callable = _nothing
+    fragments: Callable = _nothing
+    aligned: frozenset = field(default_factory=frozenset)
+
     def shared(self, kernel: str | None) -> str | None:
         """`kernel` if every variant runs that same kernel, else None."""
         return kernel if kernel in self.shared_kernels else None
+
+
+@dataclass(frozen=True)
+class Family:
+    """Everything the harness needs from a kernel family: what it offers to draw, how its cases run, and how they
+    are judged."""
+    name: str
+    offer: Offer
+    runner: Runner
+    judge: Judge
 
 
 def family(name: str) -> Family:
@@ -283,7 +301,7 @@ def family(name: str) -> Family:
     if _CHECKED.get(where) is not fam:
         validate(base, where, fam)
         _CHECKED[where] = fam
-    return dataclasses.replace(fam, name=name, outside=True) if name != base else fam
+    return dataclasses.replace(fam, name=name, offer=dataclasses.replace(fam.offer, outside=True)) if name != base else fam
 
 
 _CHECKED: dict = {}  # "module:attr" -> the Family object found there, once validate() took it
@@ -294,20 +312,21 @@ def validate(name: str, where: str, fam) -> None:
     features and the values its features are drawn and covered from are ones the harness has."""
     if not isinstance(fam, Family):
         raise FamilyError(f"family {name!r}: {where} is a {type(fam).__name__}, not a harness.kernels.Family")
-    if fam.lengths not in LENGTHS:
-        raise FamilyError(f"family {name!r}: lengths={fam.lengths!r} is not one of {', '.join(LENGTHS)}")
-    bad = next((t for t in fam.takes if t not in OPTIONAL), None)
+    offer = fam.offer
+    if offer.lengths not in LENGTHS:
+        raise FamilyError(f"family {name!r}: lengths={offer.lengths!r} is not one of {', '.join(LENGTHS)}")
+    bad = next((t for t in offer.takes if t not in OPTIONAL), None)
     if bad is not None:
         raise FamilyError(f"family {name!r}: takes={bad!r} is not one of {', '.join(OPTIONAL)}")
     for field_name in ("variants", "head_dims", "tiles"):
-        if not getattr(fam, field_name):
+        if not getattr(offer, field_name):
             raise FamilyError(f"family {name!r}: {field_name}=() declares none")
     # A static feature it offers (all but the optional ones it does not take) is drawn and covered from its
     # levels (harness.case.Feature.values: dtypes, layouts, ...); one with none could never be drawn. A feature of
     # several factors (forms: one per block the family writes in several forms) may have none.
     for f in FEATURES:
-        if (f.name in fam.takes or not f.optional) and f.name in STATIC and f.factors is None and not f.levels(fam):
-            raise FamilyError(f"family {name!r}: feature {f.name!r} has no levels (Family.{_SOURCE.get(f.name, 'takes')} "
+        if (f.name in offer.takes or not f.optional) and f.name in STATIC and f.factors is None and not f.levels(offer):
+            raise FamilyError(f"family {name!r}: feature {f.name!r} has no levels (Offer.{_SOURCE.get(f.name, 'takes')} "
                               "declares no value to draw it from)")
 
 
@@ -336,7 +355,7 @@ def _import(module: str):
 
 def kernel_fields(case: Case) -> tuple[str, ...]:
     """The fields one compiled kernel serves: the static ones, and the dynamic ones its family compiles in."""
-    return STATIC + family(case.family).compiled
+    return STATIC + family(case.family).runner.compiled
 
 
 def kernel_key(case: Case) -> tuple:

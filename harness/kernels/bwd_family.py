@@ -10,15 +10,15 @@ import torch
 
 from harness import bands, layout
 from harness import reference as ref
-from harness.kernels import Family, launch
+from harness.kernels import Family, Judge, Offer, Runner, launch
 
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 176  # fp32 accumulators per thread: S^T, dP^T, dK, dV, dQ
 DQ_ROW_PAD = 8  # the dQ accumulator's rows are padded to the fragment layout's 8-row tiles
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
-    """The one shared-memory / register rule for a backward tile config (`extra_smem`: bytes a
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
+    """Why a backward tile config runs out of shared memory or registers, or None if it fits (`extra_smem`: bytes a
     variant of the kernel adds, e.g. the masked family's mask and bias tiles). `dq_shared` swaps
     the loops: key blocks stream through the stages, and P and the fp32 dQ tile live in shared memory."""
     warpgroups = max(threads // 128, 1)
@@ -253,24 +253,26 @@ def run(kernels, case, inputs) -> dict:
 
 
 FAMILY = Family(
-    name="bwd",
-    variants=("atomic", "split", "atomic_nolayout", "atomic_tile", "dq_shared"),
-    head_dims=(64, 128),
-    # (block_m = query rows, block_n = key rows, num_stages, threads); 16 query rows: reductions over
-    # the smallest fragments. 512 threads over 256 keys fails ptxas's register allocation (64 per
-    # thread) and 384 threads split no 64-row GEMM evenly: neither is offered.
-    tiles=((64, 64, 1, 128), (64, 64, 2, 128), (32, 64, 2, 128), (32, 128, 1, 256), (32, 128, 2, 256),
-           (64, 128, 2, 256), (16, 64, 1, 128)),
-    fits=fits,
-    build=build,
-    run=run,
-    make_inputs=make_inputs,
-    tensors=tensors,
-    reference=reference,
-    canonical=canonical,
-    floors=floors,
-    contiguous=contiguous,
-    # The Delta and dSinks kernels are the same program for every variant.
-    shared_kernels=frozenset({"preprocess", "sink_grad"}),
-    producers={"dSinks": "sink_grad"},
+    "bwd",
+    Offer(
+        variants=("atomic", "split", "atomic_nolayout", "atomic_tile", "dq_shared"),
+        head_dims=(64, 128),
+        # (block_m = query rows, block_n = key rows, num_stages, threads); 16 query rows: reductions over
+        # the smallest fragments. 512 threads over 256 keys fails ptxas's register allocation (64 per
+        # thread) and 384 threads split no 64-row GEMM evenly: neither is offered.
+        tiles=((64, 64, 1, 128), (64, 64, 2, 128), (32, 64, 2, 128), (32, 128, 1, 256), (32, 128, 2, 256),
+               (64, 128, 2, 256), (16, 64, 1, 128)),
+        misfit=misfit,
+    ),
+    Runner(build=build, run=run, make_inputs=make_inputs),
+    Judge(
+        tensors=tensors,
+        reference=reference,
+        canonical=canonical,
+        floors=floors,
+        # The Delta and dSinks kernels are the same program for every variant.
+        shared_kernels=frozenset({"preprocess", "sink_grad"}),
+        producers={"dSinks": "sink_grad"},
+        contiguous=contiguous,
+    ),
 )

@@ -5,7 +5,7 @@ import torch
 
 from harness import bands, layout, reference
 from harness.case import FORMS
-from harness.kernels import Family, Rule, launch, written
+from harness.kernels import Family, Judge, Offer, Rule, Runner, launch, written
 
 SMEM_LIMIT = 160 * 1024
 ACC_PER_THREAD_LIMIT = 128  # fp32 accumulator registers for O per thread
@@ -16,9 +16,9 @@ REGISTER_FILE = 65536       # 32-bit registers per SM, shared by the block's thr
 REGISTER_MARGIN = 32
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
-    """`extra_smem`: bytes a variant of this kernel adds (the masked family's mask and bias tiles);
-    no forward variant changes the budget."""
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None, extra_smem=0) -> str | None:
+    """Why the tile config runs out of shared memory or registers, or None if it fits. `extra_smem`: bytes a
+    variant of this kernel adds (the masked family's mask and bias tiles); no forward variant changes the budget."""
     stages = max(num_stages, 1)
     smem = 2 * (block_m * head_dim + stages * block_n * (head_dim + head_dim_v) + block_m * head_dim_v) + extra_smem
     if smem > SMEM_LIMIT:
@@ -35,7 +35,7 @@ def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=No
 def p_staged_fits(case) -> bool:
     """Form p_operand=shared adds a [block_m, block_n] tile of P to shared memory."""
     extra = 2 * case.block_m * case.block_n if case.form("p_operand") == "shared" else 0
-    return fits(*case.tile, case.head_dim, case.head_dim_v, extra_smem=extra) is None
+    return misfit(*case.tile, case.head_dim, case.head_dim_v, extra_smem=extra) is None
 
 
 def build(case, target: str):
@@ -65,7 +65,7 @@ def outputs(case, q) -> tuple:
     return out, lse
 
 
-def runner(name: str):
+def run_named(name: str):
     """run(kernel, case, inputs) for a forward kernel named `name` taking (Q, K, V, Sinks, O, LSE)."""
     def run(kernel, case, inputs) -> dict:
         out, lse = outputs(case, inputs["q"])
@@ -74,29 +74,31 @@ def runner(name: str):
     return run
 
 
-run = runner("fwd")
+run = run_named("fwd")
 
 
 FAMILY = Family(
-    name="fwd",
-    variants=("default", "direct"),
-    head_dims=(32, 64, 96, 128, 256),
-    # (block_m, block_n, num_stages, threads): up to four warpgroups along M (512 threads), three
-    # (384, not a power of two), and key tiles of 32 to 192 rows.
-    tiles=((64, 64, 1, 128), (64, 64, 2, 128), (64, 128, 2, 128), (128, 64, 2, 256), (128, 128, 1, 256),
-           (256, 64, 1, 512), (192, 64, 1, 384), (128, 32, 2, 256), (64, 96, 2, 128), (128, 192, 1, 256),
-           (64, 32, 1, 128)),
-    fits=fits,
-    build=build,
-    run=run,
-    make_inputs=reference.make_inputs,
-    tensors=tensors,
-    reference=reference.forward,   # canonical O [b,h,sq,dv] and LSE [b,h,sq]
-    canonical=canonical,
-    # A failure pinned on its one kernel is scoped by that kernel, as its recorded signatures are.
-    shared_kernels=frozenset({"fwd"}),
-    producers={"O": "fwd", "LSE": "fwd"},
-    forms=tuple(FORMS),
-    rules=(Rule("P staged through shared memory must fit beside the Q, K, V and O tiles",
-                ("forms", "block_m", "block_n", "num_stages", "threads", "head_dim", "head_dim_v"), p_staged_fits),),
+    "fwd",
+    Offer(
+        variants=("default", "direct"),
+        head_dims=(32, 64, 96, 128, 256),
+        # (block_m, block_n, num_stages, threads): up to four warpgroups along M (512 threads), three
+        # (384, not a power of two), and key tiles of 32 to 192 rows.
+        tiles=((64, 64, 1, 128), (64, 64, 2, 128), (64, 128, 2, 128), (128, 64, 2, 256), (128, 128, 1, 256),
+               (256, 64, 1, 512), (192, 64, 1, 384), (128, 32, 2, 256), (64, 96, 2, 128), (128, 192, 1, 256),
+               (64, 32, 1, 128)),
+        misfit=misfit,
+        forms=tuple(FORMS),
+        rules=(Rule("P staged through shared memory must fit beside the Q, K, V and O tiles",
+                    ("forms", "block_m", "block_n", "num_stages", "threads", "head_dim", "head_dim_v"), p_staged_fits),),
+    ),
+    Runner(build=build, run=run, make_inputs=reference.make_inputs),
+    Judge(
+        tensors=tensors,
+        reference=reference.forward,   # canonical O [b,h,sq,dv] and LSE [b,h,sq]
+        canonical=canonical,
+        # A failure pinned on its one kernel is scoped by that kernel, as its recorded signatures are.
+        shared_kernels=frozenset({"fwd"}),
+        producers={"O": "fwd", "LSE": "fwd"},
+    ),
 )

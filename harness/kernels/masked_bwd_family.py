@@ -13,12 +13,12 @@ import torch
 
 from harness import bands, layout
 from harness import reference as ref
-from harness.kernels import Family, bwd_family, launch, masked_family
+from harness.kernels import Family, Judge, Offer, Runner, bwd_family, launch, masked_family
 from harness.kernels.masked_family import VARIANTS, mask_dims, per_axis, tile_smem
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
-    return bwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+    return bwd_family.misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
                            extra_smem=tile_smem(block_m, block_n))
 
 
@@ -113,23 +113,19 @@ def contiguous(case) -> dict:
 
 
 FAMILY = Family(
-    name="masked_bwd",
-    variants=VARIANTS,
-    head_dims=(64, 128),
-    # block_n >= 64 per warpgroup (bwd_family.fits), a multiple of 16 (the pad variant's runs), one
-    # stage (serial tile loops); head dim 128 fits only the last two (fp32 accumulator registers).
-    tiles=((64, 64, 1, 128), (64, 128, 1, 256), (32, 64, 1, 128), (32, 128, 1, 256), (16, 64, 1, 128)),
-    fits=fits,
-    build=build,
-    run=run,
-    make_inputs=make_inputs,
-    tensors=tensors,
-    reference=reference,
-    canonical=canonical,
-    contiguous=contiguous,
-    shared_kernels=frozenset({"preprocess", "postprocess"}),
-    locate=masked_family.locate,
-    takes=("mask", "mask_broadcast", "bias"),
-    lengths="masked",
-    aligned=frozenset({"Mask", "Bias"}),
+    "masked_bwd",
+    Offer(
+        variants=VARIANTS,
+        head_dims=(64, 128),
+        # block_n >= 64 per warpgroup (bwd_family.misfit), a multiple of 16 (the pad variant's runs), one
+        # stage (serial tile loops); head dim 128 fits only the last two (fp32 accumulator registers).
+        tiles=((64, 64, 1, 128), (64, 128, 1, 256), (32, 64, 1, 128), (32, 128, 1, 256), (16, 64, 1, 128)),
+        misfit=misfit,
+        takes=("mask", "mask_broadcast", "bias"),
+        lengths="masked",
+    ),
+    Runner(build=build, run=run, make_inputs=make_inputs),
+    Judge(tensors=tensors, reference=reference, canonical=canonical, locate=masked_family.locate,
+          shared_kernels=frozenset({"preprocess", "postprocess"}), contiguous=contiguous,
+          aligned=frozenset({"Mask", "Bias"})),
 )

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from harness import bands, layout
 from harness import reference as ref
-from harness.kernels import Family, fwd_family, launch
+from harness.kernels import Family, Judge, Offer, Runner, fwd_family, launch
 
 VARIANTS = ("pad", "ragged")
 KEY_PAD = 8      # `pad`: keys padded to a multiple of this
@@ -43,8 +43,8 @@ def tile_smem(block_m, block_n) -> int:
     return 3 * block_m * block_n
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
-    return fwd_family.fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+    return fwd_family.misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant,
                            extra_smem=tile_smem(block_m, block_n))
 
 
@@ -247,21 +247,18 @@ def locate(case, inputs):
 
 
 FAMILY = Family(
-    name="masked_fwd",
-    variants=VARIANTS,
-    head_dims=(64, 128),
-    # (block_m, block_n, num_stages, threads): block_n a multiple of 16 (the pad variant's runs);
-    # one stage, as the tile loops are serial (masked.py says why).
-    tiles=((64, 64, 1, 128), (128, 64, 1, 256), (64, 128, 1, 128), (128, 128, 1, 256)),
-    fits=fits,
-    build=build,
-    run=run,
-    make_inputs=make_inputs,
-    tensors=fwd_family.tensors,
-    reference=reference,
-    canonical=fwd_family.canonical,
-    locate=locate,
-    takes=("mask", "mask_broadcast", "bias"),
-    lengths="masked",
-    aligned=frozenset({"Mask", "Bias"}),
+    "masked_fwd",
+    Offer(
+        variants=VARIANTS,
+        head_dims=(64, 128),
+        # (block_m, block_n, num_stages, threads): block_n a multiple of 16 (the pad variant's runs);
+        # one stage, as the tile loops are serial (masked.py says why).
+        tiles=((64, 64, 1, 128), (128, 64, 1, 256), (64, 128, 1, 128), (128, 128, 1, 256)),
+        misfit=misfit,
+        takes=("mask", "mask_broadcast", "bias"),
+        lengths="masked",
+    ),
+    Runner(build=build, run=run, make_inputs=make_inputs),
+    Judge(tensors=fwd_family.tensors, reference=reference, canonical=fwd_family.canonical, locate=locate,
+          aligned=frozenset({"Mask", "Bias"})),
 )

@@ -2,7 +2,7 @@
 the Case's seqlen_q, its inputs small integers drawn from the seed.
 
 Each program is written to a file and imported (TileLang parses a prim_func from its source), then compiled
-with the case's knobs. The knobs are twins (Family.twins): a program compiled with one must give the
+with the case's knobs. The knobs are twins (Judge.twins): a program compiled with one must give the
 knob-free kernel's outputs bit for bit. A well-formed program whose prim_func TileLang's frontend refuses
 is REJECTED ("rejects valid"), apart from COMPILE_ERROR, where a lowering pass failed.
 """
@@ -19,7 +19,7 @@ import tempfile
 import torch
 
 from harness import bands
-from harness.kernels import Family, Rule, launch
+from harness.kernels import Family, Judge, Offer, Rule, Runner, launch
 from harness.programs import emit, interpret, model
 
 # The pass configurations that must not change what a program computes: they change how it is scheduled
@@ -134,28 +134,21 @@ def locate(case, inputs):
 
 
 FAMILY = Family(
-    name="program",
-    variants=("default",),
-    head_dims=(64,),
-    tiles=((64, 64, 1, 128),),      # unused: a program carries its own block and threads
-    fits=lambda *args: None,
-    build=build,
-    run=run,
-    make_inputs=make_inputs,
-    tensors=tensors,
-    reference=reference,
-    canonical=lambda case, outputs: outputs,
-    locate=locate,
-    fragments=fragments,
-    layouts=("bhsd",),
-    dtypes=("float16",),
-    gqa=False,
-    multihead=False,
-    takes=("program",),
-    lengths="program",
-    knobs=TWINS,
-    twins=True,
-    exact=lambda case: exact(case.program),
-    lacks=lacks,
-    rules=(Rule("a program case has a program", ("program",), lambda c: bool(c.program), asserted=True),),
+    "program",
+    Offer(
+        variants=("default",),
+        head_dims=(64,),
+        tiles=((64, 64, 1, 128),),      # unused: a program carries its own block and threads
+        layouts=("bhsd",),
+        dtypes=("float16",),
+        gqa=False,
+        multihead=False,
+        takes=("program",),
+        lengths="program",
+        knobs=TWINS,
+        rules=(Rule("a program case has a program", ("program",), lambda c: bool(c.program), asserted=True),),
+    ),
+    Runner(build=build, run=run, make_inputs=make_inputs, lacks=lacks),
+    Judge(tensors=tensors, reference=reference, canonical=lambda case, outputs: outputs, locate=locate,
+          exact=lambda case: exact(case.program), twins=True, fragments=fragments),
 )

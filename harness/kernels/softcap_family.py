@@ -12,7 +12,7 @@ import dataclasses
 import torch
 
 from harness import layout, reference
-from harness.kernels import fwd_family, written
+from harness.kernels import Family, Runner, fwd_family, written
 
 SOFTCAP = 5.0
 
@@ -41,5 +41,9 @@ def forward(case, inputs, dtype) -> dict:
     return {"O": o, "LSE": lse}
 
 
-FAMILY = dataclasses.replace(fwd_family.FAMILY, name="softcap_fwd", build=build, run=fwd_family.runner("softcap_fwd"),
-                             reference=forward, shared_kernels=frozenset(), producers={})
+FAMILY = Family(
+    "softcap_fwd",
+    fwd_family.FAMILY.offer,
+    Runner(build=build, run=fwd_family.run_named("softcap_fwd"), make_inputs=reference.make_inputs),
+    dataclasses.replace(fwd_family.FAMILY.judge, reference=forward, shared_kernels=frozenset(), producers={}),
+)

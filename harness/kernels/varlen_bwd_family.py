@@ -14,7 +14,7 @@ import torch
 
 from harness import bands, layout
 from harness import reference as ref
-from harness.kernels import Family, bwd_family, launch, varlen_family
+from harness.kernels import Family, Judge, Offer, Runner, bwd_family, launch, varlen_family
 
 VARIANTS = ("atomic", "split")
 
@@ -116,22 +116,18 @@ def contiguous(case) -> dict:
 
 
 FAMILY = Family(
-    name="varlen_bwd",
-    variants=VARIANTS,
-    head_dims=bwd_family.FAMILY.head_dims,
-    tiles=bwd_family.FAMILY.tiles,
-    fits=bwd_family.fits,
-    build=build,
-    run=run,
-    make_inputs=make_inputs,
-    tensors=bwd_family.tensors,
-    reference=reference,
-    canonical=canonical,
-    floors=floors,
-    contiguous=contiguous,
-    shared_kernels=frozenset({"preprocess", "postprocess", "sink_grad"}),
-    producers={"dSinks": "sink_grad"},
-    layouts=("thd",),
-    lengths="packed",
-    locate=varlen_family.locate,
+    "varlen_bwd",
+    Offer(variants=VARIANTS, head_dims=bwd_family.FAMILY.offer.head_dims, tiles=bwd_family.FAMILY.offer.tiles,
+          misfit=bwd_family.misfit, layouts=("thd",), lengths="packed"),
+    Runner(build=build, run=run, make_inputs=make_inputs),
+    Judge(
+        tensors=bwd_family.tensors,
+        reference=reference,
+        canonical=canonical,
+        floors=floors,
+        locate=varlen_family.locate,
+        shared_kernels=frozenset({"preprocess", "postprocess", "sink_grad"}),
+        producers={"dSinks": "sink_grad"},
+        contiguous=contiguous,
+    ),
 )

@@ -11,7 +11,7 @@ import itertools
 import torch
 
 from harness import bands, layout, reference
-from harness.kernels import Family, fwd_family, launch, written
+from harness.kernels import Family, Judge, Offer, Runner, fwd_family, launch, written
 
 
 class PackingError(ValueError):
@@ -140,21 +140,23 @@ def locate(case, inputs):
 
 
 FAMILY = Family(
-    name="varlen_fwd",
-    variants=("default",),
-    head_dims=fwd_family.FAMILY.head_dims,
-    tiles=fwd_family.FAMILY.tiles,
-    fits=fwd_family.fits,   # the same shared-memory and register budget as the dense forward
-    build=build,
-    run=run,
-    make_inputs=make_inputs,
-    tensors=fwd_family.tensors,
-    reference=forward_reference,
-    canonical=canonical,
-    layouts=("thd",),
-    lengths="packed",
-    locate=locate,
-    shared_kernels=frozenset({"varlen_fwd"}),  # scoped by the kernel, as fwd_family's
-    producers={"O": "varlen_fwd", "LSE": "varlen_fwd"},
-    forms=("scores_mask", "row_max", "rescale"),  # its softmax (blocks.softmax_forms)
+    "varlen_fwd",
+    Offer(
+        variants=("default",),
+        head_dims=fwd_family.FAMILY.offer.head_dims,
+        tiles=fwd_family.FAMILY.offer.tiles,
+        misfit=fwd_family.misfit,   # the same shared-memory and register budget as the dense forward
+        layouts=("thd",),
+        lengths="packed",
+        forms=("scores_mask", "row_max", "rescale"),  # its softmax (blocks.softmax_forms)
+    ),
+    Runner(build=build, run=run, make_inputs=make_inputs),
+    Judge(
+        tensors=fwd_family.tensors,
+        reference=forward_reference,
+        canonical=canonical,
+        locate=locate,
+        shared_kernels=frozenset({"varlen_fwd"}),  # scoped by the kernel, as fwd_family's
+        producers={"O": "varlen_fwd", "LSE": "varlen_fwd"},
+    ),
 )

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.kernels import bwd_family, ws_family
+from harness.kernels import Family, bwd_family, ws_family
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
     """bwd_family's rule (its per-stage Q and dO are the ring's slots) for the consumer threads."""
-    return bwd_family.fits(block_m, block_n, num_stages, threads - ws_family.PRODUCER_THREADS, head_dim, head_dim_v,
+    return bwd_family.misfit(block_m, block_n, num_stages, threads - ws_family.PRODUCER_THREADS, head_dim, head_dim_v,
                            variant)
 
 
@@ -23,17 +23,18 @@ def build(case, target: str) -> tuple:
     return bwd_family.pipeline(case, target, main, case.layout, annotate=True)
 
 
-FAMILY = dataclasses.replace(
-    bwd_family.FAMILY,
-    name="ws_bwd",
-    variants=("atomic", "split"),
-    # (block_m query rows per ring slot, block_n key rows, num_stages, threads = consumers + producer)
-    tiles=((64, 64, 2, 256), (64, 64, 1, 256), (32, 64, 3, 256), (32, 64, 4, 256), (64, 128, 2, 384),
-           (32, 128, 4, 384)),
-    fits=fits,
-    build=build,
-    lengths="ring_q",
+FAMILY = Family(
+    "ws_bwd",
+    dataclasses.replace(
+        bwd_family.FAMILY.offer,
+        variants=("atomic", "split"),
+        # (block_m query rows per ring slot, block_n key rows, num_stages, threads = consumers + producer)
+        tiles=((64, 64, 2, 256), (64, 64, 1, 256), (32, 64, 3, 256), (32, 64, 4, 256), (64, 128, 2, 384),
+               (32, 128, 4, 384)),
+        misfit=misfit,
+        lengths="ring_q",
+    ),
+    dataclasses.replace(bwd_family.FAMILY.runner, build=build, needs=ws_family.NEEDS),
     # Its ring's barriers are what it exists to test: an mbarrier_protocol finding fails the case.
-    clean=("mbarrier_protocol",),
-    needs=ws_family.NEEDS,
+    dataclasses.replace(bwd_family.FAMILY.judge, clean=("mbarrier_protocol",)),
 )

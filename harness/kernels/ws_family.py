@@ -6,17 +6,17 @@ kernel: a producer warpgroup, consumer warpgroups and a ring of `num_stages` K/V
 from __future__ import annotations
 
 from harness import reference
-from harness.kernels import Family, fwd_family, written
+from harness.kernels import Family, Judge, Offer, Runner, fwd_family, written
 
 PRODUCER_THREADS = 128      # ws.PRODUCER_THREADS (ws.py imports TileLang, this module must not)
 # The explicit barrier and TMA language ws.py is written in (older releases lack some of it).
 NEEDS = ("alloc_barrier", "mbarrier_wait_parity", "barrier_arrive", "tma_copy", "tma_store_wait", "shuffle_elect")
 
 
-def fits(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
+def misfit(block_m, block_n, num_stages, threads, head_dim, head_dim_v, variant=None) -> str | None:
     """The dense forward's rule (the same tiles in shared memory, the ring's slots its stages) for the
     consumer threads, which alone hold the O accumulator."""
-    return fwd_family.fits(block_m, block_n, num_stages, threads - PRODUCER_THREADS, head_dim, head_dim_v, variant)
+    return fwd_family.misfit(block_m, block_n, num_stages, threads - PRODUCER_THREADS, head_dim, head_dim_v, variant)
 
 
 def build(case, target: str, primed=None):
@@ -31,25 +31,27 @@ def build(case, target: str, primed=None):
 
 
 FAMILY = Family(
-    name="ws",
-    variants=("smem", "smem_swizzle", "direct", "tma"),
-    head_dims=(64, 128, 256),
-    # (block_m, block_n, num_stages, threads): threads = consumer warpgroups (one per 64 query
-    # rows) + the producer warpgroup; every ring depth 1 to 4.
-    tiles=((64, 64, 2, 256), (64, 64, 1, 256), (64, 128, 3, 256), (128, 64, 4, 384), (128, 128, 2, 384),
-           (64, 32, 4, 256), (128, 64, 1, 384)),
-    fits=fits,
-    build=build,
-    run=fwd_family.runner("ws"),
-    make_inputs=reference.make_inputs,
-    tensors=fwd_family.tensors,
-    reference=reference.forward,
-    canonical=fwd_family.canonical,
-    producers={"O": "ws", "LSE": "ws"},
-    lengths="ring_k",
-    # Its barrier protocol, TMA loads and register split are what it exists to test: any finding fails.
-    clean=("atomics_on_locals", "mbarrier_protocol", "named_barrier_counts", "reads_after_release", "register_budget",
-           "unaligned_vectors", "unsynced_tma_stores", "unwaited_async_loads", "vectorized_atomics"),
-    needs=NEEDS,
-    forms=("scores_mask", "row_max", "rescale"),  # the consumer's softmax (blocks.softmax_forms)
+    "ws",
+    Offer(
+        variants=("smem", "smem_swizzle", "direct", "tma"),
+        head_dims=(64, 128, 256),
+        # (block_m, block_n, num_stages, threads): threads = consumer warpgroups (one per 64 query
+        # rows) + the producer warpgroup; every ring depth 1 to 4.
+        tiles=((64, 64, 2, 256), (64, 64, 1, 256), (64, 128, 3, 256), (128, 64, 4, 384), (128, 128, 2, 384),
+               (64, 32, 4, 256), (128, 64, 1, 384)),
+        misfit=misfit,
+        lengths="ring_k",
+        forms=("scores_mask", "row_max", "rescale"),  # the consumer's softmax (blocks.softmax_forms)
+    ),
+    Runner(build=build, run=fwd_family.run_named("ws"), make_inputs=reference.make_inputs, needs=NEEDS),
+    Judge(
+        tensors=fwd_family.tensors,
+        reference=reference.forward,
+        canonical=fwd_family.canonical,
+        producers={"O": "ws", "LSE": "ws"},
+        # Its barrier protocol, TMA loads and register split are what it exists to test: any finding fails.
+        clean=("atomics_on_locals", "mbarrier_protocol", "named_barrier_counts", "reads_after_release",
+               "register_budget", "unaligned_vectors", "unsynced_tma_stores", "unwaited_async_loads",
+               "vectorized_atomics"),
+    ),
 )

@@ -7,7 +7,7 @@ which arguments a Case gives it (`ExampleProgram`), the contract the example sta
 (through harness.bands: guarded when a guard is active). The judging is ours: the same float64
 autograd references and tolerance rule as every family; the example's own `ref_program` is never the
 oracle. Examples take lengths and batch as Python ints, so every length is its own compile
-(`Family.compiled`). An adapter is written for the current examples; `Before` records how an older
+(`Runner.compiled`). An adapter is written for the current examples; `Before` records how an older
 release's differs: a builder's old name, or why the adapter cannot drive it (UNSUPPORTED there).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from harness import bands, layout
 from harness.case import Case
-from harness.kernels import Family, Rule, Unbuildable
+from harness.kernels import Family, Judge, Offer, Rule, Runner, Unbuildable
 from harness.outside import source
 
 COMPILED = ("batch", "seqlen_q", "seqlen_k", "seqlens")
@@ -111,11 +111,14 @@ def rows_of_8() -> Rule:
                 ("seqlen_q", "seqlen_k"), lambda c: c.seqlen_q % 8 == 0 and c.seqlen_k % 8 == 0)
 
 
-def family(name: str, module: str, programs, run, before: tuple[Before, ...] = (), **declared) -> Family:
-    """An outside kernel as a family: `declared` are Family fields (references, tensors, offer, rules);
-    `before`: how older releases' example differs."""
-    declared = {"compiled": COMPILED, "fits": lambda *tile_and_dims: None, **declared}
-    return Family(name=name, build=builder(module, programs, before), run=run, module=module, **declared)
+def family(name: str, module: str, programs, run, make_inputs, offer: Offer, judge: Judge,
+           before: tuple[Before, ...] = (), arch: str | None = None, compiled: tuple[str, ...] = COMPILED) -> Family:
+    """An outside kernel as a family: the `programs` of examples/`module` (harness.outside.builder), `run` calling
+    them on `make_inputs`'s inputs, what it offers and how it is judged; `before`: how older releases' example
+    differs; `arch`: the only target it builds for, if any; `compiled`: the dynamic fields compiled in (by default
+    every length is its own compile)."""
+    return Family(name, offer, Runner(build=builder(module, programs, before), run=run, make_inputs=make_inputs,
+                                      compiled=compiled, arch=arch, module=module), judge)
 
 
 def canonical(case: Case, out: dict) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from harness import reference
-from harness.kernels import Rule, bwd_family, launch, varlen_bwd_family, varlen_family
+from harness.kernels import Judge, Offer, Rule, bwd_family, launch, varlen_bwd_family, varlen_family
 from harness.outside import (
     LN2,
     ExampleProgram,
@@ -74,14 +74,15 @@ def _forward_run(kernels, case, inputs) -> dict:
 MHA_SINK_FWD_BHSD = family(
     "tl_mha_sink_fwd_bhsd", "attention_sink/example_mha_sink_fwd_bhsd.py",
     lambda c: {"fwd": ExampleProgram("flashattn", lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.head_dim),
-                                     lambda c: {"window_size": window_size(c), **tile(c), "dtype": c.dtype})},
-    _forward_run, variants=("default",), head_dims=(64, 128),
-    tiles=((128, 128, 2, 256), (64, 64, 1, 128), (128, 128, 0, 128)),  # its main()'s, defaults, autotune space
-    layouts=("bhsd",), gqa=False,
-    rules=(*_rules(), Rule("seq_kv >= seq_q (its assert)", ("seqlen_q", "seqlen_k"),
-                           lambda c: c.seqlen_k >= c.seqlen_q, asserted=True)),
-    make_inputs=with_sinks(reference.make_inputs), tensors=lambda c: FORWARD, reference=reference.forward,
-    canonical=canonical, peer=peer(dense(1, 256), heads(1, 1, 128)))
+                              lambda c: {"window_size": window_size(c), **tile(c), "dtype": c.dtype})},
+    _forward_run, with_sinks(reference.make_inputs),
+    Offer(variants=("default",), head_dims=(64, 128),
+          tiles=((128, 128, 2, 256), (64, 64, 1, 128), (128, 128, 0, 128)),  # its main()'s, defaults, autotune space
+          layouts=("bhsd",), gqa=False,
+          rules=(*_rules(), Rule("seq_kv >= seq_q (its assert)", ("seqlen_q", "seqlen_k"),
+                                 lambda c: c.seqlen_k >= c.seqlen_q, asserted=True)),
+          peer=peer(dense(1, 256), heads(1, 1, 128))),
+    Judge(tensors=lambda c: FORWARD, reference=reference.forward, canonical=canonical))
 
 
 # --- backward, BHSD: fwd (O, LSE) -> preprocess -> bwd -> postprocess (dQ) -> dsink ---------------------
@@ -121,15 +122,15 @@ def _backward(name, module, gqa: bool, dsink_block: int, head_dims, shape):
                 "bwd": ExampleProgram("flashattn_bwd", lambda c: shape, lambda c: {**groups, **common}),
                 "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: shape, lambda c: {"dtype": c.dtype}),
                 "dsink": ExampleProgram("flashattn_bwd_dsink", lambda c: shape[:3],
-                                        lambda c: {"block": dsink_block, "dtype": c.dtype})}
+                                 lambda c: {"block": dsink_block, "dtype": c.dtype})}
     # Its bwd kernel picks its tiles from the GPU's compute capability at build time (block_N 32):
     # it builds on a GPU only ("auto"), and a window must fit both its forward's and its bwd's blocks.
-    return family(name, module, programs, backward_run(gqa), variants=("default",), head_dims=head_dims,
-                  tiles=((64, 64, 1, 128),), layouts=("bhsd",), gqa=gqa, arch="auto",
-                  lengths="same", rules=(*_rules(lambda c: max(c.block_n, 32)), same_lengths(), rows_of_8()),
-                  make_inputs=with_sinks(bwd_family.make_inputs),
-                  tensors=lambda c: (*BACKWARD, ("dSinks", "gradient")),
-                  reference=_backward_reference, canonical=canonical, floors=bwd_family.floors, peer=peer(*shape))
+    return family(name, module, programs, backward_run(gqa), with_sinks(bwd_family.make_inputs),
+                  Offer(variants=("default",), head_dims=head_dims, tiles=((64, 64, 1, 128),), layouts=("bhsd",),
+                        gqa=gqa, lengths="same",
+                        rules=(*_rules(lambda c: max(c.block_n, 32)), same_lengths(), rows_of_8()), peer=peer(*shape)),
+                  Judge(tensors=lambda c: (*BACKWARD, ("dSinks", "gradient")), reference=_backward_reference,
+                        canonical=canonical, floors=bwd_family.floors), arch="auto")
 
 
 MHA_SINK_BWD_BHSD = _backward("tl_mha_sink_bwd_bhsd", "attention_sink/example_mha_sink_bwd_bhsd.py", False, 128,
@@ -152,14 +153,15 @@ def _varlen_run(kernels, case, inputs) -> dict:
 GQA_SINK_FWD_VARLEN = family(
     "tl_gqa_sink_fwd_varlen", "attention_sink/example_gqa_sink_fwd_varlen.py",
     lambda c: {"fwd": ExampleProgram("flashattn_sink", lambda c: (c.batch, c.heads // c.kv_heads, c.total_q, c.total_k,
-                                                                 c.heads, c.head_dim, c.causal),
-                                     lambda c: {"window_size": window_size(c), **tile(c)})},
-    _varlen_run, variants=("default",), head_dims=(64, 128), tiles=((128, 128, 2, 256), (64, 64, 1, 128)),
-    layouts=("thd",), locate=varlen_family.locate, lengths="packed", dtypes=("float16",),
-    rules=_rules(causal=False),
-    make_inputs=with_sinks(varlen_family.make_inputs), tensors=lambda c: FORWARD,
-    reference=lambda case, inputs, dtype: varlen_family.forward_reference(case, inputs, dtype), canonical=canonical,
-    peer=({**padded(1, 2048, 2048), **heads(64, 4, 128), "sinks": True, "causal": True},))
+                                                          c.heads, c.head_dim, c.causal),
+                              lambda c: {"window_size": window_size(c), **tile(c)})},
+    _varlen_run, with_sinks(varlen_family.make_inputs),
+    Offer(variants=("default",), head_dims=(64, 128), tiles=((128, 128, 2, 256), (64, 64, 1, 128)),
+          layouts=("thd",), dtypes=("float16",), lengths="packed", rules=_rules(causal=False),
+          peer=({**padded(1, 2048, 2048), **heads(64, 4, 128), "sinks": True, "causal": True},)),
+    Judge(tensors=lambda c: FORWARD,
+          reference=lambda case, inputs, dtype: varlen_family.forward_reference(case, inputs, dtype),
+          canonical=canonical, locate=varlen_family.locate))
 
 
 # --- varlen backward: fwd (O, LSE) -> preprocess -> bwd -> postprocess (dQ) -> dsink -------------------
@@ -186,25 +188,25 @@ def _varlen_backward_programs(c):
     common = {"window_size": window_size(c), "dtype": c.dtype}
     return {"fwd": ExampleProgram("flashattn_fwd", lambda c: padded, lambda c: {**common, **tile(c)}),
             "preprocess": ExampleProgram("flashattn_bwd_preprocess",
-                                         lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim),
-                                         lambda c: {"dtype": c.dtype}),
+                                  lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim),
+                                  lambda c: {"dtype": c.dtype}),
             "bwd": ExampleProgram("flashattn_bwd", lambda c: padded, lambda c: common),
             "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: (c.total_q, c.heads, c.head_dim),
-                                          lambda c: {"dtype": c.dtype}),
+                                   lambda c: {"dtype": c.dtype}),
             "dsink": ExampleProgram("flashattn_bwd_dsink", lambda c: (c.batch, c.heads, c.seqlen_q, c.seqlen_q),
-                                    lambda c: {"dtype": c.dtype})}
+                             lambda c: {"dtype": c.dtype})}
 
 
 # Its bwd picks its tiles from the GPU at build time (block_N 32 on sm_90): it builds on a GPU only.
 GQA_SINK_BWD_VARLEN = family(
     "tl_gqa_sink_bwd_varlen", "attention_sink/example_gqa_sink_bwd_varlen.py", _varlen_backward_programs,
-    _varlen_backward_run, variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128),),
-    layouts=("thd",), locate=varlen_family.locate, arch="auto", lengths="packed",
-    rules=_rules(lambda c: max(c.block_n, 32), causal=False),
-    make_inputs=with_sinks(varlen_bwd_family.make_inputs),
-    tensors=lambda c: (("O", "forward"), ("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"),
-                       ("dSinks", "gradient")),
-    reference=lambda case, inputs, dtype: {**varlen_family.forward_reference(case, inputs, dtype),
-                                           **varlen_bwd_family.reference(case, inputs, dtype)},
-    canonical=canonical, floors=varlen_bwd_family.floors,
-    peer=({**padded(1, 2048, 2048), **heads(64, 4, 128), "sinks": True, "causal": True},))
+    _varlen_backward_run, with_sinks(varlen_bwd_family.make_inputs),
+    Offer(variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128),), layouts=("thd",), lengths="packed",
+          rules=_rules(lambda c: max(c.block_n, 32), causal=False),
+          peer=({**padded(1, 2048, 2048), **heads(64, 4, 128), "sinks": True, "causal": True},)),
+    Judge(tensors=lambda c: (("O", "forward"), ("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"),
+                             ("dSinks", "gradient")),
+          reference=lambda case, inputs, dtype: {**varlen_family.forward_reference(case, inputs, dtype),
+                                                 **varlen_bwd_family.reference(case, inputs, dtype)},
+          canonical=canonical, floors=varlen_bwd_family.floors, locate=varlen_family.locate),
+    arch="auto")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from harness import layout, reference
-from harness.kernels import Rule, bwd_family, launch, varlen_bwd_family, varlen_family
+from harness.kernels import Judge, Offer, Rule, bwd_family, launch, varlen_bwd_family, varlen_family
 from harness.outside import (
     LN2,
     Before,
@@ -48,11 +48,10 @@ def forward_run(kernels, case, inputs) -> dict:
 
 
 def _forward(name, module, args, layouts, gqa, tiles, rules=(), lengths="dense", peer=()):
-    return family(name, module, lambda c: {"fwd": ExampleProgram("flashattn", args, tile)}, forward_run,
-                  variants=("default",), head_dims=(64, 128), tiles=tiles, layouts=layouts, takes=("causal",),
-                  dtypes=("float16",), gqa=gqa, lengths=lengths, rules=(one_head_dim(), *rules),
-                  make_inputs=reference.make_inputs, tensors=lambda c: FORWARD, reference=reference.forward,
-                  canonical=canonical, peer=peer)
+    return family(name, module, lambda c: {"fwd": ExampleProgram("flashattn", args, tile)}, forward_run, reference.make_inputs,
+                  Offer(variants=("default",), head_dims=(64, 128), tiles=tiles, layouts=layouts, takes=("causal",),
+                        dtypes=("float16",), gqa=gqa, lengths=lengths, rules=(one_head_dim(), *rules), peer=peer),
+                  Judge(tensors=lambda c: FORWARD, reference=reference.forward, canonical=canonical))
 
 
 # peer: the shapes of its test_example_*.py call (main()'s defaults where it passes none).
@@ -141,13 +140,12 @@ def _mha_backward(name, module, lay):
                 "bwd": ExampleProgram("flashattn_bwd", lambda c: (*shape, c.causal, c.block_m, c.block_n)),
                 "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: shape)}
     # (block_M, block_N) of its main kernel; stages (2) and threads (128) are fixed inside it.
-    return family(name, module, programs, backward_run(kv=lambda c: "once"), variants=("default",),
-                  head_dims=(64, 128),
-                  tiles=((64, 64, 2, 128), (64, 32, 2, 128)), layouts=(lay,), takes=("causal",), dtypes=("float16",),
-                  gqa=False, lengths="same", rules=(one_head_dim(), same_lengths(), rows_of_8()),
-                  make_inputs=bwd_family.make_inputs,
-                  tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical,
-                  peer=({**dense(1, 512), **heads(16, 16, 64)},))
+    return family(name, module, programs, backward_run(kv=lambda c: "once"), bwd_family.make_inputs,
+                  Offer(variants=("default",), head_dims=(64, 128), tiles=((64, 64, 2, 128), (64, 32, 2, 128)),
+                        layouts=(lay,), takes=("causal",), dtypes=("float16",), gqa=False, lengths="same",
+                        rules=(one_head_dim(), same_lengths(), rows_of_8()),
+                        peer=({**dense(1, 512), **heads(16, 16, 64)},)),
+                  Judge(tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical))
 
 
 MHA_BWD_BHSD = _mha_backward("tl_mha_bwd_bhsd", "flash_attention/example_mha_bwd_bhsd.py", "bhsd")
@@ -164,15 +162,14 @@ def _gqa_backward(name, module, split_builder, post_all, rules, peer, before=(),
         return {"fwd": ExampleProgram("flashattn_fwd", lambda c: (*dims, c.causal, 128, 64, groups)),
                 "preprocess": ExampleProgram("flashattn_bwd_preprocess", lambda c: (c.batch, c.heads, c.seqlen_q, c.head_dim_v)),
                 "bwd": ExampleProgram(main, lambda c: (*dims, c.causal, c.block_m, c.block_n),
-                                      lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
+                               lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
                 "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: post)}
     return family(name, module, programs, backward_run(post_all, post_atomic_before=post_atomic_before),
-                  before=before, variants=("atomic", "split"),
-                  head_dims=(64, 128, 192), fits=v_at_most_128,
-                  tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("bshd",), takes=("causal",),
-                  dtypes=("float16",), lengths="same", rules=(same_lengths(), *rules),
-                  make_inputs=bwd_family.make_inputs,
-                  tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical, peer=peer)
+                  bwd_family.make_inputs,
+                  Offer(variants=("atomic", "split"), head_dims=(64, 128, 192),
+                        tiles=((128, 32, 2, 256), (64, 32, 2, 128)), misfit=v_at_most_128, layouts=("bshd",),
+                        takes=("causal",), dtypes=("float16",), lengths="same", rules=(same_lengths(), *rules), peer=peer),
+                  Judge(tensors=lambda c: BACKWARD, reference=_backward_reference, canonical=canonical), before=before)
 
 
 GQA_BWD = _gqa_backward("tl_gqa_bwd", "flash_attention/example_gqa_bwd.py", "flashattn_bwd_split", False,
@@ -200,15 +197,16 @@ def _varlen_reference(case, inputs, dtype):
 
 def _varlen(name, module, args, gqa, kv_heads):
     return family(name, module, lambda c: {"fwd": ExampleProgram("flashattn", args, tile)}, _varlen_run,
-                  variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128), (128, 128, 2, 256)),
-                  layouts=("thd",), locate=varlen_family.locate, lengths="packed", takes=("causal",),
-                  dtypes=("float16",), gqa=gqa,
-                  rules=(one_head_dim(),
-                         Rule("every sequence has a key (its test draws lengths in [seq_len - 20, seq_len])",
-                              ("seqlens",), lambda c: all(k > 0 for _, k in c.seqlens))),
-                  make_inputs=varlen_family.make_inputs, tensors=lambda c: FORWARD, reference=_varlen_reference,
-                  canonical=canonical, peer=tuple({**padded(4, 512, 512), **heads(16, kv_heads, 64), "causal": causal}
-                                                  for causal in (False, True)))
+                  varlen_family.make_inputs,
+                  Offer(variants=("default",), head_dims=(64, 128), tiles=((64, 64, 1, 128), (128, 128, 2, 256)),
+                        layouts=("thd",), takes=("causal",), dtypes=("float16",), gqa=gqa, lengths="packed",
+                        rules=(one_head_dim(),
+                               Rule("every sequence has a key (its test draws lengths in [seq_len - 20, seq_len])",
+                                    ("seqlens",), lambda c: all(k > 0 for _, k in c.seqlens))),
+                        peer=tuple({**padded(4, 512, 512), **heads(16, kv_heads, 64), "causal": causal}
+                                   for causal in (False, True))),
+                  Judge(tensors=lambda c: FORWARD, reference=_varlen_reference, canonical=canonical,
+                        locate=varlen_family.locate))
 
 
 MHA_FWD_VARLEN = _varlen("tl_mha_fwd_varlen", "flash_attention/example_mha_fwd_varlen.py",
@@ -254,28 +252,26 @@ def _varlen_backward_programs(c):
     main = "flashattn_bwd_atomic_add" if c.variant == "atomic" else "flashattn_bwd_split"
     return {"fwd": ExampleProgram("flashattn_fwd", lambda c: (*padded, 128, 64, groups)),  # its autograd's blocks
             "preprocess": ExampleProgram("flashattn_bwd_preprocess",
-                                         lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim_v)),
+                                  lambda c: (c.batch, c.heads, c.total_q, c.seqlen_q, c.seqlen_q, c.head_dim_v)),
             "bwd": ExampleProgram(main, lambda c: (*padded, c.block_m, c.block_n),
-                                  lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
+                           lambda c: {"threads": c.threads, "num_stages": c.num_stages, "groups": groups}),
             "postprocess": ExampleProgram("flashattn_bwd_postprocess", lambda c: (c.total_q, c.total_k, c.heads, c.kv_heads,
-                                                                                 c.head_dim, c.head_dim_v))}
+                                                                          c.head_dim, c.head_dim_v))}
 
 
 VARLEN_BACKWARD = (("O", "forward"), ("dQ", "gradient"), ("dK", "gradient"), ("dV", "gradient"))
 
 GQA_BWD_TMA_REDUCE_VARLEN = family(
     "tl_gqa_bwd_tma_reduce_varlen", "flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
-    _varlen_backward_programs, _varlen_backward_run,
+    _varlen_backward_programs, _varlen_backward_run, varlen_bwd_family.make_inputs,
+    Offer(variants=("atomic", "split"), head_dims=(64, 128, 192), tiles=((128, 32, 2, 256), (64, 32, 2, 128)),
+          misfit=v_at_most_128, layouts=("thd",), takes=("causal",), dtypes=("float16",), lengths="packed_equal",
+          rules=(varlen_equal(),), peer=({**padded(1, 256, 256, equal=True), **heads(32, 2, 192, 128)},)),
+    Judge(tensors=lambda c: VARLEN_BACKWARD,
+          reference=lambda case, inputs, dtype: {**varlen_family.forward_reference(case, inputs, dtype),
+                                                 **varlen_bwd_family.reference(case, inputs, dtype)},
+          canonical=canonical, locate=varlen_family.locate),
     before=(Before("0.1.7", unfit="its builders take no N_CTX and keep LSE and Delta as [total_q, heads], "
                                   "not the [batch, heads, N_CTX] the adapter passes"),
             Before("0.1.7.post2", unfit="its atomic variant keeps dQ, dK and dV as [heads, total, dim] for its "
-                                        "postprocess, which the adapter does not run")),
-    variants=("atomic", "split"), head_dims=(64, 128, 192),
-    fits=v_at_most_128, peer=({**padded(1, 256, 256, equal=True), **heads(32, 2, 192, 128)},),
-    tiles=((128, 32, 2, 256), (64, 32, 2, 128)), layouts=("thd",), locate=varlen_family.locate, takes=("causal",),
-    dtypes=("float16",),
-    lengths="packed_equal", rules=(varlen_equal(),), make_inputs=varlen_bwd_family.make_inputs,
-    tensors=lambda c: VARLEN_BACKWARD,
-    reference=lambda case, inputs, dtype: {**varlen_family.forward_reference(case, inputs, dtype),
-                                           **varlen_bwd_family.reference(case, inputs, dtype)},
-    canonical=canonical)
+                                        "postprocess, which the adapter does not run")))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from harness import layout, reference
-from harness.kernels import Rule, launch
+from harness.kernels import Judge, Offer, Rule, launch
 from harness.outside import Before, ExampleProgram, buffers, dense, family, heads, one_head_dim
 
 SPLITS = {"no_split": 1, "split": 8}  # its heuristic config: 8 splits on every GPU but sm_89
@@ -37,18 +37,18 @@ def _split_fits(c):
 GQA_DECODE = family(
     "tl_gqa_decode", "flash_decoding/example_gqa_decode.py",
     lambda c: {"decode": ExampleProgram("flashattn", lambda c: (c.batch, c.heads, c.kv_heads, c.seqlen_k, c.head_dim),
-                                        lambda c: {"block_N": c.block_n, "block_H": c.block_m,
-                                                   "num_split": SPLITS[c.variant], "num_stages": c.num_stages,
-                                                   "threads": c.threads})},
-    _run, variants=tuple(SPLITS), head_dims=(64, 128),
+                                 lambda c: {"block_N": c.block_n, "block_H": c.block_m,
+                                            "num_split": SPLITS[c.variant], "num_stages": c.num_stages,
+                                            "threads": c.threads})},
+    _run, reference.make_inputs,
+    Offer(variants=tuple(SPLITS), head_dims=(64, 128),
+          tiles=((64, 128, 2, 128), (64, 64, 1, 128)),  # (block_H, block_N, num_stages, threads): its configs
+          layouts=("bshd",), takes=(), dtypes=("float16",), lengths="decode",
+          rules=(one_head_dim(),
+                 Rule("one query token (a decode step)", ("seqlen_q",), lambda c: c.seqlen_q == 1, asserted=True),
+                 Rule("split: seqlen_kv divides into num_split parts of whole block_N tiles (its split tiles are "
+                      "unmasked)", ("variant", "seqlen_k", "block_n"), _split_fits)),
+          peer=({**dense(1, 1, 8192), **heads(32, 8, 128), "variant": "split"},)),  # main(): 8 splits on an H100
+    Judge(tensors=lambda c: (("O", "forward"),), reference=reference.forward, canonical=_canonical),
     before=(Before("0.1.9", unfit="its kernel takes glse and Output_partial as arguments; the adapter passes "
-                                  "Q, K, V, mask and Output only"),),
-    tiles=((64, 128, 2, 128), (64, 64, 1, 128)),  # (block_H, block_N, num_stages, threads): its configs
-    layouts=("bshd",), lengths="decode", takes=(), dtypes=("float16",),
-    rules=(one_head_dim(),
-           Rule("one query token (a decode step)", ("seqlen_q",), lambda c: c.seqlen_q == 1, asserted=True),
-           Rule("split: seqlen_kv divides into num_split parts of whole block_N tiles (its split tiles are unmasked)",
-                ("variant", "seqlen_k", "block_n"), _split_fits)),
-    peer=({**dense(1, 1, 8192), **heads(32, 8, 128), "variant": "split"},),  # main(): 8 splits on an H100
-    make_inputs=reference.make_inputs, tensors=lambda c: (("O", "forward"),), reference=reference.forward,
-    canonical=_canonical)
+                                  "Q, K, V, mask and Output only"),))

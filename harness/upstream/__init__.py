@@ -295,10 +295,10 @@ def _fence(text: str, lang="") -> list[str]:
 def program_section(rep, path: Path | None, text: str, account: str) -> list[str]:
     if path is None:
         fam = kernels.family(rep.case.family)
-        if fam.module:  # export refuses outside kernels, so the reducer has nothing to start from
+        if fam.runner.module:  # export refuses outside kernels, so the reducer has nothing to start from
             return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}); `harness reduce` "
                     f"cannot make one (`harness export` refuses outside kernels). It is TileLang's own "
-                    f"`examples/{fam.module}` at the case given at the end: `harness repro {rep.id}`.", ""]
+                    f"`examples/{fam.runner.module}` at the case given at the end: `harness repro {rep.id}`.", ""]
         how = ("the generated program given at the end" if generated(rep)
                else f"the harness's {rep.case.family} kernel at the case given at the end")
         return ["## Program", "", f"No program of at most {PROGRAM_LINES} lines yet ({account}): `harness reduce {rep.id}` "
@@ -366,7 +366,7 @@ def environment_line(rep, outs: list[Output]) -> str:
     env = rep.environment
     versions = sorted({o.tilelang for o in outs}) or [env.get("tilelang") or "not recorded"]
     def machine(o: Output) -> str:
-        where = o.where if o.on_gpu else f"a machine without a GPU, compiling for {o.where[len('no GPU (compile-only, '):-1]}"
+        where = o.gpu if o.gpu is not None else f"a machine without a GPU, compiling for {o.arch}"
         versions = ", ".join(v for v in o.versions.split(", ") if v and v != "CUDA None")
         return where + (f" ({versions})" if versions else "")
 
@@ -383,7 +383,7 @@ def _gap(command: str, why: str) -> list[str]:
 def output_block(command: str, out: Output | None, gpu: bool) -> list[str]:
     if out is None:
         return _gap(command, "needs an sm_90 GPU" if gpu else "not run yet")
-    where = out.where if out.on_gpu else f"on a machine without a GPU, {out.where[len('no GPU ('):-1]}"
+    where = out.gpu if out.gpu is not None else f"on a machine without a GPU, compile-only, {out.arch}"
     return [f"`{command}` ({where}, TileLang {out.tilelang}):", "", *_fence(out.text or "(no output)", "text"),
             "", f"Exit status {out.status}."]
 
