@@ -1,6 +1,6 @@
 """The generated-code checks on small CUDA excerpts shaped like TileLang's output."""
 from harness import codegen, kernels
-from harness.codegen import alignment, ordering, registers
+from harness.codegen import alignment, ordering, registers, source
 
 HEADER = """
   void* o_s = ((void*)((char*)buf_dyn_shmem + 0));
@@ -83,6 +83,30 @@ def test_vectorized_atomic_into_shared_memory_is_flagged():
     assert "shared-memory buffer ds_s" in f.message
 
 
+def test_a_tile_declared_as_its_own_shared_array_is_a_shared_tile():
+    # 0.1.14's AtomicAddx2 into a float32 tile that TileLang declared as its own `extern __shared__` array (not carved
+    # out of buf_dyn_shmem); TileLang's static `__shared__` arrays are tiles too, an mbarrier array's storage is not.
+    src = """\
+  extern __shared__ __align__(1024) float S3[];
+  __shared__ __align__(16) uint64_t hand_mem[1];
+  __shared__ __align__(16) float red_buf[64];
+  AtomicAddx2((&(S3[(((int)threadIdx.x) * 2)])), *(float2*)(F1 + 0));
+  AtomicAddx2((&(red_buf[(((int)threadIdx.x) * 2)])), *(float2*)(F1 + 0));
+"""
+    assert source.shared_tiles(src) == {"S3", "red_buf"}
+    assert [(f.check, f.line) for f in codegen.check(src)] == [("vectorized_atomics", 4), ("vectorized_atomics", 5)]
+    stored = """\
+  extern __shared__ __align__(1024) half_t S4[];
+  *(uint1*)(S4 + (((int)threadIdx.x) * 2)) = condval;
+  if (tl::tl_shuffle_elect<0>()) {
+    tl::fence_proxy_async();
+    tl::tma_store(G7_desc, (&(S4[0])), 0, (((int)blockIdx.x) * 32));
+  }
+"""
+    [f] = ordering.unsynced_tma_stores(stored)
+    assert f.line == 5 and "TMA store of S4 after threads wrote it (line 2) with no barrier" in f.message
+
+
 def test_atomic_into_a_local_copy_is_flagged():
     # 0.1.6.post2's lowering of a bounds-checked tile-level T.atomic_add(dQ[...], dq_f).
     src = """
@@ -97,6 +121,23 @@ def test_atomic_into_a_local_copy_is_flagged():
     """
     [f] = codegen.check(src)
     assert f.check == "atomics_on_locals" and "condval_4" in f.message
+
+
+def test_atomic_into_the_address_of_a_register_arrays_element_is_flagged():
+    # 0.1.15's guarded element-wise T.atomic_add of fp16 into an fp32 global at 96 threads (reproducer 31bb31694c41):
+    # the global is loaded into G6_local_cast and the adds go there.
+    src = """
+  extern __shared__ __align__(1024) half_t S4[];
+    float G6_local_cast[2];
+    *(float2*)(G6_local_cast + 0) = condval_1;
+    for (int vec = 0; vec < 2; ++vec) {
+      AtomicAdd((&(G6_local_cast[vec])), ((float)S4_local_cast_1[vec]));
+      AtomicAdd((&(G6[vec])), ((float)S4_local_cast_1[vec]));
+      AtomicAdd((&(S4[vec])), ((float)S4_local_cast_1[vec]));
+    }
+"""
+    [f] = codegen.check(src)
+    assert (f.check, f.line) == ("atomics_on_locals", 6) and "G6_local_cast" in f.message
 
 
 def test_each_kernel_is_checked_alone():
@@ -301,6 +342,53 @@ def test_a_tma_store_of_a_buffer_the_threads_just_wrote_needs_a_barrier_between(
     assert "o_s" in found[0].message and "line 4" in found[0].message
     assert ordering.unsynced_tma_stores(_EPILOGUE.format(sync="tl::__sync_thread_partial(3, 256);")) == []
     assert ordering.unsynced_tma_stores(_EPILOGUE.format(sync="__syncthreads();")) == []
+    no_fence = _EPILOGUE.format(sync="__syncthreads();").replace("    tl::fence_proxy_async();\n", "")
+    [f] = ordering.unsynced_tma_stores(no_fence)
+    assert f.line == 8 and "with no fence.proxy.async in between" in f.message
+
+
+# A tile the whole block writes before a warp-group split, TMA-stored by the else side (reproducer bac98dcbc2c6):
+# the then side's partial barrier orders its own 128 threads only.
+_SPLIT = """\
+  void* S1 = ((void*)((char*)buf_dyn_shmem + 0));
+  ((half_t*)S1)[((int)threadIdx.x)] = condval;
+  {sync}
+  if (((int)threadIdx.x) < 128) {{
+    *(uint4*)(((half_t*)scan_smem) + (((int)threadIdx.x) * 8)) = *(uint4*)(src_buffer + 0);
+    tl::__sync_thread_partial(3, 128);
+    hand[0].arrive();
+  }} else {{
+    {wait}
+    if (tl::tl_shuffle_elect<256>()) {{
+      {fence}
+      tl::tma_store(G9_desc, (&(((half_t*)S1)[0])), 0, (((int)blockIdx.x) * 128));
+    }}
+  }}
+"""
+
+
+def test_a_barrier_in_the_other_branch_does_not_order_a_tma_store():
+    [f] = ordering.unsynced_tma_stores(_SPLIT.format(sync="", wait="", fence="tl::fence_proxy_async();"))
+    assert f.line == 12 and "line 2) with no barrier in between" in f.message
+    assert ordering.unsynced_tma_stores(_SPLIT.format(sync="__syncthreads();", wait="", fence="tl::fence_proxy_async();")) == []
+
+
+def test_a_tile_handed_over_by_an_mbarrier_needs_a_proxy_fence_before_its_tma_store():
+    # Reproducer 023d1ffbd31d: one side writes the tile and arrives, the other waits and stores it, with no fence.
+    src = """\
+  void* S5 = ((void*)((char*)buf_dyn_shmem + 2048));
+  if (((int)threadIdx.x) < 128) {
+    *(float4*)(((float*)S5) + (((int)threadIdx.x) * 4)) = *(float4*)(S5_local_cast + 0);
+    hand[0].arrive();
+  } else {
+    hand[0].wait(0);
+    if (tl::tl_shuffle_elect<128>()) {
+      tl::tma_store(G7_desc, (&(((float*)S5)[0])), 0, (((int)blockIdx.x) * 32));
+    }
+  }
+"""
+    [f] = ordering.unsynced_tma_stores(src)
+    assert f.line == 8 and "(line 3) with neither a barrier nor a fence.proxy.async" in f.message
 
 
 RING_WITH_MASK = """

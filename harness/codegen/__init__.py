@@ -6,9 +6,10 @@ with an annotated layout (the fragment-matched dQ keeps none adjacent) or an inv
 destination (every row adding into one dSinks cell) must get scalar atomics, and shared memory
 has no vector float atomics at all. The kernel family says which buffers are which.
 
-atomics_on_locals: an atomic add whose target is a local scalar (TileLang 0.1.6.post2 copies a
-bounds-checked destination into `condval_N` and adds to the copy) updates nothing in memory:
-the contribution is lost.
+atomics_on_locals: an atomic add whose target is a local scalar or an element of a register array
+(TileLang 0.1.6.post2 copies a bounds-checked destination into `condval_N` and adds to the copy;
+0.1.15 loads an fp32 global into `G6_local_cast` and adds there) updates nothing in memory: the
+contribution is lost.
 
 unwaited_async_loads: a TMA load issued before a loop whose barrier is waited on only inside
 that loop. When the loop can run zero times (its bound is symbolic), no thread ever waits for
@@ -39,7 +40,10 @@ then reads that stage's mask_s.
 unsynced_tma_stores: a TMA store of a shared buffer issued by one elected thread after the block's
 threads wrote that buffer, with no barrier (`__syncthreads`, `__sync_thread_partial`) in between:
 the bulk copy may read rows other warps have not written yet (TileLang 0.1.12's warp-specialized
-O epilogue, reproducer 80929a5b6a72). Straight-line order only: writes and stores in one body.
+O epilogue, reproducer 80929a5b6a72); a barrier in another branch of an if-else runs on other threads
+and does not count (bac98dcbc2c6). Nor without a fence.proxy.async between the writes and the store:
+the async proxy may read stale shared memory (023d1ffbd31d). Text order otherwise: a barrier inside
+an `if` without `else` or a loop counts after it.
 
 barriers_in_skipped_loops: a shared buffer the threads write, then read after a loop that may run zero
 times, where every barrier between the write and the read lies inside that loop (TileLang 0.1.15's ThreadSync
@@ -73,6 +77,9 @@ num_stages 2 or 3 every slot of the ring loads into the same buffer.
 short_register_arrays: a fragment's register array (its name at the kernel's top level) with fewer elements than
 the fragment's elements (the caller's `fragments`) over the block's threads as launched, rounded up. Every element
 lies in some thread's registers and every thread's array has one size, so a shorter array has lost elements.
+
+A shared buffer is a tile carved out of buf_dyn_shmem or one declared as its own `extern __shared__` /
+`__shared__` array (source.shared_tiles).
 
 Modules, by job: source (reading the CUDA), ordering, atomics, barriers, registers, alignment and races (the
 checks); check() here runs them all on one kernel's source.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 
-from harness.codegen.source import _BUFFER, _FOR, LineFinding
+from harness.codegen.source import _BUFFER, _FOR, LineFinding, shared_tiles
 from harness.result import ScanCheck
 
 _WAIT = re.compile(r"(\w+)\[([^\]]+)\]\.wait\(")
-_TMA_LOAD = re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], \(&\(\(\(\w+\*\)(\w+)\)")
+# The address of a tile's element: a view of the pool, (&(((half_t*)S1)[, or an array of its own, (&(S4[.
+_TILE_AT = r"\(&\((?:\(\(\w+\*\))?(\w+)[)\[]"
+_TMA_LOAD = re.compile(r"tl::tma_load\(\w+, (\w+)\[([^\]]+)\], " + _TILE_AT)
 
 
 def _scopes(source: str):
@@ -73,40 +75,84 @@ def unwaited_async_loads(source: str) -> list[LineFinding]:
 
 
 _SYNC = re.compile(r"__syncthreads\(\)|__sync_thread_partial\(|\bbar\.sync\b")
-_SHARED_REF = re.compile(r"\(\(\w+\*\)(\w+)\)")
-_STMATRIX = re.compile(r"ptx_stmatrix\w*\(\(&\(\(\(\w+\*\)(\w+)\)")
-_TMA_STORE = re.compile(r"tl::tma_store\(\w+, \(&\(\(\(\w+\*\)(\w+)\)")
+_PROXY_FENCE = re.compile(r"fence_proxy_async|fence\.proxy\.async")
+# A reference to a shared tile: a view of the pool, `((half_t*)S1)`, or an array of its own, `S4[` or `(S4 + `.
+_SHARED_REF = re.compile(r"\(\(\w+\*\)(\w+)\)|\b(\w+)\[|\((\w+) \+ ")
+_STMATRIX = re.compile(r"ptx_stmatrix\w*\(" + _TILE_AT)
+_TMA_STORE = re.compile(r"tl::tma_store\(\w+, " + _TILE_AT)
 
 
-def _shared(source: str) -> set:
-    return {m.group(1) for m in _BUFFER.finditer(source)}
+def _refs(text: str) -> set:
+    return {a or b or c for a, b, c in _SHARED_REF.findall(text)}
 
 
 def _thread_writes(line: str) -> set:
     """Buffers the threads themselves write on this line: an stmatrix, or an assignment's target."""
     m = _STMATRIX.search(line)
     lhs, eq, _ = line.partition(" = ")
-    return {m.group(1)} if m else set(_SHARED_REF.findall(lhs)) if eq else set()
+    return {m.group(1)} if m else _refs(lhs) if eq else set()
+
+
+def _merge(*pending: dict) -> dict:
+    """Tiles pending on any of the paths, each at its latest write."""
+    out: dict = {}
+    for p in pending:
+        for tile, n in p.items():
+            out[tile] = max(n, out.get(tile, n))
+    return out
 
 
 def unsynced_tma_stores(source: str) -> list[LineFinding]:
-    shared = _shared(source)
-    written: dict[str, int] = {}  # shared buffer -> line of its latest write since the last barrier
+    """A TMA store's one thread reads the tile through the async proxy: the threads' writes to it need a barrier
+    before the store (one in another branch of an `if` orders other threads only) and a fence.proxy.async between
+    the writes and the store (PTX's proxy rule: without it the copy may read stale shared memory)."""
+    shared = shared_tiles(source)
+    unsynced: dict[str, int] = {}  # tile -> line of the threads' latest write not yet behind a barrier
+    unfenced: dict[str, int] = {}  # ... not yet behind a proxy fence
+    # One frame per open brace: (unsynced, unfenced) at its opening, the writes inside it, and for a later branch of an
+    # if-else, (unsynced, unfenced) merged over the ends of the earlier branches.
+    frames: list = []
     found = []
     for n, line in enumerate(source.splitlines(), 1):
+        if line.lstrip().startswith("} else") and frames:
+            # Another branch runs on other threads: none of the previous branch's barriers, all of its writes.
+            opened, writes, ends = frames.pop()
+            ends = (_merge(unsynced, ends[0]), _merge(unfenced, ends[1])) if ends else (unsynced, unfenced)
+            opened = (_merge(opened[0], writes), _merge(opened[1], writes))
+            unsynced, unfenced = dict(opened[0]), dict(opened[1])
+            frames.append((opened, dict(writes), ends))
+            continue
         if _SYNC.search(line):
-            written.clear()
-        written.update((name, n) for name in _thread_writes(line) & shared)
+            unsynced.clear()
+        if _PROXY_FENCE.search(line):
+            unfenced.clear()
+        for tile in _thread_writes(line) & shared:
+            unsynced[tile] = unfenced[tile] = n
+            if frames:
+                frames[-1][1][tile] = n
         m = _TMA_STORE.search(line)
-        if m and m.group(1) in written:
-            found.append(LineFinding(ScanCheck.unsynced_tma_stores, n, f"TMA store of {m.group(1)} after threads wrote it "
-                                     f"(line {written.pop(m.group(1))}) with no barrier in between"))
+        if m and (m.group(1) in unsynced or m.group(1) in unfenced):
+            tile = m.group(1)
+            missing = ("neither a barrier nor a fence.proxy.async" if tile in unsynced and tile in unfenced
+                       else "no barrier" if tile in unsynced else "no fence.proxy.async")
+            wrote = max(unsynced.pop(tile, 0), unfenced.pop(tile, 0))
+            found.append(LineFinding(ScanCheck.unsynced_tma_stores, n, f"TMA store of {tile} after threads wrote it "
+                                     f"(line {wrote}) with {missing} in between"))
+        for ch in line:
+            if ch == "{":
+                frames.append(((dict(unsynced), dict(unfenced)), {}, None))
+            elif ch == "}" and frames:
+                _, writes, ends = frames.pop()
+                if ends:  # an if-else joins: pending on any branch
+                    unsynced, unfenced = _merge(unsynced, ends[0]), _merge(unfenced, ends[1])
+                if frames:
+                    frames[-1][1].update(writes)
     return found
 
 
 _MBAR_OP = re.compile(r"(\w+)\[(.*)\]\.(wait|arrive)\((.*)\);")
 _PHASE = re.compile(r"\b(?:producer|consumer)_phase_cnt\b")
-_ASYNC_DST = re.compile(r"(?:cp_async\w*<\d+>\(|tma_load\w*\([^;]*?)\(&\(\(\(\w+\*\)(\w+)\)")
+_ASYNC_DST = re.compile(r"(?:cp_async\w*<\d+>\(|tma_load\w*\([^;]*?)" + _TILE_AT)
 
 # A numbered copy of a name (`k_1`, `i_5`, `ki_1`): TileLang numbers a loop variable again in each loop it emits.
 _NUMBERED = re.compile(r"\b([A-Za-z]\w*?)_\d+\b")
@@ -124,7 +170,7 @@ def _inside(loops, outer) -> bool:
 
 
 def reads_after_release(source: str) -> list[LineFinding]:
-    shared = _shared(source)
+    shared = shared_tiles(source)
     guarded: dict[str, set] = {}  # slot -> shared buffers written after a wait on it, in the wait's loop
     waited = None  # (slot, loops at the wait)
     for _, line, loops in _scopes(source):
@@ -147,7 +193,7 @@ def reads_after_release(source: str) -> list[LineFinding]:
             continue
         if released and not m:
             lhs, eq, rhs = line.partition(" = ")
-            refs = set(_SHARED_REF.findall(rhs if eq else line)) - set(_ASYNC_DST.findall(line))
+            refs = _refs(rhs if eq else line) - set(_ASYNC_DST.findall(line))
             for buf in sorted(refs & guarded[released[0]]):
                 if (buf, released[0]) not in seen:
                     seen.add((buf, released[0]))
@@ -160,13 +206,13 @@ def reads_after_release(source: str) -> list[LineFinding]:
 def _offset_of(line: str, buf: str) -> str:
     """The offset expression after the buffer's name on `line` (to its ` = ` or `;`, closing parentheses dropped),
     with numbered loop variables (`i_1`, `i_5`: _NUMBERED) as one name: two accesses alike in it touch the same elements."""
-    i = line.find(f"*){buf})")
-    text = re.split(r" = |;", line[i + len(buf) + 2:])[0] if i >= 0 else ""
+    m = re.search(rf"\*\){buf}\)|\b{buf}(?=\[)|\({buf}(?= \+ )", line)  # ((half_t*)S1)[, S4[, (S4 +
+    text = re.split(r" = |;", line[m.end():])[0] if m else ""
     return _NUMBERED.sub(r"\1", text).rstrip(") ")
 
 
 def barriers_in_skipped_loops(source: str) -> list[LineFinding]:
-    shared = _shared(source)
+    shared = shared_tiles(source)
     pending = {}  # buffer -> [line of the threads' last write, loops there, its offset, the skippable loop whose barrier]
     found, seen = [], set()
     for n, line, loops in _scopes(source):
@@ -181,7 +227,7 @@ def barriers_in_skipped_loops(source: str) -> list[LineFinding]:
             continue
         written = _thread_writes(line) & shared
         lhs, eq, rhs = line.partition(" = ")
-        for buf in sorted((set(_SHARED_REF.findall(rhs if eq else line)) & shared) - written):
+        for buf in sorted((_refs(rhs if eq else line) & shared) - written):
             w = pending.get(buf)
             if w and w[3] is not None and w[3] not in loops and _offset_of(line, buf) != w[2] and buf not in seen:
                 seen.add(buf)

@@ -6,12 +6,22 @@ import re
 from dataclasses import dataclass
 
 from harness.codegen.barriers import _LAUNCH
-from harness.codegen.source import _BASE, _BUFFER, _C_TO_PY, _ELEM, _FOR, _VEC_TYPE, LineFinding, _closing, _Dim, _eval, _Fixed
+from harness.codegen.source import (
+    _BASE,
+    _BUFFER,
+    _C_TO_PY,
+    _ELEM,
+    _FOR,
+    _OWN_TILE,
+    _VEC_TYPE,
+    LineFinding,
+    _closing,
+    _Dim,
+    _eval,
+    _Fixed,
+)
 from harness.result import ScanCheck
 
-# Where each shared buffer lives: (the memory it is carved from, its byte offset there). Views of buf_dyn_shmem at
-# one offset are one memory: TileLang gives a buffer's bytes to another once the first is dead.
-_EXTERN = re.compile(r"extern __shared__ __align__\(\d+\) (\w+) (\w+)\[\];")
 _SCALAR_AT = re.compile(r"\(\((\w+)\*\)(\w+)\)\[")                 # ((half_t*)S1)[off]
 _VECTOR_AT = re.compile(r"\*\((\w+)\*\)\(\(\((\w+)\*\)(\w+)\) \+ ")  # *(uint4*)(((half_t*)S1) + off)
 _CP_ASYNC_INTO = re.compile(r"cp_async_gs(?:_conditional)?<(\d+)>\(")
@@ -43,9 +53,11 @@ class _Access:
 
 
 def _shared_layout(source: str) -> dict:
-    """buffer -> (memory, byte offset, element type or None)."""
+    """buffer -> (memory, byte offset, element type or None): where each shared buffer lives. Views of buf_dyn_shmem
+    at one offset are one memory (TileLang gives a buffer's bytes to another once the first is dead); a tile declared
+    as its own array is its own memory."""
     out = {name: ("buf_dyn_shmem", int(off), None) for name, off in _BUFFER.findall(source)}
-    out.update((name, (name, 0, t)) for t, name in _EXTERN.findall(source) if t != "uchar")
+    out.update((name, (name, 0, t)) for t, name in _OWN_TILE.findall(source))
     return out
 
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from harness.result import ScanCheck
 
 _FOR = re.compile(r"^\s*for \(int (\w+) = (.+?); \1 < (.+); \+\+\1\)")
-_BUFFER = re.compile(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)")
+_BUFFER = re.compile(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)")  # a tile carved out of the pool
+# A tile declared as its own array, `extern __shared__` (dynamic, not carved from the pool) or `__shared__` (static):
+# element type, name. Neither the pool itself (buf_dyn_shmem) nor an mbarrier array's storage (uint64_t) is a tile.
+_OWN_TILE = re.compile(r"(?:extern )?__shared__ (?:__align__\(\d+\) )?(?!uint64_t )([\w:]+) (?!buf_dyn_shmem\[)(\w+)\[\d*\];")
+
+
+def shared_tiles(source: str) -> set[str]:
+    """The names of the kernel's shared-memory tiles, however declared."""
+    return {name for name, _ in _BUFFER.findall(source)} | {name for _, name in _OWN_TILE.findall(source)}
 
 
 @dataclass
