@@ -6,7 +6,6 @@ gemm on the clone fails. The program is valid; TileLang fails to compile it.
     python repro.py                  # prints REPRODUCED and exits 1 while the bug is present; else exits 0
     python repro.py --control NAME   # the same program with one change (the names: CONTROLS below)
 """
-
 import argparse
 import sys
 
@@ -22,12 +21,9 @@ CONTROLS = {
     'atomic-add': 'T.atomic_add instead of T.atomic_min',
 }
 CONFIGS = {'no-warp-specialization': {tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}}
-
 n = T.symbolic("n")
 
 def build(control):
-    atomic = T.atomic_add if control == "atomic-add" else T.atomic_min
-
     @T.prim_func
     def program(A: T.Tensor((128, 32), "float16"), W: T.Tensor((32, 32), "float16"), B: T.Tensor((n, 32), "float16"),
                 M: T.Tensor((1,), "float32"), C: T.Tensor((128, 32), "float32")):
@@ -47,29 +43,25 @@ def build(control):
                         C[i, j] = s[i, j]
                 elif control != "atomic-after":
                     for i, j in T.Parallel(128, 32):
-                        atomic(M[0], s[i, j])
+                        (T.atomic_add if control == "atomic-add" else T.atomic_min)(M[0], s[i, j])
                 T.copy(B[k * 32, 0], b_s)
                 T.gemm(a, b_s, c, transpose_B=True)
             if control == "atomic-after":
                 for i, j in T.Parallel(128, 32):
-                    atomic(M[0], s[i, j])
+                    (T.atomic_add if control == "atomic-add" else T.atomic_min)(M[0], s[i, j])
             T.copy(c, C)
 
     return program
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--control", choices=sorted(CONTROLS))
-    control = parser.parse_args().control
-    tilelang.set_log_level("WARNING")
-    target = "auto" if torch.cuda.is_available() else tilelang.tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    try:
-        tilelang.compile(build(control), target=target, pass_configs=CONFIGS.get(control, {}))
-    except Exception as e:
-        error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"
-        print(("REPRODUCED: " if BUG in error else "another error: ") + error)
-        sys.exit(1 if BUG in error else 0)
-    print("compiles")
-
-if __name__ == "__main__":
-    main()
+parser = argparse.ArgumentParser()
+parser.add_argument("--control", choices=sorted(CONTROLS))
+control = parser.parse_args().control
+tilelang.set_log_level("WARNING")
+try:
+    tilelang.compile(build(control), pass_configs=CONFIGS.get(control, {}),
+                     target="auto" if torch.cuda.is_available() else tilelang.tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))
+except Exception as e:
+    error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"
+    print(("REPRODUCED: " if BUG in error else "another error: ") + error)
+    sys.exit(1 if BUG in error else 0)
+print("compiles")
