@@ -161,11 +161,12 @@ def replay_test(json_path, tmp_path) -> None:
 
 
 def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", confirm=2, budget=600.0, runs=3,
-             log=print) -> tuple[int, str]:
+             tries=1, log=print) -> tuple[int, str]:
     """Shrink `rep`'s case while its signature stays (harness.minimize) and save the smaller reproducer
     over `path`, keeping its id, links and a title written by hand: (status, the line to print).
     The status is the command's exit: SKIP where it cannot be tested here, or where the bug does not reproduce
-    (nothing to shrink here: BAD would read as "reproduced" to a caller that knows repro's statuses), else 0."""
+    in `tries` replays (nothing to shrink here: BAD would read as "reproduced" to a caller that knows repro's
+    statuses), else 0."""
     import dataclasses
 
     from harness.minimize import Evaluator, shrink
@@ -177,9 +178,13 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
     view = (lambda r: oracle.as_predicted(r, rep.scan_checks, timeouts.run)) if tgt != "auto" else (lambda r: r)
     with Pool(1, tgt, logs, timeouts) as pool:
         evaluate = Evaluator(pool, confirm, rep.signature, view)
-        first = evaluate(rep.case)
-        if first.signature != rep.signature:
-            return SKIP, f"NOT REPRODUCED, nothing to minimize: now {first.describe()}"
+        for _ in range(tries):  # a race may pass a replay or two before it fails again
+            first = evaluate(rep.case)
+            if first.signature == rep.signature:
+                break
+        else:
+            within = f" in {tries} replays" if tries > 1 else ""
+            return SKIP, f"NOT REPRODUCED{within}, nothing to minimize: now {first.describe()}"
         small, result, flaky = shrink(first, evaluate, budget, runs, log=log)
     if small == rep.case:
         return 0, f"already minimal: {path}"

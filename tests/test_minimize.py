@@ -84,3 +84,37 @@ def test_triage():
     flaky = fake(lambda c: next(flip) % 2 == 0)
     assert triage(BIG, flaky, 4, sig) == {"runs": 4, "reproduced": 2, "deterministic": False}
     assert triage(BIG, fake(lambda c: False), 2) == {"runs": 2, "reproduced": 0, "deterministic": True}
+
+
+def test_a_race_gets_tries_replays_before_minimize_gives_up(monkeypatch, tmp_path):
+    """harness minimize --tries: the recorded case is replayed up to `tries` times, and the first replay that shows
+    the recorded signature starts the shrinking; a race that passes once is not "not reproduced"."""
+    from harness import replay, reproducer_building
+    from harness.pool import Timeouts
+
+    case = Case(seqlen_q=101, seqlen_k=1, causal=True)
+    failing = fake(lambda c: c == case)(case)
+    rep = reproducer_building.build(failing, {"tilelang": "0.1.15"})
+    path = tmp_path / "r.json"
+
+    class Replays:  # the pool: the recorded case passes its first `passes` replays, then fails; others pass
+        def __init__(self, *args, **kwargs):
+            self.seen = 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def run_one(self, c):
+            self.seen += c == case
+            return failing if c == case and self.seen > Replays.passes else Result.of(c, "PASS", "judge")
+
+    monkeypatch.setattr(replay, "Pool", Replays)
+    monkeypatch.setattr(replay, "target", lambda rep, env, arch: ("auto", ""))
+    Replays.passes = 2
+    status, line = replay.minimize(rep, path, tmp_path, Timeouts(), confirm=1, runs=0, tries=2)
+    assert (status, line) == (125, "NOT REPRODUCED in 2 replays, nothing to minimize: now PASS (judge)")
+    status, line = replay.minimize(rep, path, tmp_path, Timeouts(), confirm=1, runs=0, tries=3)
+    assert (status, line) == (0, f"already minimal: {path}")

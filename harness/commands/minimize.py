@@ -27,6 +27,9 @@ def add(sub) -> None:
                    help=f"seconds to spend shrinking (at most {MAX_SECONDS:g})")
     m.add_argument("--confirm", type=positive(int, MAX_RUNS), default=2,
                    help=f"a step is kept only if it reproduces this many times in a row (at most {MAX_RUNS})")
+    m.add_argument("--tries", type=positive(int, MAX_RUNS), default=1,
+                   help=f"replays of the recorded case before it counts as not reproduced: a race may need several "
+                        f"(at most {MAX_RUNS})")
     m.add_argument("--runs", type=runs_or_none, default=3,
                    help=f"runs of the minimized case to triage flakiness (0: none; at most {MAX_RUNS})")
     replay_args(m)
@@ -44,6 +47,6 @@ def cmd_minimize(args) -> int:
         print(f"harness minimize: {why}", file=sys.stderr)
         return 2
     status, line = replay.minimize(rep, path, Path(args.logs) / rep.id, timeouts(args), args.arch, args.confirm,
-                                   args.budget, args.runs, log=lambda text: print(text, file=sys.stderr))
+                                   args.budget, args.runs, args.tries, log=lambda text: print(text, file=sys.stderr))
     print(line)
     return status
