@@ -24,5 +24,13 @@ class Status(Enum):
         """The exit status of `harness repro`, as `git bisect run` reads it."""
         return _EXIT[self]
 
+    def step(self, regress: str = "failure") -> int:
+        """A bisect step's status: with `regress` "signature" only the recorded bug is bad, and a failure with
+        another signature good (cargo-bisect-rustc's --regress: another bug hides this one on one side)."""
+        if self is Status.FAILS_DIFFERENTLY and regress == "signature":
+            return GOOD
+        return self.exit
 
+
+REGRESS = ("failure", "signature")  # what a bisect step counts as bad: any failure, or the recorded one only
 _EXIT = {Status.NOT_REPRODUCED: GOOD, Status.REPRODUCED: BAD, Status.FAILS_DIFFERENTLY: BAD, Status.CANNOT_TEST: SKIP}

@@ -146,6 +146,28 @@ def test_a_fix_is_reported_as_a_fix(tmp_path, reproducer, monkeypatch):
     assert "**Fixed in 0.1.12; the last release with the bug is 0.1.10.**" in text
 
 
+def test_regress_signature_counts_another_bug_as_good(tmp_path, reproducer, monkeypatch):
+    """Before 0.1.12 the program fails with another error (another bug hides this one): by default the good end
+    is not good, and the error says what to do; with --regress signature only the recorded bug is bad."""
+    def replay_in(target, rep, runs, logs, fresh=False):
+        v = Version(target.name.split("-", 1)[1])
+        return ((Status.REPRODUCED, "REPRODUCED") if v >= Version("0.1.12") else
+                (Status.FAILS_DIFFERENTLY, "REPRODUCED: 1/1 runs fail; signature differs"))
+    monkeypatch.setattr(environments, "replay_in", replay_in)
+    order = environments.between(RELEASES, "0.1.7", "0.1.15")
+    b = steps.Bisect(reproducer, "0.1.7", "0.1.15", FakeReleases(tmp_path / "any"), tmp_path / "failure.json",
+                     log=lambda line: None)
+    with pytest.raises(BisectError, match="0.1.7 fails with another signature .* --regress signature counts that"):
+        b.run(order)
+    b = steps.Bisect(reproducer, "0.1.7", "0.1.15", FakeReleases(tmp_path / "only"), tmp_path / "signature.json",
+                     regress="signature", log=lambda line: None)
+    text = b.run(order)
+    assert "**Regression: first bad release 0.1.12, last good 0.1.10.**" in text, text
+    assert "counted good (--regress signature)" in text and "--regress signature" in text.split("Rerun:")[1]
+    with pytest.raises(BisectError, match="holds another bisect"):  # a state file belongs to one way of counting
+        steps.Bisect(reproducer, "0.1.7", "0.1.15", FakeReleases(tmp_path / "x"), tmp_path / "signature.json")
+
+
 class OneRelease(environments.Releases):
     """A machine that holds one unpacked release and reaches no package index."""
     here = None

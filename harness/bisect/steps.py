@@ -58,6 +58,7 @@ class Bisect:
     state_path: Path
     runs: int = 1
     fresh: bool = False                         # a compile per replay (bugs in which code a compile emits)
+    regress: str = "failure"                    # what is bad: any failure, or the recorded signature only
     log: callable = print
     steps: dict = field(default_factory=dict)   # version -> {"status", "evidence", "seconds"}
     order: list = field(default_factory=list)   # what the search walks, saved: a resumed bisect needs no index
@@ -66,8 +67,8 @@ class Bisect:
         state = read_state(self.state_path)
         if state is not None:
             same = (state.get("reproducer"), state.get("good"), state.get("bad"), state.get("runs"),
-                    state.get("fresh", False)) == \
-                (self.reproducer.name, self.good, self.bad, self.runs, self.fresh)  # the file name: checkouts move
+                    state.get("fresh", False), state.get("regress", "failure")) == \
+                (self.reproducer.name, self.good, self.bad, self.runs, self.fresh, self.regress)  # the name: checkouts move
             if not same:
                 raise BisectError(f"{self.state_path} holds another bisect: {state.get('reproducer')} "
                                   f"{state.get('good')}..{state.get('bad')}; remove it or pass another --state")
@@ -85,7 +86,7 @@ class Bisect:
             else:
                 said, evidence = environments.replay_in(target, self.reproducer, self.runs,
                                                         self.releases.root / "logs" / key, self.fresh)
-                status = said.exit  # the search and the state file hold git bisect run's statuses
+                status = said.step(self.regress)  # the search and the state file hold git bisect run's statuses
             self.steps[key] = {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - t0, 1)}
             self._save()
             self.log(f"  {key}: {evidence}")
@@ -94,7 +95,8 @@ class Bisect:
     def _save(self):
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         state = {"reproducer": self.reproducer.name, "good": self.good, "bad": self.bad, "runs": self.runs,
-                 "fresh": self.fresh, "kind": self.releases.kind, "order": self.order, "steps": self.steps}
+                 "fresh": self.fresh, "regress": self.regress, "kind": self.releases.kind, "order": self.order,
+                 "steps": self.steps}
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.state_path)  # a kill mid-write leaves the previous state, never half of one
@@ -113,12 +115,19 @@ class Bisect:
         for end in (self.order[0], self.order[-1]):
             if self.releases.at_hand(end):
                 self.test(end)
-        lo, hi, skipped = search(self.order, self.test)
+        try:
+            lo, hi, skipped = search(self.order, self.test)
+        except BisectError as e:
+            other = self.steps.get(self.order[0], {}).get("evidence", "")
+            if self.regress == "failure" and "signature differs" in other:
+                raise BisectError(f"{e}: {self.order[0]} fails with another signature (another bug); "
+                                  "--regress signature counts that as good") from None
+            raise
         return report(self, self.order, lo, hi, skipped)
 
 
-def at_commit(reproducer: Path, provider: environments.Commits, ref: str, runs: int, envs: Path, fresh=False
-              ) -> tuple[int, str]:
+def at_commit(reproducer: Path, provider: environments.Commits, ref: str, runs: int, envs: Path, fresh=False,
+              regress="failure") -> tuple[int, str]:
     """One step, as `git bisect run` calls it: build `ref` (cached), replay there -> (status, evidence);
     SKIP when it does not build."""
     sha = provider.resolve(ref, "--at")
@@ -126,16 +135,16 @@ def at_commit(reproducer: Path, provider: environments.Commits, ref: str, runs: 
     if target is None:
         return SKIP, f"CANNOT TEST: {why}"
     said, evidence = environments.replay_in(target, reproducer, runs, envs / "logs" / sha, fresh)
-    return said.exit, evidence
+    return said.step(regress), evidence
 
 
 def start(reproducer: Path, rep_id: str, good: str, bad: str, provider, state: Path | None, envs: Path, runs: int,
-          fresh: bool, log=print) -> Bisect:
+          fresh: bool, regress="failure", log=print) -> Bisect:
     """A bisect ready to run: resumed from its state file (default under `envs`, named by the reproducer
     and the endpoints), else walking the releases or first-parent commits from `good` to `bad`."""
     tag = f"{rep_id}-{good}-{bad}".replace("/", "_")
     state = state or envs / f"bisect-{tag}.json"
-    run = Bisect(reproducer, good, bad, provider, state, runs, fresh, log=log)
+    run = Bisect(reproducer, good, bad, provider, state, runs, fresh, regress, log=log)
     if not run.order:  # a resumed bisect walks its saved order: no index needed
         run.order = (provider.order(good, bad) if isinstance(provider, environments.Commits) else
                      [str(v) for v in environments.between(environments.available(provider.wheels), good, bad)])
@@ -164,7 +173,8 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
             rows.append(f"| {v} | {WORDS[step['status']]} | {step['evidence'].replace('|', '/')} | {step['seconds']} |")
     where = (f" --repo {b.releases.repo} --build '{b.releases.build}'" if kind == "commit" else "")
     cmd = (f"harness bisect {b.reproducer} --good {b.good} --bad {b.bad} --envs {b.releases.root}{where}"
-           + (f" --runs {b.runs}" if b.runs > 1 else "") + (" --fresh" if b.fresh else ""))
+           + (f" --runs {b.runs}" if b.runs > 1 else "") + (" --fresh" if b.fresh else "")
+           + (f" --regress {b.regress}" if b.regress != "failure" else ""))
     return "\n".join([
         f"## Bisect of reproducer {rep.id} across TileLang {kind}s",
         "",
@@ -177,7 +187,8 @@ def report(b: Bisect, order, lo, hi, skipped) -> str:
         *rows,
         "",
         f"Steps tested: {len(b.steps)} of {len(order)} {kind}s; each replayed {b.runs} time(s) "
-        + ("(a compile each) " if b.fresh else "") + "with `harness repro` (0 good, 1 bad, 125 skip).",
+        + ("(a compile each) " if b.fresh else "") + "with `harness repro` (0 good, 1 bad, 125 skip)"
+        + ("; a failure with another signature counted good (--regress signature)." if b.regress == "signature" else "."),
         f"Environment: Python {platform.python_version()}, {platform.machine()}, torch "
         f"{_version('torch')}; {kind}s installed under {b.releases.root}.",
         "",

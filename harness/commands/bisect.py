@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness import kernels
 from harness.commands.common import BAD_INPUT, HARNESS_ERROR, MAX_RUNS, in_dir, load, out_dir, out_file, positive, reproducer_args
+from harness.status import REGRESS
 
 EXITS = {0: "report written", 1: "--at: reproduced", 2: BAD_INPUT, 3: "paused: a step must run elsewhere",
          4: HARNESS_ERROR, 125: "--at: cannot test here, or HARNESS_ERROR"}
@@ -26,6 +27,9 @@ def add(sub) -> None:
     b.add_argument("--runs", type=positive(int, MAX_RUNS), default=1,
                    help=f"replays per step (flaky bugs: bad if any fails; at most {MAX_RUNS})")
     b.add_argument("--fresh", action="store_true", help="compile afresh for every replay (see repro --fresh)")
+    b.add_argument("--regress", choices=REGRESS, default="failure",
+                   help="what a step counts as bad: any failure (default), or only the recorded signature, when "
+                        "another bug makes the program fail on one side of the range")
     b.add_argument("--envs", type=out_dir, default="~/.cache/harness/releases",
                    help="one install directory per release, reused")
     b.add_argument("--wheels", type=in_dir, help="install from the wheels in this directory, offline")
@@ -62,13 +66,14 @@ def cmd_bisect(args) -> int:
         if args.repo:
             provider = environments.Commits(envs, Path(args.repo).resolve(), args.build)
             if args.at:  # one step, as `git bisect run` calls it
-                status, evidence = steps.at_commit(path.resolve(), provider, args.at, args.runs, envs, args.fresh)
+                status, evidence = steps.at_commit(path.resolve(), provider, args.at, args.runs, envs, args.fresh,
+                                                    args.regress)
                 print(evidence)
                 return status
         else:
             provider = environments.Releases(envs, args.wheels and Path(args.wheels))
         run = steps.start(path.resolve(), rep.id, args.good, args.bad, provider, args.state and Path(args.state), envs,
-                           args.runs, args.fresh, log=log)
+                           args.runs, args.fresh, args.regress, log=log)
         text = run.run()
     except bisect.Pending as e:
         done = ", ".join(f"{v} {WORDS[s['status']]}" for v, s in run.steps.items()) or "none"
