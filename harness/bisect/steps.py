@@ -20,7 +20,7 @@ from harness import untrusted
 from harness.bisect import BisectError, Pending, environments
 from harness.bisect.search import search
 from harness.environment import gpu_count
-from harness.status import SKIP, WORDS
+from harness.status import SKIP, WORDS, Status
 
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
@@ -82,12 +82,13 @@ class Bisect:
             t0 = time.monotonic()
             target, why = self.releases.ensure(version)
             if target is None:
-                status, evidence = SKIP, f"CANNOT TEST: {why}"
+                said, evidence = Status.CANNOT_TEST, f"CANNOT TEST: {why}"
             else:
                 said, evidence = environments.replay_in(target, self.reproducer, self.runs,
                                                         self.releases.root / "logs" / key, self.fresh)
-                status = said.step(self.regress)  # the search and the state file hold git bisect run's statuses
-            self.steps[key] = {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - t0, 1)}
+            # The search reads git bisect run's statuses; what the replay said stays beside them.
+            self.steps[key] = {"status": said.step(self.regress), "said": said.value, "evidence": evidence,
+                               "seconds": round(time.monotonic() - t0, 1)}
             self._save()
             self.log(f"  {key}: {evidence}")
         return self.steps[key]["status"]
@@ -118,8 +119,8 @@ class Bisect:
         try:
             lo, hi, skipped = search(self.order, self.test)
         except BisectError as e:
-            other = self.steps.get(self.order[0], {}).get("evidence", "")
-            if self.regress == "failure" and "signature differs" in other:
+            said = self.steps.get(self.order[0], {}).get("said")
+            if self.regress == "failure" and said == Status.FAILS_DIFFERENTLY.value:
                 raise BisectError(f"{e}: {self.order[0]} fails with another signature (another bug); "
                                   "--regress signature counts that as good") from None
             raise
