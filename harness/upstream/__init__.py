@@ -205,7 +205,10 @@ def provenance(rep, found: list[reproducer_model.RecordedBisect],
                     and (not p.after or _version(v) > _version(p.after)) and _version(v) < _version(oldest)]
         span = (f"after {p.after}, at or before {oldest}" if p.after
                 else f"at or before {oldest} (no older release tested without it)")
-        p.lines.append(f"**First bad release: {span}** (the release matrix; not bisected"
+        # "not bisected" would contradict a recorded commit bisect that names the change inside the range
+        commit = next((b for b in found if b.kind == "commit" and not b.fixes), None)
+        how = f"a commit bisect names {commit.first_bad[:9]}" if commit else "not bisected"
+        p.lines.append(f"**First bad release: {span}** (the release matrix; {how}"
                        + (f"; {', '.join(untested)} could not tell" if untested else "") + ").")
     else:
         p.lines.append("**First bad release:** not recorded (no release matrix, no bisect).")
