@@ -343,7 +343,7 @@ def _run_cases(pool: Workers, todo, probe: Future, opts: Options, results_path: 
     known = None
     # Off a terminal (CI logs) tqdm redraws rarely instead of once per case.
     every = 0.2 if sys.stderr.isatty() else 30
-    recorded, sink = set(), None
+    recorded, sink, on_disk = set(), None, None
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=len(todo) + feedback.left, unit="case", file=sys.stderr, mininterval=every,
                                        maxinterval=max(every, 10)))
@@ -361,8 +361,9 @@ def _run_cases(pool: Workers, todo, probe: Future, opts: Options, results_path: 
             new = r.is_new(known)
             if new and r.signature not in recorded:
                 recorded.add(r.signature)
-                bar.write(f"reproducer (new, not yet minimized): {reproducer_building.write(r, env, opts.reproducers)}",
-                          file=sys.stderr)
+                on_disk = reproducer_building.recorded(opts.reproducers) if on_disk is None else on_disk
+                path = reproducer_building.write(r, env, opts.reproducers, on_disk=on_disk)
+                bar.write(f"reproducer (new, not yet minimized): {path}", file=sys.stderr)
             new_failures += new
             if opts.stop_after and new_failures >= opts.stop_after:
                 break  # leaving the loop closes the pool: cases in flight are dropped, not recorded
@@ -406,7 +407,7 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
     if not new:
         return []
     env = environment()
-    paths = []
+    paths, on_disk = [], reproducer_building.recorded(opts.reproducers)
     logs = opts.out / "logs" / "minimize"
     # Pools start workers on first use: the compile-only one only for a hang its scan explains.
     with Pool(1, target, logs, opts.timeouts, bands=opts.bands) as pool, \
@@ -417,7 +418,7 @@ def record_failures(results, opts: Options, target, known: dict) -> list[Path]:
                 _err(f"minimizing {r.case_id}: {' '.join(sig[2:6])}")
                 r = _minimized(r, sig, pool, scan, opts)
                 original = firsts[sig].case if r.case_id != firsts[sig].case_id else None
-            paths.append(reproducer_building.write(r, env, opts.reproducers, minimized_from=original))
+            paths.append(reproducer_building.write(r, env, opts.reproducers, minimized_from=original, on_disk=on_disk))
             like = alike(sig, known)
             print(f"reproducer (new): {paths[-1]}" + (f" (the same failure as {Path(like).stem} through other statements: "
                                                        "likely one bug)" if like else ""))

@@ -102,11 +102,17 @@ def program_of(case) -> dict:
             "examples_sha256": source.digest(module)}
 
 
-def write(result: Result, env: dict, root, title=None, flaky=None, minimized_from=None) -> Path:
+def recorded(root) -> dict:
+    """{signature: path} of every reproducer under `root`, a candidate's too: what `write` will not record again."""
+    return known_signatures(root, kinds=tuple(FOLDER_OF_KIND))
+
+
+def write(result: Result, env: dict, root, title=None, flaky=None, minimized_from=None, on_disk: dict | None = None) -> Path:
     """Record a failure in the compiler's group under `root`, unless its signature is already recorded (in any
-    group, a candidate's too): then return that file."""
+    group, a candidate's too): then return that file. A caller recording many passes `on_disk` (`recorded(root)`,
+    kept current here), so that each call does not read every file under `root` again."""
     sig = result.signature
-    known = known_signatures(root, kinds=tuple(FOLDER_OF_KIND)).get(sig)
-    if known:
-        return known
-    return save(build(result, env, title, flaky, minimized_from, id=free_id(sig, root)), root)
+    on_disk = recorded(root) if on_disk is None else on_disk
+    if sig not in on_disk:
+        on_disk[sig] = save(build(result, env, title, flaky, minimized_from, id=free_id(sig, root)), root)
+    return on_disk[sig]

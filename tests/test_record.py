@@ -226,6 +226,17 @@ def test_dedupe_by_signature(written, tmp_path):
     assert sorted(p.name for p in reproducer_files.paths(tmp_path)) == sorted([written.name, other.name, "broken.json"])
 
 
+def test_recording_many_reads_the_folder_once(written, tmp_path, monkeypatch):
+    # A campaign records hundreds of signatures at its end: each write must not read every file again.
+    on_disk = reproducer_building.recorded(tmp_path)
+    monkeypatch.setattr(reproducer_building, "known_signatures", lambda *a, **k: pytest.fail("folder read again"))
+    assert reproducer_building.write(failure(CASE.replace(batch=2)), ENV, tmp_path, on_disk=on_disk) == written
+    other = reproducer_building.write(failure(region="interior"), ENV, tmp_path, on_disk=on_disk)
+    assert other != written and on_disk == {failure().signature: written, failure(region="interior").signature: other}
+    assert reproducer_building.write(failure(region="interior"), ENV, tmp_path, on_disk=on_disk) == other
+    assert sorted(reproducer_files.paths(tmp_path)) == sorted([written, other])
+
+
 def test_a_candidate_is_no_known_bug_but_is_not_recorded_twice(written, tmp_path):
     candidate = reproducer_files.file_path(tmp_path, "candidate", written.stem)
     candidate.parent.mkdir()
