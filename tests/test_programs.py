@@ -666,8 +666,9 @@ def test_a_schedule_shrinks_to_num_stages_and_its_statements_keep_their_stages_w
 
 
 def test_a_construct_the_release_lacks_is_unsupported_with_its_name_and_not_drawn(monkeypatch):
-    """0.1.10 has no T.cumsum: a loaded scan program is UNSUPPORTED naming it, before any compile, and the campaign's
-    strategy draws no program that uses it."""
+    """A release without T.cumsum: a loaded scan program is UNSUPPORTED naming it, before any compile, and the campaign's
+    strategy draws no program that uses it (0.1.10 lacks T.cummax: on an H200 its campaign's scan cases were UNSUPPORTED,
+    'tilelang 0.1.10 has no T.cummax')."""
     from harness import compat, strategies, worker
     monkeypatch.delattr(compat.T, "cumsum")
     scan = case_mod.Case(family="program", program=generate.template("scan"), seqlen_q=70, seqlen_k=70)
