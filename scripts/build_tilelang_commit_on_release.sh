@@ -55,12 +55,16 @@ wheel=$tmp/wheel
 mkdir "$wheel"
 (cd "$wheel" && "$TILELANG_BUILD_PYTHON" -m zipfile -e "$TILELANG_RELEASE_WHEEL" .)
 lib=$wheel/tilelang/lib
-# libtilelang.so linked as the release links it: against its TVM, the stubs and tvm_ffi, found at run time
-# through the same RUNPATH.
+# libtilelang.so linked as the release links it: against the libraries of its lib/ that the release's own
+# libtilelang.so needs (TVM's, which 0.1.9 ships as one libtvm.so and 0.1.12 as two, and the stubs), found at run
+# time through the same RUNPATH; tvm_ffi's symbols resolve there too.
+needs=$(readelf -d "$lib/libtilelang.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+runpath=$(readelf -d "$lib/libtilelang.so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+links=$(for so in $needs; do if [ -e "$lib/$so" ]; then echo "-l:$so"; fi; done)
 find "$src/build/CMakeFiles/tilelang_objs.dir" -name '*.o' | sort >"$tmp/objects"
-g++ -shared -o "$tmp/libtilelang.so" @"$tmp/objects" -L"$lib" -Wl,--no-as-needed -ltvm_compiler -ltvm_runtime \
-    -lstub_cuda -lstub_hip -Wl,--allow-shlib-undefined \
-    -Wl,--enable-new-dtags,-rpath,'$ORIGIN:$ORIGIN/../../tvm_ffi/lib:$ORIGIN/../../z3/lib:$ORIGIN/../../nvidia/cu13/lib'
+# shellcheck disable=SC2086  # one word per library
+g++ -shared -o "$tmp/libtilelang.so" @"$tmp/objects" -L"$lib" -Wl,--no-as-needed $links -Wl,--allow-shlib-undefined \
+    -Wl,--enable-new-dtags,-rpath,"$runpath"
 find "$wheel/tilelang" -mindepth 1 -maxdepth 1 ! -name lib ! -name 3rdparty -exec rm -rf {} +
 cp -a "$src/tilelang/." "$wheel/tilelang/"
 cp -a "$src/src" "$wheel/tilelang/src"
