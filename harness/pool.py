@@ -329,7 +329,11 @@ class Pool(Workers):
                         mine.discard(slot)
                         yield r
         finally:
-            for slot in mine:  # abandoned mid-case: their answers would be stale
+            # Abandoned mid-case: their answers would be stale. All signalled before any is waited for, as in
+            # close(): a worker with a CUDA context takes a while to exit, and a time box abandons one per GPU slot.
+            for slot in mine & set(self.busy):
+                self.busy[slot].signal()
+            for slot in mine:
                 self._down(slot, lost=False)
 
     def _dispatch(self, groups, wanted) -> set[int]:

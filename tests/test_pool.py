@@ -119,3 +119,16 @@ def test_a_campaign_stopped_by_the_budget_keeps_its_results_and_resumes(tmp_path
     # The same command goes on from there: two cases left, one replacement allowed again.
     assert cli.main(argv) == 0  # the crash is a known bug now
     assert len((tmp_path / "out" / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_time_box_signals_every_abandoned_worker_before_waiting_for_any(tmp_path, monkeypatch):
+    """Each worker a time box abandons is killed at once, not one after another's exit: a worker with a CUDA context
+    takes a while to exit, and a run on many GPU slots overran its time box by that much per worker."""
+    calls = []
+    signal, kill = pool_mod._Worker.signal, pool_mod._Worker.kill
+    monkeypatch.setattr(pool_mod._Worker, "signal", lambda w: (calls.append("signal"), signal(w)))
+    monkeypatch.setattr(pool_mod._Worker, "kill", lambda w: (calls.append("wait"), kill(w)))
+    with Pool(2, "sm_90a", tmp_path, Timeouts(compile=60, run=3)) as pool:
+        assert list(pool.run([fake(2), fake(2, variant="other")], deadline=time.monotonic() + 3)) == []
+        abandoned = calls[:calls.index("wait") + 1]
+    assert abandoned.count("signal") >= 2 and abandoned[-1] == "wait"
