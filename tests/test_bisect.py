@@ -386,8 +386,9 @@ def test_a_campaign_in_a_release_answers_its_verdicts_counted(tmp_path, monkeypa
 
 def test_the_cases_matrix_names_each_failing_case_and_the_releases_it_fails_on(tmp_path):
     runs = {}
-    for v, verdicts in (("0.1.10", ("MISMATCH", "PASS", "OOB_WRITE", "PASS")), ("0.1.12", ("MISMATCH", "PASS", "PASS", "CRASH")),
-                        ("0.1.15", ("MISMATCH", "PASS", "PASS", "CRASH"))):
+    for v, verdicts in (("0.1.10", ("MISMATCH", "PASS", "OOB_WRITE", "PASS", "PASS")),
+                        ("0.1.12", ("MISMATCH", "PASS", "PASS", "CRASH", "MISMATCH")),
+                        ("0.1.15", ("MISMATCH", "PASS", "PASS", "CRASH", "PASS"))):
         runs[v] = tmp_path / v / "results.jsonl"
         runs[v].parent.mkdir()
         runs[v].write_text("".join(json.dumps(Result.of(Case(seed=i), verdict, "judge").replace(case_id=f"c{i}").to_dict())
@@ -397,7 +398,9 @@ def test_the_cases_matrix_names_each_failing_case_and_the_releases_it_fails_on(t
     assert lines[:5] == ["| case | 0.1.10 | 0.1.12 | 0.1.15 | 0.1.14 |", "|---|---|---|---|---|",
                          "| c0 | MISMATCH | MISMATCH | MISMATCH | - |", "| c2 | OOB_WRITE | PASS | PASS | - |",
                          "| c3 | PASS | CRASH | CRASH | - |"]
-    assert lines[-1] == "3 of 4 cases fail on some release: 1 everywhere, 1 fixed since, 1 broken since"
+    assert lines[5] == "| c4 | PASS | MISMATCH | PASS | - |"
+    assert lines[-1] == ("4 of 5 cases fail on some release: 1 everywhere, 1 fixed since, 1 broken since, "
+                         "1 back and forth")
 
 
 def test_the_matrix_replays_reproducers_in_parallel_and_needs_no_index_for_releases_at_hand(tmp_path, monkeypatch,

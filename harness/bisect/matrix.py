@@ -77,7 +77,8 @@ def cases_matrix(cases: Path, versions: list, releases: environments.Releases, o
 def per_case(results: dict) -> str:
     """{release: its results.jsonl} -> a table of the cases that fail on some release: their verdict on each
     ("-": not run there), the releases in order; and a last line counting those that fail everywhere they ran,
-    and those that fail on older releases only (fixed since) or on newer ones only (broken since)."""
+    those that fail on older releases only (fixed since) or on newer ones only (broken since), and the rest (back
+    and forth)."""
     from harness import untrusted
     from harness.result import Result
 
@@ -91,7 +92,7 @@ def per_case(results: dict) -> str:
     failing = {c: by for c, by in verdicts.items() if any(x.failed for x in by.values())}
     versions = list(results)
     rows = ["| case | " + " | ".join(map(str, versions)) + " |", "|---|" + "---|" * len(versions)]
-    counts = {"everywhere": 0, "fixed since": 0, "broken since": 0}
+    counts = {"everywhere": 0, "fixed since": 0, "broken since": 0, "back and forth": 0}
     for c, by in sorted(failing.items()):
         rows.append(f"| {c} | " + " | ".join(by[v].value if v in by else "-" for v in versions) + " |")
         failed = [by[v].failed for v in versions if v in by]
@@ -101,6 +102,8 @@ def per_case(results: dict) -> str:
             counts["fixed since"] += 1
         elif failed == sorted(failed):
             counts["broken since"] += 1
+        else:   # fails, passes, fails again (or the reverse): a race or an input that varies, not a release's change
+            counts["back and forth"] += 1
     summary = f"{len(failing)} of {len(verdicts)} cases fail on some release: " + \
         ", ".join(f"{n} {what}" for what, n in counts.items())
     return "\n".join(rows) + "\n\n" + summary + "\n"
