@@ -46,14 +46,15 @@ def target(rep, env, arch="sm_90a", compile_only=False) -> tuple[str | None, str
 
 
 def _judge_by_scan(rep, results, evidence) -> Replay:
-    """A recorded hang replayed without a GPU: reproduced when a compile shows the check that
-    explains it (a deadlock predicted, not run)."""
-    checks, n = set(rep.scan_checks), len(results)
+    """A recorded hang, or a failure with a witness, replayed without a GPU: reproduced when a compile shows the
+    check that explains it or stands for it (predicted, not run)."""
+    checks, n, verdict = set(rep.scan_checks), len(results), rep.result.verdict
     shown = [r for r in results if oracle.shows(r, checks)]
     evidence = evidence + sorted({f"  scan:      {f}" for r in shown for f in r.hazards if f.check in checks})
+    what = "the recorded hang's cause" if verdict == "HANG" and rep.result.predicted else f"the recorded {verdict}'s witness"
     if shown:
-        return Replay(Status.REPRODUCED, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, the "
-                      "recorded hang's cause (compile-only: predicted, not run)", evidence, results)
+        return Replay(Status.REPRODUCED, f"REPRODUCED: {len(shown)}/{n} compiles show {', '.join(sorted(checks))}, {what} "
+                      "(compile-only: predicted, not run)", evidence, results)
     failing = [r for r in results if r.failed]
     if failing:
         return Replay(Status.FAILS_DIFFERENTLY, f"REPRODUCED: {len(failing)}/{n} compiles fail; signature differs",
@@ -61,8 +62,8 @@ def _judge_by_scan(rep, results, evidence) -> Replay:
     other = next((r for r in results if r.verdict != "COMPILED"), None)
     if other:
         return Replay(Status.CANNOT_TEST, f"CANNOT TEST: {other.describe()}", evidence, results)
-    return Replay(Status.NOT_REPRODUCED, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(sorted(checks))} (recorded HANG; "
-                  "compile-only)", evidence, results)
+    return Replay(Status.NOT_REPRODUCED, f"NOT REPRODUCED: {n}/{n} compiles without {', '.join(sorted(checks))} (recorded "
+                  f"{verdict}; compile-only)", evidence, results)
 
 
 def where(env) -> str:
@@ -173,7 +174,9 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
 
     env = environment()
     tgt, reason = target(rep, env, arch)
-    if tgt is None:
+    if tgt != "auto" and rep.result.verdict != "HANG" and rep.witness:
+        reason = "no GPU here: a witness judges a replay, but shrinking needs the failure itself"
+    if tgt is None or reason:
         return SKIP, f"CANNOT TEST: {reason}"
     view = (lambda r: oracle.as_predicted(r, rep.scan_checks, timeouts.run)) if tgt != "auto" else (lambda r: r)
     with Pool(1, tgt, logs, timeouts) as pool:
@@ -192,7 +195,7 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
     hand = rep.title != reproducer_building.default_title(rep.result)
     new = reproducer_building.build(result, env, rep.title if hand else None, flaky, rep.minimized_from or rep.case,
                                     id=rep.id, description=rep.description if hand else None)
-    # What was learned about the bug (links, release matrix, triage, the report's words) stays with it.
+    # What was learned about the bug (links, release matrix, witness, triage, the report's words) stays with it.
     kept = dataclasses.replace(new, links=rep.links, releases=rep.releases, triage=rep.triage, upstream=rep.upstream,
-                               kind=rep.kind)
+                               kind=rep.kind, witness=rep.witness)
     return 0, f"minimized: {reproducer_files.save_as(kept, path)}"

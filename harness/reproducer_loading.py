@@ -33,11 +33,12 @@ from harness.reproducer_model import (
     Upstream,
     Variant,
 )
+from harness.result import ScanCheck
 
 _NUMBER = (int, float)
 _TOP = {"schema": int, "id": str, "title": str, "description": (str, None), "kind": str, "case": dict,
         "expected": str, "observed": dict, "environment": dict, "links": dict, "releases": (dict, None),
-        "triage": (dict, None), "upstream": (dict, None), "minimized_from": (dict, None)}
+        "triage": (dict, None), "upstream": (dict, None), "minimized_from": (dict, None), "witness": (list, None)}
 _OBSERVED = {"verdict": str, "stage": str, "tensor": str, "region": str, "message": str, "kernel": (str, None),
              "traceback": str, "signature": list, "checks": list, "flaky": (dict, None), "predicted": (list, None)}
 _FLAKY = {"runs": int, "reproduced": int, "deterministic": bool}
@@ -201,7 +202,20 @@ def from_dict(d) -> Reproducer:
     upstream = _upstream(d["upstream"]) if d.get("upstream") is not None else None
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
     return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, _environment(d["environment"]),
-                      links, original, releases, _triage(d.get("triage")), upstream, d["kind"], d.get("description") or "")
+                      links, original, releases, _triage(d.get("triage")), upstream, d["kind"], d.get("description") or "",
+                      _witness(d.get("witness") or [], obs["verdict"]))
+
+
+def _witness(names: list, verdict: str) -> tuple:
+    """Code-scan checks, each once; not for a compile error, which replays as itself without a GPU."""
+    unknown = next((n for n in names if n not in set(ScanCheck)), None)
+    if unknown is not None:
+        raise RecordError(f"field 'witness' must list code-scan checks ({', '.join(ScanCheck)}), got {str(unknown)[:60]!r}")
+    if names and verdict == "COMPILE_ERROR":
+        raise RecordError("field 'witness' is for a failure only a GPU shows; a COMPILE_ERROR replays without one as it is")
+    if len(set(names)) != len(names):
+        raise RecordError("field 'witness' lists a check twice")
+    return tuple(names)
 
 
 def _environment(env: dict) -> dict:

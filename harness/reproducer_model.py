@@ -8,7 +8,9 @@ Besides what a run records (the case, what was observed, the environment), a rep
 learned about it later, each fact in a typed field: its links (`Links`: the tracker issue that is this bug,
 the nearest issues and why they differ, the reproducers of the same root cause, the bisects that placed it,
 the pull requests that introduced or fix it, the searches run, files kept beside it), the release matrix
-(`releases`: what each release did with the case), the triage (`Triage`: the culprit pass and its source, and
+(`releases`: what each release did with the case), its witness (`witness`: the code-scan checks its generated code
+shows exactly where the failure shows, checked against the release matrix, so that a machine without a GPU can judge
+a replay, compile-only), the triage (`Triage`: the culprit pass and its source, and
 the controls, one knob or one shape flipped, with their results), and the words of a report to TileLang's
 tracker (`Upstream`). harness.upstream and the index read these fields; nothing parses them back out of text.
 `to_dict` writes a reproducer's JSON; harness.reproducer_loading reads it back, strictly.
@@ -188,6 +190,7 @@ class Reproducer:
     upstream: Upstream | None = None
     kind: str = "compiler"     # one of FOLDER_OF_KIND: a new recording is the compiler's until triage says otherwise
     description: str = ""      # what the title leaves out: the shape, the evidence, how it was found
+    witness: tuple = ()        # ScanCheck names: a compile showing one stands for the recorded failure, where no GPU is
 
     @property
     def result(self) -> Result:
@@ -201,14 +204,14 @@ class Reproducer:
 
     @property
     def scan_checks(self) -> list[str]:
-        """The code-scan checks that explain a recorded hang (its `predicted` cause): without a GPU they are its
-        evidence."""
+        """The code-scan checks that stand for the recorded failure without a GPU: a hang's `predicted` cause, or the
+        `witness` learned for any other failure."""
         seen = self.result
-        return list(seen.predicted or ()) if seen.verdict == "HANG" else []
+        return list(seen.predicted or ()) if seen.verdict == "HANG" and seen.predicted else list(self.witness)
 
     @property
     def needs_gpu(self) -> bool:
-        """Replaying needs a GPU: all but a compile error and a hang that the code scan explains."""
+        """Replaying needs a GPU: all but a compile error and a failure that the code scan explains or witnesses."""
         return self.result.verdict != "COMPILE_ERROR" and not self.scan_checks
 
     def to_dict(self) -> dict:
@@ -218,7 +221,8 @@ class Reproducer:
                 "links": _links_dict(self.links), "releases": {v: _plain(r) for v, r in self.releases.items()},
                 "triage": _plain(self.triage) if self.triage else None,
                 "upstream": _plain(self.upstream) if self.upstream else None,
-                "minimized_from": case_mod.to_dict(self.minimized_from) if self.minimized_from else None}
+                "minimized_from": case_mod.to_dict(self.minimized_from) if self.minimized_from else None,
+                **({"witness": list(self.witness)} if self.witness else {})}
 
 
 def _plain(obj) -> dict:

@@ -7,7 +7,7 @@ import pytest
 from harness.case import Case
 from harness.environment import gpu_count
 from harness.pool import Pool, Timeouts, threads_per_worker
-from harness.result import ScanFinding
+from harness.result import Result, ScanFinding
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +188,31 @@ def test_a_hang_the_code_scan_explains_replays_without_a_gpu(tmp_path, monkeypat
                                                  "(recorded HANG; compile-only)")
     plain = reproducer_building.build(oracle.hang(fake(15), 60, "run"), {})
     assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"
+
+
+@pytest.mark.skipif(gpu_count() > 0, reason="judges the compile-only replay (a GPU would run the fake kernel)")
+def test_a_failure_with_a_witness_replays_without_a_gpu(tmp_path, monkeypatch, timeouts, capsys):
+    """A MISMATCH whose generated code shows a code-scan check exactly where it fails (its `witness`, checked against
+    the release matrix) is judged compile-only by that check: what lets a commit bisect place a numerical bug on a
+    CPU machine. It says so; it does not shrink without a GPU."""
+    from harness import cli, reproducer_building, reproducer_files
+    from harness.replay import replay
+    from harness.status import Status
+    wrong = Result.of(fake(15), "MISMATCH", "judge", "O: max error 1 > tolerance 0 at [0, 0]")
+    plain = reproducer_building.build(wrong, {})
+    assert replay(plain, tmp_path / "plain").verdict == "CANNOT TEST: no GPU here (numerics need one)"
+    rep = dataclasses.replace(plain, witness=("register_budget",))
+    assert not rep.needs_gpu and rep.scan_checks == ["register_budget"]
+    bad = replay(rep, tmp_path / "bad", timeouts=timeouts)
+    assert (bad.status, bad.verdict) == (Status.REPRODUCED, "REPRODUCED: 1/1 compiles show register_budget, the recorded "
+                                         "MISMATCH's witness (compile-only: predicted, not run)"), bad
+    monkeypatch.setenv("FAKE_SETMAXNREG", "160")
+    good = replay(rep, tmp_path / "good", timeouts=timeouts)
+    assert (good.status, good.verdict) == (Status.NOT_REPRODUCED, "NOT REPRODUCED: 1/1 compiles without register_budget "
+                                           "(recorded MISMATCH; compile-only)")
+    path = reproducer_files.save_as(rep, tmp_path / "r.json")
+    assert cli.main(["minimize", str(path)]) == 125
+    assert "no GPU here: a witness judges a replay, but shrinking needs the failure itself" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(gpu_count() > 0, reason="minimizes compile-only (a GPU would run the fake kernel)")

@@ -155,6 +155,11 @@ def _mutations():
         "control ok": (top(triage={"controls": [{"change": "x", "result": "y", "ok": "yes"}]}),
                        "'triage.controls[0].ok' must be bool"),
         "unknown upstream field": (top(upstream={"titel": "x"}), "unknown field 'upstream.titel'"),
+        "witness not a check": (top(witness=["races"]), "field 'witness' must list code-scan checks ("),
+        "witness twice": (top(witness=["vectorized_atomics"] * 2), "field 'witness' lists a check twice"),
+        "witness of a compile error": (lambda d: (d["observed"].update(verdict="COMPILE_ERROR"),
+                                                  d.update(witness=["vectorized_atomics"])),
+                                       "field 'witness' is for a failure only a GPU shows"),
     }
 
 
@@ -196,7 +201,8 @@ def test_typed_links_and_facts_round_trip(written):
         triage=reproducer_model.Triage(
             reproducer_model.Culprit("tl.LowerTileOp", "src/transform/lower_tile_op.cc", "Lower"),
             (reproducer_model.Control("knob no_warp_specialize added", "compiles", True, knob="no_warp_specialize"),)),
-        upstream=reproducer_model.Upstream(title="[BUG][ice-on-valid-code] a title", expected="it compiles"))
+        upstream=reproducer_model.Upstream(title="[BUG][ice-on-valid-code] a title", expected="it compiles"),
+        witness=("vectorized_atomics",))
     again = reproducer_loading.load(reproducer_files.save(rich, written.parent.parent))
     assert again == rich
     assert [i.ref for i in again.links.issues()] == ["#2643", "PR #2737", "TileOPs#1852"]
