@@ -26,3 +26,14 @@ def test_a_replay_warns_when_the_kernel_programs_differ_from_the_recorded_ones()
 def test_no_warning_for_the_same_programs_or_an_older_reproducer():
     assert replay.kernels_moved(_rep(kernels_digest="aaaaaaaaaaaa"), {"kernels_digest": "aaaaaaaaaaaa"}) == []
     assert replay.kernels_moved(_rep(), {"kernels_digest": "aaaaaaaaaaaa"}) == []
+
+
+def test_a_libcuda_that_is_no_driver_means_no_gpu(monkeypatch):
+    """A libcuda.so.1 that is a link stub (toolkits and CI images ship one; no cuInit) is no GPU, not the harness's
+    error: every compile-only command still runs."""
+    import ctypes
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: types.SimpleNamespace())
+    assert environment.gpu_count() == 0
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: types.SimpleNamespace(cuInit=lambda flags: 100))  # no device
+    assert environment.gpu_count() == 0
