@@ -50,7 +50,7 @@ _FACTS = {Issue: _ISSUE, Sibling: {"id": str, "note": (str, None)},
           RecordedBisect: {"kind": str, "good": str, "bad": str, "first_bad": str, "last_good": str,
                            "fixes": (bool, None), "note": (str, None)},
           Search: {"query": str, "result": str}, File: {"path": str, "kind": str, "note": (str, None)},
-          Release: {"result": str, "note": (str, None)},
+          Release: {"result": str, "note": (str, None), "predicted": (bool, None)},
           Culprit: {"pass": str, "file": (str, None), "function": (str, None), "note": (str, None)},
           Control: {"change": str, "result": str, "ok": bool, "knob": (str, None), "source": (str, None)},
           Variant: {"name": str, "change": str, "gpu": (bool, None), "workaround": (bool, None)},
@@ -199,6 +199,9 @@ def from_dict(d) -> Reproducer:
                               f"got {type(v).__name__}")
     links = _links(d["links"])
     releases = {v: _fact(Release, r, f"releases.{v}") for v, r in (d.get("releases") or {}).items()}
+    guessed = next((v for v, r in releases.items() if r.predicted), None)
+    if guessed and not (d.get("witness") or obs.get("predicted")):
+        raise RecordError(f"field 'releases.{guessed}.predicted': a row predicted by the code scan needs a 'witness'")
     upstream = _upstream(d["upstream"]) if d.get("upstream") is not None else None
     original = _case(d["minimized_from"], "minimized_from") if d.get("minimized_from") is not None else None
     return Reproducer(d["id"], d["title"], _case(d["case"], "case"), d["expected"], obs, _environment(d["environment"]),

@@ -119,6 +119,7 @@ class Release:
     """What one release did with the case (`harness matrix`, `harness repro` with that release)."""
     result: str                # one of MATRIX
     note: str = ""
+    predicted: bool = False    # judged compile-only by the reproducer's witness: predicted, not run
 
 
 @dataclass(frozen=True)

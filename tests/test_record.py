@@ -157,6 +157,8 @@ def _mutations():
         "unknown upstream field": (top(upstream={"titel": "x"}), "unknown field 'upstream.titel'"),
         "witness not a check": (top(witness=["races"]), "field 'witness' must list code-scan checks ("),
         "witness twice": (top(witness=["vectorized_atomics"] * 2), "field 'witness' lists a check twice"),
+        "predicted without a witness": (top(releases={"0.1.9": {"result": "reproduced", "predicted": True}}),
+                                        "field 'releases.0.1.9.predicted': a row predicted by the code scan needs a 'witness'"),
         "witness of a compile error": (lambda d: (d["observed"].update(verdict="COMPILE_ERROR"),
                                                   d.update(witness=["vectorized_atomics"])),
                                        "field 'witness' is for a failure only a GPU shows"),
@@ -197,7 +199,8 @@ def test_typed_links_and_facts_round_trip(written):
         files=(reproducer_model.File("reproducers/x.standalone.py", "standalone"),), notes=("as written",))
     rich = dataclasses.replace(
         rep, links=links,
-        releases={"0.1.14": reproducer_model.Release("reproduced"), "0.1.13": reproducer_model.Release("not reproduced", "CPU")},
+        releases={"0.1.14": reproducer_model.Release("reproduced"), "0.1.13": reproducer_model.Release("not reproduced", "CPU"),
+                  "0.1.12": reproducer_model.Release("not reproduced", predicted=True)},
         triage=reproducer_model.Triage(
             reproducer_model.Culprit("tl.LowerTileOp", "src/transform/lower_tile_op.cc", "Lower"),
             (reproducer_model.Control("knob no_warp_specialize added", "compiles", True, knob="no_warp_specialize"),)),

@@ -397,7 +397,11 @@ def provenance_lines(rep, prov: Provenance) -> list[str]:
     lines = [re.sub(r" \((?:a release bisect: )?`harness[^)]*\)", "", line) for line in lines]
     if matrix:
         lines.append("Releases tested (this program or the kernel it was reduced from): "
-                     + "; ".join(f"{v} {r.result}" for v, r in matrix.items()) + ".")
+                     + "; ".join(f"{v} {r.result}" + (" (predicted)" if r.predicted else "") for v, r in matrix.items())
+                     + ".")
+        if any(r.predicted for r in matrix.values()):
+            lines.append("Predicted: compiled without a GPU and judged by whether the generated CUDA holds the defect "
+                         "described above; not run.")
     if rep.upstream and rep.upstream.provenance:
         lines.append(rep.upstream.provenance)
     lines += [f"**Introduced by:** {_issue(i)}" for i in rep.links.introduced_by]
