@@ -174,9 +174,9 @@ def minimize(rep, path: Path, logs: Path, timeouts: Timeouts, arch="sm_90a", con
 
     env = environment()
     tgt, reason = target(rep, env, arch)
-    if tgt != "auto" and rep.result.verdict != "HANG" and rep.witness:
-        reason = "no GPU here: a witness judges a replay, but shrinking needs the failure itself"
-    if tgt is None or reason:
+    if tgt not in (None, "auto") and rep.result.verdict != "HANG" and rep.witness:
+        tgt, reason = None, "no GPU here: a witness judges a replay, but shrinking needs the failure itself"
+    if tgt is None:
         return SKIP, f"CANNOT TEST: {reason}"
     view = (lambda r: oracle.as_predicted(r, rep.scan_checks, timeouts.run)) if tgt != "auto" else (lambda r: r)
     with Pool(1, tgt, logs, timeouts) as pool:
