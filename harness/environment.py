@@ -128,8 +128,6 @@ def gpu_count() -> int:
         count = ctypes.c_int(0)
         if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
             return 0  # a driver without a usable device
-    except OSError:  # no NVIDIA driver
-        return 0
-    except AttributeError:  # a libcuda.so.1 that is no driver: a link stub, as toolkits and CI images ship
+    except (OSError, AttributeError):  # no NVIDIA driver, or a libcuda.so.1 that is none (a toolkit's link stub)
         return 0
     return count.value
