@@ -211,6 +211,9 @@ def read_results(path: Path, resume: bool = True) -> tuple[list[Result], list[st
 def run(opts: Options) -> int:
     """0 nothing new failed, 1 a new failure (or workers died or hung past max_worker_restarts: the
     run stopped), 4 (HARNESS_ERROR) the harness's own error in some case, 125 TileLang does not import."""
+    # --time counts from here: loading thousands of cases and results (tens of seconds on a busy host) is inside
+    # the box a wrapper's own timeout is sized by; only the report and the new reproducers come after it.
+    started = time.monotonic()
     if opts.out.exists() and not opts.out.is_dir():
         raise CampaignError(f"--out {opts.out} is a file, not a directory")
     results_path = opts.out / "results.jsonl"
@@ -242,7 +245,7 @@ def run(opts: Options) -> int:
         _err(f"{len(cases)} cases ({len(cases) - len(todo)} already in {results_path}), "
              f"{len({kernels.kernel_key(c) for c in todo})} kernels, {workers} workers, target {target}")
         try:
-            deadline = t0 + opts.time if opts.time else None
+            deadline = started + opts.time if opts.time else None
             in_background(report.plotting)  # for the report, while the cases run
             feedback = _feedback(opts, cases, previous, workers)
             results, known = _run_cases(pool, todo, probed, opts, results_path, deadline, feedback)

@@ -328,6 +328,18 @@ def test_a_time_box_ends_the_campaign_with_its_report(tmp_path):
     assert len((tmp_path / "out" / "results.jsonl").read_text().splitlines()) == 1
 
 
+def test_the_time_box_counts_loading_the_cases(tmp_path, monkeypatch, capsys):
+    """A wrapper sizes its own timeout by --time: loading a big --cases-from (tens of seconds on a busy host) is inside
+    the box, so a box that loading alone outlasts runs no case."""
+    campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=1)])
+    load = campaign.load_cases
+    monkeypatch.setattr(campaign, "load_cases", lambda path: (time.sleep(3), load(path))[1])
+    assert cli.main(["run", "--cases-from", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "out"), "--workers", "1",
+                     "--reproducers", str(tmp_path / "r"), "--time", "2"]) == 0
+    assert "--time 2 s reached: 1 of 1 cases not run" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
 def test_a_harness_error_exits_4_and_is_not_recorded(tmp_path):
     """Never 1, which says a new bug was found."""
     campaign.write_cases(tmp_path / "c.jsonl", [Case(family="fake", heads=8)])  # a Python bug in its builder

@@ -98,8 +98,8 @@ def campaign_args(p):
     p.add_argument("--peer", action="store_true",
                    help="run the shapes the kernels' own tests run (outside kernels), not drawn cases: the baseline")
     p.add_argument("--time", type=positive(float, MAX_SECONDS),
-                   help="end the cases after this many seconds from the workers' start, the draw of --cases included "
-                        "(those in flight are dropped; the same command "
+                   help="end the cases this many seconds after the command's start (loading the cases and earlier "
+                        "results and the draw of --cases included; those in flight are dropped; the same command "
                         f"continues; at most {MAX_SECONDS:g}, a week; default: no limit)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="Hypothesis seed the cases are drawn from")
     p.add_argument("--per-kernel", type=positive(int, MAX_PER_KERNEL), default=4,
