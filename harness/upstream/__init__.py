@@ -208,10 +208,12 @@ def provenance(rep, found: list[reproducer_model.RecordedBisect],
         # "not bisected" would contradict a recorded commit bisect that names the change inside the range; one
         # over other ends (a witness's, which sees the defect in code a release ran without failing) says its ends
         commit = next((b for b in found if b.kind == "commit" and not b.fixes), None)
-        ends = commit and any(_version(ref.removeprefix("v")) not in (None, _version(want))
-                              for ref, want in ((commit.good, p.after), (commit.bad, oldest)))
-        how = ("not bisected" if not commit else f"a commit bisect from {commit.good} to {commit.bad} names "
-               f"{commit.first_bad[:9]}" if ends else f"a commit bisect names {commit.first_bad[:9]}")
+        how = "not bisected"
+        if commit:
+            elsewhere = any(_version(ref.removeprefix("v")) not in (None, _version(want))
+                            for ref, want in ((commit.good, p.after), (commit.bad, oldest)))
+            how = (f"a commit bisect from {commit.good} to {commit.bad}" if elsewhere else "a commit bisect") \
+                + f" names {commit.first_bad[:9]}"
         p.lines.append(f"**First bad release: {span}** (the release matrix; {how}"
                        + (f"; {', '.join(untested)} could not tell" if untested else "") + ").")
     else:
