@@ -10,9 +10,10 @@ the nearest issues and why they differ, the reproducers of the same root cause, 
 the pull requests that introduced or fix it, the searches run, files kept beside it), the release matrix
 (`releases`: what each release did with the case), its witness (`witness`: the code-scan checks its generated code
 shows where the failure shows, checked against the release matrix, so that a machine without a GPU can judge a
-replay, compile-only; a race's witness shows where the failure can happen, which is where its defect entered), the triage (`Triage`: the culprit pass and its source, and
-the controls, one knob or one shape flipped, with their results), and the words of a report to TileLang's
-tracker (`Upstream`). harness.upstream and the index read these fields; nothing parses them back out of text.
+replay, compile-only; a race's witness shows where the failure can happen, which is where its defect entered), the
+triage (`Triage`: the culprit pass and its source, and the controls, one knob or one shape flipped, with their
+results), and the words of a report to TileLang's tracker (`Upstream`). harness.upstream and the index read these
+fields; nothing parses them back out of text.
 `to_dict` writes a reproducer's JSON; harness.reproducer_loading reads it back, strictly.
 """
 from __future__ import annotations
