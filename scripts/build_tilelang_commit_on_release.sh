@@ -72,8 +72,7 @@ cp "$tmp/libtilelang.so" "$lib/libtilelang.so"
 # Releases up to 0.1.7.post3 also ship libtilelang_module.so, and their Python loads that one ("tilelang_module"
 # unless TVM is runtime-only), not libtilelang.so. The commit's objects linked under that name too make the import
 # abort (f03531562: "Global Function `ffi.Module.load_from_bytes.const_loader` is already registered"). So on such
-# a wheel a build tests the commit's
-# Python and CUDA templates with the release's C++: say so, for the bisect's log.
+# a wheel a build tests the commit's Python and CUDA templates with the release's C++: say so, for the bisect's log.
 if [ -e "$lib/libtilelang_module.so" ]; then
     echo "warning: $(basename "$TILELANG_RELEASE_WHEEL") loads its own libtilelang_module.so: this build runs the" \
          "commit's Python and templates on the release's C++" >&2
